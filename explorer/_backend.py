@@ -1,0 +1,106 @@
+"""Choosing the array backend once per run: CuPy on a GPU, NumPy on the CPU.
+
+Every stage below the UI is written against an array namespace ``xp``; this module
+is the one place that decides which namespace a run uses and why.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+BACKENDS = ("auto", "gpu", "cpu")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The backend a run uses.
+
+    Attributes
+    ----------
+    name : {"gpu", "cpu"}
+        What was taken.
+    xp : module
+        ``cupy`` or ``numpy``.
+    reason : str
+        Why it was taken (shown to users by the CLI and the app).
+    """
+
+    name: str
+    xp: ModuleType
+    reason: str
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name == "gpu"
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_status() -> tuple[bool, str]:
+    """Whether a CUDA device can be used, and a sentence saying why or why not.
+
+    Cached: importing CuPy and querying the driver costs tens of milliseconds, and
+    the answer does not change while the process runs.
+    """
+    try:
+        import cupy
+    except Exception as exc:  # ImportError, or a broken CUDA install raising on import
+        return False, f"CuPy is not importable ({type(exc).__name__}: {exc})"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return False, f"no CUDA device answers ({type(exc).__name__}: {exc})"
+    if count < 1:
+        return False, "CuPy imports but no CUDA device is visible"
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    return True, f"CUDA device {cupy.cuda.Device().id}: {name}"
+
+
+def resolve_backend(backend: str = "auto") -> Backend:
+    """Resolve ``"auto" | "gpu" | "cpu"`` to a :class:`Backend`.
+
+    Parameters
+    ----------
+    backend : {"auto", "gpu", "cpu"}
+        ``"auto"`` takes the GPU when CuPy imports and a device answers, otherwise the
+        CPU. ``"gpu"`` raises when no GPU can be used.
+
+    Raises
+    ------
+    ValueError
+        If `backend` is not one of the allowed names, or ``"gpu"`` is asked for where
+        no GPU can be used.
+    """
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r} is not allowed; use one of {', '.join(BACKENDS)}")
+    if backend == "cpu":
+        return Backend("cpu", np, "asked for the CPU")
+    ok, why = gpu_status()
+    if ok:
+        import cupy
+
+        return Backend("gpu", cupy, ("asked for the GPU: " if backend == "gpu" else "auto: ") + why)
+    if backend == "gpu":
+        raise ValueError(f"backend='gpu' was asked for but no GPU can be used: {why}")
+    return Backend("cpu", np, f"auto: no GPU ({why})")
+
+
+def array_module(a) -> ModuleType:
+    """``cupy`` for a CuPy array (dense or sparse), ``numpy`` for anything else."""
+    mod = type(a).__module__
+    if mod.startswith("cupy") or mod.startswith("cupyx"):
+        import cupy
+
+        return cupy
+    return np
+
+
+def to_numpy(a):
+    """Copy a CuPy array to the host; return NumPy arrays (and anything else) unchanged."""
+    if array_module(a) is np:
+        return a
+    return a.get()
