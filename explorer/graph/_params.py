@@ -76,7 +76,8 @@ class GraphParams:
         kind = "sqdist" if threshold_sqdist is not None else "sim"
         if metric == "cosine" and kind == "sqdist":
             raise ValueError(
-                f"metric='cosine' takes threshold_sim in [-1, 1); got threshold_sqdist={threshold_sqdist!r}"
+                "metric='cosine' takes threshold_sim in [-1, 1); "
+                f"got threshold_sqdist={threshold_sqdist!r}"
             )
         if metric == "uniform" and kind == "sim":
             raise ValueError(
@@ -85,7 +86,9 @@ class GraphParams:
         if kind == "sqdist":
             t = check_float(threshold_sqdist, "threshold_sqdist", low=0.0, low_inclusive=False)
         elif metric == "cosine":
-            t = check_float(threshold_sim, "threshold_sim", low=-1.0, high=1.0, high_inclusive=False)
+            t = check_float(
+                threshold_sim, "threshold_sim", low=-1.0, high=1.0, high_inclusive=False
+            )
         else:  # gaussian similarity lies in (0, 1]; t = 0 would keep underflowed pairs
             t = check_float(
                 threshold_sim, "threshold_sim", low=0.0, high=1.0, low_inclusive=False,

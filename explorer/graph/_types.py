@@ -103,6 +103,9 @@ class Graph:
         The builder that ran (``"csr1"``, ``"kdtree"``, ...).
     method_reason : str
         Why that builder (what ``method="auto"`` saw), or ``"asked for"``.
+    info : dict
+        What the builder reports about its run (GPU: block shapes, hypo, chunks...;
+        CPU: candidate pairs examined).
     """
 
     csr: object
@@ -112,6 +115,7 @@ class Graph:
     backend: str = "cpu"
     method: str = ""
     method_reason: str = ""
+    info: dict = field(default_factory=dict)
 
     @property
     def n(self) -> int:

@@ -1,0 +1,276 @@
+"""CPU graph builders: a blockwise brute force and a kd-tree, both exact.
+
+Both work in two steps. A fast, approximate step proposes *candidate* pairs, a
+guaranteed superset of the edges: a float64 matrix product with a rigorous rounding
+slack (brute force), or a kd-tree query with a radius widened by a relative 1e-6
+(kd-tree). Then every candidate is decided and weighted by
+:class:`~explorer.graph._reference.PairValues`, the reference arithmetic itself, so
+the result equals :func:`~explorer.graph._reference.reference_csr` bit for bit.
+
+The same machinery counts nonzeros per row without keeping the matrix (live
+statistics), for all rows or for a sample of them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.spatial import cKDTree
+
+from ._params import GraphParams
+from ._reference import PairValues, edge_mask, index_dtype
+
+CPU_METHODS = ("bruteforce", "kdtree")
+
+#: ``method="auto"`` on the CPU takes the kd-tree for distance rules up to this d.
+KDTREE_MAX_D = 8
+
+#: Relative widening (and narrowing) of the kd-tree radius. SciPy decides
+#: ``distance <= r`` on its own float64 arithmetic (including bulk acceptance of
+#: whole nodes from bounding-box distances); its relative error is ~1e-15·d, far
+#: inside this margin, so a pair it puts outside ``r·(1 + margin)`` cannot be an edge
+#: and one it puts inside ``r·(1 - margin)`` surely is.
+KD_MARGIN = 1e-6
+
+#: Bytes of float64 matrix-product output per brute-force block.
+_BLOCK_BYTES = 1 << 25
+
+#: Rounding slack of the brute-force product, in units of float64 epsilon × (d + 8)
+#: × the scale below. The squared distance ``|a|² + |b|² - 2 a·b`` of centred data
+#: is off by at most ~(3d + 10) u (|a|² + |b|²) (u = eps/2: products of widened
+#: float32 are exact, sums err by (d-1) u relative to the sum of |terms|, centring
+#: adds ~4 u (|a|² + |b|²)); a cosine of unit rows by ~(2d + 8) u. Eight times eps
+#: is a generous bound on both; the slack only costs a few more exact evaluations.
+_SLACK_EPS = 8.0
+
+
+def choose_method(n: int, d: int, params: GraphParams) -> tuple[str, str]:
+    """``method="auto"`` on the CPU: the builder, and a sentence saying why."""
+    if params.compares == "sqdist" and d <= KDTREE_MAX_D:
+        return "kdtree", (
+            f"CPU backend, n={n}, d={d}, distance rule: a kd-tree finds the neighbours "
+            f"within ε={params.radius:.4g} without testing all n² pairs (taken for d <= "
+            f"{KDTREE_MAX_D})"
+        )
+    why = "cosine rule (a kd-tree only serves distances)" if params.compares == "cosine" else (
+        f"d={d} > {KDTREE_MAX_D} (a kd-tree prunes little in high dimension)"
+    )
+    return "bruteforce", (
+        f"CPU backend, n={n}, d={d}, {why}: blockwise brute force with a float64 "
+        f"matrix product and exact re-check"
+    )
+
+
+class _Candidates:
+    """Brute-force candidate pairs from a float64 matrix product with rounding slack."""
+
+    def __init__(self, X, params: GraphParams, pv: PairValues):
+        X64 = np.asarray(X, dtype=np.float64)
+        n, d = X64.shape
+        self.n = n
+        self.params = params
+        self.slack = _SLACK_EPS * (d + 8) * np.finfo(np.float64).eps
+        if params.compares == "sqdist":
+            # Centring shrinks |a|² + |b|², and with it the rounding error of the
+            # expansion, when the data sit far from the origin.
+            self.Z = X64 - X64.mean(axis=0)
+            self.sq = np.einsum("ij,ij->i", self.Z, self.Z)
+        else:
+            norms = pv.norms
+            safe = np.where(norms > 0, norms, 1.0)
+            self.Z = np.where((norms > 0)[:, None], X64 / safe[:, None], 0.0)
+            self.sq = None
+
+    def _mask(self, rows, cols):
+        G = self.Z[rows] @ self.Z[cols].T
+        if self.sq is None:
+            return G > self.params.threshold - self.slack
+        sa = self.sq[rows][:, None]
+        sb = self.sq[cols][None, :]
+        G *= -2.0
+        G += sa
+        G += sb
+        return G < self.params.sqdist_cutoff + self.slack * (sa + sb)
+
+    def upper(self):
+        """Yield ``(i, j)`` candidate arrays with ``i < j``, block of rows by block of rows."""
+        n = self.n
+        step = max(1, _BLOCK_BYTES // (8 * n))
+        for r0 in range(0, n, step):
+            r1 = min(n, r0 + step)
+            mask = np.triu(self._mask(slice(r0, r1), slice(r0, n)), k=1)
+            a, b = np.nonzero(mask)
+            yield a + r0, b + r0
+
+    def of_rows(self, rows):
+        """Yield ``(k, j)``: candidates ``(rows[k], j)``, ``j != rows[k]``, over all columns."""
+        n = self.n
+        step = max(1, _BLOCK_BYTES // (8 * n))
+        for s in range(0, rows.size, step):
+            blk = rows[s : s + step]
+            mask = self._mask(blk, slice(None))
+            mask[np.arange(blk.size), blk] = False
+            a, b = np.nonzero(mask)
+            yield a + s, b
+
+
+def _tree(X) -> cKDTree:
+    # An unbalanced, non-compacted tree builds several times faster on large n and
+    # queries as fast on the spatially spread data this serves.
+    return cKDTree(np.asarray(X, dtype=np.float64), balanced_tree=False, compact_nodes=False)
+
+
+def _upper_edges(X, params: GraphParams, method: str, pv: PairValues, timings: dict):
+    """Exact edges ``(i, j, compared)`` with ``i < j``."""
+    t0 = time.perf_counter()
+    if method == "kdtree":
+        tree = _tree(X)
+        t1 = time.perf_counter()
+        timings["tree"] = t1 - t0
+        pairs = tree.query_pairs(params.radius * (1.0 + KD_MARGIN), output_type="ndarray")
+        del tree
+        timings["candidates"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        # Contiguous narrow copies: half the memory traffic of the strided int64 columns.
+        idx = index_dtype(2 * pairs.shape[0], X.shape[0])
+        i = pairs[:, 0].astype(idx)
+        j = pairs[:, 1].astype(idx)
+        n_candidates = int(pairs.shape[0])
+        del pairs
+        compared = pv.at(i, j)
+        keep = edge_mask(compared, params)
+        if not keep.all():  # the widened radius admits only the odd extra pair
+            i, j, compared = i[keep], j[keep], compared[keep]
+        timings["exact"] = time.perf_counter() - t2
+        return i, j, compared, n_candidates
+    parts_i, parts_j, parts_c = [], [], []
+    n_candidates = 0
+    for i, j in _Candidates(X, params, pv).upper():
+        compared = pv.at(i, j)
+        keep = edge_mask(compared, params)
+        n_candidates += i.size
+        parts_i.append(i[keep])
+        parts_j.append(j[keep])
+        parts_c.append(compared[keep])
+    timings["candidates+exact"] = time.perf_counter() - t0
+    return np.concatenate(parts_i), np.concatenate(parts_j), np.concatenate(parts_c), n_candidates
+
+
+def symmetric_csr(n: int, i, j, weights):
+    """Canonical symmetric CSR from upper-triangle edges ``(i < j)`` and float32 weights.
+
+    Explicit zeros (underflowed weights) are kept: SciPy's COO-to-CSR conversion
+    sums duplicates (there are none) and sorts, but drops nothing.
+    """
+    nnz = 2 * int(np.size(i))
+    idx = index_dtype(nnz, n)
+    rows = np.concatenate([i, j]).astype(idx, copy=False)
+    cols = np.concatenate([j, i]).astype(idx, copy=False)
+    data = np.concatenate([weights, weights]).astype(np.float32, copy=False)
+    csr = sp.csr_matrix((data, (rows, cols)), shape=(n, n))
+    csr.sort_indices()
+    if csr.indices.dtype != idx:  # SciPy may widen; the semantics fix the width
+        csr.indices = csr.indices.astype(idx)
+        csr.indptr = csr.indptr.astype(idx)
+    return csr
+
+
+def build_cpu(X, params: GraphParams, method: str):
+    """Build the graph on the CPU with `method` (``"bruteforce"`` or ``"kdtree"``).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), float32
+        Validated host data.
+    params : GraphParams
+    method : {"bruteforce", "kdtree"}
+        The caller has checked that a kd-tree is only asked for a distance rule.
+
+    Returns
+    -------
+    csr : scipy.sparse.csr_matrix
+        Canonical, equal to ``reference_csr(X, params)``.
+    timings : dict
+        Sub-stage seconds (``tree``, ``candidates``, ``exact``, ``assemble``).
+    info : dict
+        ``candidates``: pairs proposed by the approximate step (upper triangle);
+        ``edges``: of them, edges.
+    """
+    timings: dict = {}
+    pv = PairValues(X, params)
+    i, j, compared, n_candidates = _upper_edges(X, params, method, pv, timings)
+    t0 = time.perf_counter()
+    csr = symmetric_csr(X.shape[0], i, j, pv.weights(compared).astype(np.float32))
+    timings["assemble"] = time.perf_counter() - t0
+    return csr, timings, {"candidates": n_candidates, "edges": int(i.size)}
+
+
+def count_rows_cpu(X, params: GraphParams, method: str, rows=None, *, low_memory=False):
+    """Exact nonzeros per row, without building the matrix.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), float32
+    params : GraphParams
+    method : {"bruteforce", "kdtree"}
+    rows : ndarray of int, optional
+        Count only these rows (ascending, unique); all rows when None.
+    low_memory : bool
+        Keep memory O(n) for the kd-tree even when counting all rows (slower).
+
+    Returns
+    -------
+    ndarray of int64
+        Nonzeros of each row asked for (diagonal excluded).
+
+    Notes
+    -----
+    The brute force keeps memory at O(n) plus one block. The kd-tree counting all
+    rows lists the edges once (a dual-tree pair query, several times faster than
+    per-point queries; memory ~12 bytes per nonzero) and counts their ends. For a
+    subset of rows, or with `low_memory`, it counts each row twice, with the radius
+    narrowed and widened by :data:`KD_MARGIN`: the narrow count holds only edges, the
+    wide one every edge, so where they agree they are exact; the few rows where they
+    differ (pairs within 1e-6 of the radius) are listed and decided by the reference
+    arithmetic.
+    """
+    n = X.shape[0]
+    pv = PairValues(X, params)
+    if method == "kdtree" and rows is None and not low_memory:
+        i, j, _, _ = _upper_edges(X, params, method, pv, {})
+        return np.bincount(i, minlength=n) + np.bincount(j, minlength=n)
+    if method == "kdtree":
+        X64 = np.asarray(X, dtype=np.float64)
+        tree = _tree(X64)
+        Q = X64 if rows is None else X64[rows]
+        ids = np.arange(n) if rows is None else np.asarray(rows)
+        r = params.radius
+        lo = tree.query_ball_point(Q, r * (1.0 - KD_MARGIN), return_length=True, workers=-1)
+        hi = tree.query_ball_point(Q, r * (1.0 + KD_MARGIN), return_length=True, workers=-1)
+        counts = lo.astype(np.int64) - 1  # the point itself is always within reach
+        unsure = np.flatnonzero(lo != hi)
+        if unsure.size:
+            lists = tree.query_ball_point(Q[unsure], r * (1.0 + KD_MARGIN), workers=-1)
+            lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=unsure.size)
+            owner = np.repeat(unsure, lengths)
+            j = np.fromiter((c for x in lists for c in x), dtype=np.int64, count=int(lengths.sum()))
+            i = ids[owner]
+            keep = edge_mask(pv.at(i, j), params) & (i != j)
+            counts[unsure] = np.bincount(owner[keep], minlength=ids.size)[unsure]
+        return counts
+    cand = _Candidates(X, params, pv)
+    if rows is None:
+        counts = np.zeros(n, dtype=np.int64)
+        for i, j in cand.upper():
+            keep = edge_mask(pv.at(i, j), params)
+            counts += np.bincount(i[keep], minlength=n)
+            counts += np.bincount(j[keep], minlength=n)
+        return counts
+    rows = np.asarray(rows)
+    counts = np.zeros(rows.size, dtype=np.int64)
+    for k, j in cand.of_rows(rows):
+        keep = edge_mask(pv.at(rows[k], j), params)
+        counts += np.bincount(k[keep], minlength=rows.size)
+    return counts

@@ -1,0 +1,60 @@
+"""Shared test set-up: GPU tests skipped without a device, seeded fresh randomness.
+
+Every run draws new random data (a per-run entropy mixed with the test's id), so the
+suite explores new inputs each time yet any failure can be replayed: the entropy is
+printed in the header and in the report of a failing test that used ``rng``;
+``EXPLORER_TEST_SEED=<entropy> pytest ...`` replays it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import settings
+
+from explorer._backend import gpu_status
+
+RUN_ENTROPY = int(os.environ.get("EXPLORER_TEST_SEED") or secrets.randbits(32))
+
+# Builders are numpy-heavy: a deadline would only flag a slow first call.
+settings.register_profile("explorer", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "explorer"))
+
+
+def pytest_report_header(config):
+    ok, why = gpu_status()
+    return [
+        f"explorer: EXPLORER_TEST_SEED={RUN_ENTROPY} replays this run's random data",
+        f"explorer: GPU {'available' if ok else 'not available'}: {why}",
+    ]
+
+
+def pytest_collection_modifyitems(config, items):
+    ok, why = gpu_status()
+    if ok:
+        return
+    skip = pytest.mark.skip(reason=f"no CUDA device: {why}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def rng(request):
+    """A fresh ``numpy.random.Generator`` for this test (see the module docstring)."""
+    seq = np.random.SeedSequence([RUN_ENTROPY, zlib.crc32(request.node.nodeid.encode())])
+    return np.random.default_rng(seq)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "rng" in getattr(item, "fixturenames", ()):
+        report.sections.append(
+            ("random data", f"replay with EXPLORER_TEST_SEED={RUN_ENTROPY} pytest '{item.nodeid}'")
+        )
