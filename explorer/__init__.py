@@ -13,8 +13,50 @@ never imports CuPy or Panel.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
+from pathlib import Path
 
 __version__ = "0.1.0"
+
+
+class _SourceTreeFinder(importlib.abc.MetaPathFinder):
+    """Finds ``explorer.kernels`` and ``explorer.data`` in a source checkout.
+
+    pip installs the top-level folders ``kernels/`` and ``data/`` as
+    ``explorer.kernels`` and ``explorer.data`` (``package-dir`` in pyproject.toml).
+    Run from a checkout without installing (``PYTHONPATH=. pytest -m gpu`` on a GPU
+    server, where nothing can be installed), they sit beside ``explorer/`` instead;
+    this finder maps exactly those two names there and nothing else.
+    """
+
+    def __init__(self, locations):
+        self.locations = locations
+
+    def find_spec(self, fullname, path=None, target=None):
+        folder = self.locations.get(fullname)
+        if folder is None:
+            return None
+        return importlib.util.spec_from_file_location(
+            fullname, folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
+
+
+def _install_source_tree_finder():
+    here = Path(__file__).resolve().parent
+    found = {
+        f"explorer.{name}": here.parent / name
+        for name in ("kernels", "data")
+        if not (here / name).is_dir() and (here.parent / name / "__init__.py").is_file()
+    }
+    # Installed (wheel or editable): the names resolve already and `found` is empty or
+    # shadowed by the editable finder, which sits earlier on sys.meta_path.
+    if found and not any(isinstance(f, _SourceTreeFinder) for f in sys.meta_path):
+        sys.meta_path.append(_SourceTreeFinder(found))
+
+
+_install_source_tree_finder()
 
 _EXPORTS = {
     "build_graph": "explorer.graph",
