@@ -72,7 +72,7 @@ def get_module(name: str, defines: tuple = (), name_expressions: tuple = ()):
     return _cached_module(name, tuple(defines), tuple(name_expressions), device)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached_module(name, defines, name_expressions, device):
     import cupy
 

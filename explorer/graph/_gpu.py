@@ -1,0 +1,283 @@
+"""The GPU bridge: what the graph dispatcher calls on a CUDA device.
+
+A registry of builders (:data:`GPU_METHODS` lists its keys, in order): each entry takes
+validated CuPy data and a :class:`~explorer.graph.GraphParams` and returns ``(csr,
+timings, info)``. Adding a method is one entry in ``_BUILDERS``. The CSR-1/2/3 builders
+translate the parameters into kernel terms and run ``explorer.kernels.csr``; the counting
+pass (live statistics) and connected components live here too.
+
+Imported only on a GPU run (the dispatcher imports it lazily): importing it imports CuPy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cupy
+import cupyx.scipy.sparse as cpsparse
+import numpy as np
+
+from ..kernels import _launch, components
+from ..kernels import csr as kcsr
+from ..kernels.count import count_pass
+from ._params import GraphParams
+
+#: memUseRate when not given: the paper's best on every benchmark (sect. 6.3.3).
+DEFAULT_MEM_USE_RATE = 0.8
+
+#: hypoMaxNnzRow when not given, by dimension: the smallest widths of the paper's runs
+#: (Table 5: 16-64 on the 4-D sets, 512-2048 on MNIST). CSR-2 exists to avoid a counting
+#: pass, so the default is a constant, not a count; rows past it go to supPass.
+DEFAULT_HYPO_LOW_D = 32
+DEFAULT_HYPO_HIGH_D = 512
+
+#: Rows counted to size CSR-3's arrays when sp_max_nz_pct is not given.
+SPP_SAMPLE_ROWS = 1024
+
+#: "Large d" in the paper's method advice (sect. 4.6: "hundreds of dimensions").
+LARGE_D = 100
+
+
+def _rule(params: GraphParams) -> _launch.Rule:
+    if params.compares == "cosine":
+        return _launch.Rule.make("cosine", params.threshold)
+    return _launch.Rule.make(params.metric, params.sqdist_cutoff, params.sigma)
+
+
+def _to_csr(n: int, col, val, rowptr):
+    """Canonical cupyx CSR: int32 indices while nnz and n fit, int64 beyond (both arrays)."""
+    if max(int(col.size), n) < 2**31:
+        indptr, indices = rowptr.astype(cupy.int32), col
+    else:
+        indptr, indices = rowptr, col.astype(cupy.int64)
+    m = cpsparse.csr_matrix((val, indices, indptr), shape=(n, n))
+    m.has_canonical_format = True  # sorted by construction, no duplicates, no diagonal
+    return m
+
+
+def default_hypo(d: int) -> int:
+    """CSR-2's width when none is given (see :data:`DEFAULT_HYPO_LOW_D`)."""
+    return DEFAULT_HYPO_HIGH_D if d >= kcsr.HIGH_D else DEFAULT_HYPO_LOW_D
+
+
+def default_sp_max_nz_pct(X, params: GraphParams) -> tuple[float, float]:
+    """CSR-3's spMaxNzPct when none is given, and the density estimate it came from.
+
+    The paper sets spMaxNzPct to a round bound a little above the true density (Table 2
+    against Table 3: 1% for MNIST at 0.2-0.42%, 0.01% for Syn1M at 0.0023%, 0.001% for
+    Syn5M at 0.0006%). The same rule here: estimate the density from the counting pass on
+    :data:`SPP_SAMPLE_ROWS` evenly spaced rows (a 1024 × n pass, milliseconds), take 1.5
+    times it (at least one nonzero per row), and round up to a power of ten.
+    """
+    n = X.shape[0]
+    rows = np.unique(np.linspace(0, n - 1, min(n, SPP_SAMPLE_ROWS)).astype(np.int64))
+    counts, _ = count_rows_gpu(X, params, rows)
+    density = max(1.5 * float(counts.mean()) / n, 1.0 / n)
+    return min(100.0, 10.0 ** math.ceil(math.log10(100.0 * density))), 100.0 * density / 1.5
+
+
+def _build_csr(method: str, X, params: GraphParams, *, hypo_max_nnz_row=None,
+               sp_max_nz_pct=None, mem_use_rate=None, block_shapes=None,
+               _max_chunk_rows=None, _max_grid_y=None):
+    n, d = X.shape
+    rule = _rule(params)
+    hypo = None
+    if method == "csr2":
+        hypo = default_hypo(d) if hypo_max_nnz_row is None else int(hypo_max_nnz_row)
+    shapes = kcsr.resolve_block_shapes(method, d, hypo, block_shapes)
+    geoms, multiple = kcsr.plan(method, d, shapes)
+    max_grid_y = _launch.MAX_GRID_Y if _max_grid_y is None else int(_max_grid_y)
+    info: dict = {}
+    if method == "csr3":
+        if sp_max_nz_pct is None:
+            sp_max_nz_pct, info["estimated_density_pct"] = default_sp_max_nz_pct(X, params)
+        mem_use_rate = DEFAULT_MEM_USE_RATE if mem_use_rate is None else float(mem_use_rate)
+
+    timer = _launch.StageTimer()
+    with timer("prepare"):
+        ops = _launch.prepare_operands(X, rule.metric, multiple)
+    convert = shapes.get("ellpackToCSR") or shapes.get("denseToCSR") or kcsr.CONVERT_BLOCK
+    if method == "csr1":
+        col, val, rowptr, run = kcsr.csr1(ops, rule, geoms, timer, max_grid_y=max_grid_y)
+    elif method == "csr2":
+        col, val, rowptr, run = kcsr.csr2(ops, rule, geoms, hypo, timer, convert_block=convert)
+    else:
+        col, val, rowptr, run = kcsr.csr3(
+            ops, rule, geoms, float(sp_max_nz_pct), mem_use_rate, timer, convert_block=convert,
+            max_chunk_rows=_max_chunk_rows, max_grid_y=max_grid_y,
+        )
+    del ops
+    if int(col.size) >= 2**31:
+        # Kernels and offsets are int64-capable; the int32 column array is widened here.
+        info["index_dtype"] = "int64"
+    csr = _to_csr(n, col, val, rowptr)
+    timings = timer.seconds()
+    info.update(run)
+    info.update({
+        "block_shapes": {k: tuple(v) for k, v in shapes.items()},
+        "register_tile": {k: (g.tr, _launch.TC) for k, g in geoms.items()},
+        "dimensions": "registers" if not _launch.staged(d) else f"shared, {_launch.KC} at a time",
+        "exp": ("__expf" if rule.fast_exp else "expf") if rule.metric == "gaussian" else None,
+    })
+    return csr, timings, info
+
+
+def _builder(method: str):
+    def build(X, params, **options):
+        return _build_csr(method, X, params, **options)
+
+    build.__name__ = f"build_{method}"
+    return build
+
+
+#: Method name -> builder ``(X, params, **options) -> (csr, timings, info)``.
+_BUILDERS = {name: _builder(name) for name in ("csr1", "csr2", "csr3")}
+
+#: The methods a GPU run accepts (besides "auto").
+GPU_METHODS = tuple(_BUILDERS)
+
+
+def build_gpu(X, params: GraphParams, method: str, *, hypo_max_nnz_row=None, sp_max_nz_pct=None,
+              mem_use_rate=None, block_shapes=None, _max_chunk_rows=None, _max_grid_y=None):
+    """Build the graph of `X` on the GPU with `method`.
+
+    Parameters
+    ----------
+    X : cupy.ndarray of shape (n, d)
+        C-contiguous float32, validated.
+    params : GraphParams
+    method : str
+        One of :data:`GPU_METHODS`.
+    hypo_max_nnz_row : int, optional
+        CSR-2's ELLPACK width; default :func:`default_hypo` (32 for d < 64, else 512).
+    sp_max_nz_pct : float, optional
+        CSR-3's bound on the percentage of nonzeros; default
+        :func:`default_sp_max_nz_pct` (a sampled density, 1.5x, rounded up to a power of
+        ten, as the paper's settings are).
+    mem_use_rate : float, optional
+        CSR-3's share of the free memory for a dense chunk; default 0.8.
+    block_shapes : mapping of str to (int, int), optional
+        Kernel name (``"1stPass"``, ``"2ndPass"``, ``"fullPass"``, ``"ellpackToCSR"``,
+        ``"supPass"``, ``"chkPass"``, ``"denseToCSR"``) to CUDA block shape; default the
+        paper's Table 4 (:func:`explorer.kernels.csr.paper_block_shapes`).
+    _max_chunk_rows, _max_grid_y : int, optional
+        Private, for tests: cap CSR-3's chunk rows, and the row tiles per 2-D grid, so
+        that the many-chunk and grid-limit paths run on small data.
+
+    Returns
+    -------
+    csr : cupyx.scipy.sparse.csr_matrix
+        n × n, float32 values, sorted column indices, no diagonal; int32 indices while
+        nnz < 2**31, int64 beyond.
+    timings : dict of str to float
+        Seconds per stage, from CUDA events (``prepare`` lays out the operands; then the
+        paper's stages, see :mod:`explorer.kernels.csr`).
+    info : dict
+        Block shapes, register tiles, pair evaluations, and per method: ``hypo``,
+        ``max_nnz_row``, ``rows_over_hypo`` (CSR-2); ``sp_max_nz_pct``,
+        ``mem_use_rate``, ``capacity``, ``chunk_rows``, ``n_chunks`` (CSR-3).
+
+    Raises
+    ------
+    ValueError
+        Unknown method or kernel name, a bad block shape, arrays that do not fit in
+        GPU memory (with the figures), or CSR-3's spMaxNzPct overflowing (with the real
+        nnz and the percentage that would fit).
+    """
+    if method not in _BUILDERS:
+        raise ValueError(f"method={method!r} is not a GPU method; use one of {GPU_METHODS}")
+    return _BUILDERS[method](
+        X, params, hypo_max_nnz_row=hypo_max_nnz_row, sp_max_nz_pct=sp_max_nz_pct,
+        mem_use_rate=mem_use_rate, block_shapes=block_shapes, _max_chunk_rows=_max_chunk_rows,
+        _max_grid_y=_max_grid_y,
+    )
+
+
+def count_rows_gpu(X, params: GraphParams, rows=None):
+    """Nonzeros and weighted degrees of rows of the graph, without building it.
+
+    Runs the counting pass (CSR-1's 1stPass kernel, with degrees) over all rows or the
+    given ones against all n columns: ``len(rows) × n`` pair evaluations.
+
+    Parameters
+    ----------
+    X : cupy.ndarray of shape (n, d), C-contiguous float32
+    params : GraphParams
+    rows : array_like of int, optional
+        Row indices (NumPy or CuPy, each in [0, n)); default all rows.
+
+    Returns
+    -------
+    counts : cupy.ndarray of int32
+        Nonzeros per row (diagonal excluded), in the order of `rows`.
+    degrees : cupy.ndarray of float32
+        Sum of each row's edge weights.
+
+    Raises
+    ------
+    ValueError
+        If `rows` is not a 1-D array of integers in [0, n).
+    """
+    n, d = X.shape
+    rule = _rule(params)
+    shape = kcsr.paper_block_shapes("csr1", d)["1stPass"]
+    geom = _launch.geometry("count", shape, d)
+    ops = _launch.prepare_operands(X, rule.metric, _launch.lcm(geom.rows, geom.cols))
+    if rows is None:
+        counts, degrees = count_pass(ops, rule, geom, degrees=True)
+        return counts[:n], degrees[:n]
+    rows = _check_rows(rows, n)
+    XR, row_ids = _launch.gather_rows(ops, rows, geom.rows)
+    counts, degrees = count_pass(ops, rule, geom, XR, row_ids, degrees=True)
+    m = int(rows.size)
+    return counts[:m], degrees[:m]
+
+
+def _check_rows(rows, n: int):
+    arr = cupy.asarray(rows)
+    if arr.ndim != 1 or not (arr.size == 0 or cupy.issubdtype(arr.dtype, cupy.integer)):
+        raise ValueError(
+            f"rows must be a 1-D array of integer row indices; got shape {arr.shape}, "
+            f"dtype {arr.dtype}"
+        )
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= n):
+        raise ValueError(
+            f"rows must lie in [0, {n}); got values from {int(arr.min())} to {int(arr.max())}"
+        )
+    return arr.astype(cupy.int32)
+
+
+def connected_components(csr) -> int:
+    """Connected components of a square cupyx CSR graph, computed on the device.
+
+    Edges count in both directions (weak components); isolated vertices are components.
+    """
+    n = csr.shape[0]
+    indptr = csr.indptr
+    indices = csr.indices
+    if indptr.dtype != cupy.int32 or indices.dtype != cupy.int32:
+        if int(csr.nnz) >= 2**31:
+            raise ValueError(
+                f"connected_components supports nnz < 2**31; got nnz={int(csr.nnz)}"
+            )
+        indptr, indices = indptr.astype(cupy.int32), indices.astype(cupy.int32)
+    return components.count_components(n, indptr, indices)
+
+
+def choose_method(n: int, d: int, params: GraphParams) -> tuple[str, str]:
+    """The method for ``method="auto"``, after the paper's advice (sect. 4.6).
+
+    Many dimensions (d >= 100; "hundreds of dimensions may be regarded as large d") make
+    each similarity expensive: CSR-3 computes each pair once (n²) and was the fastest on
+    every MNIST set (Table 5). Otherwise CSR-2: fewer similarities than CSR-1 and far
+    fewer memory accesses than CSR-3, the fastest on the 4-D million-point sets.
+    """
+    if d >= LARGE_D:
+        return "csr3", (
+            f"GPU, d={d} >= {LARGE_D}: CSR-3 evaluates each pair once, best when "
+            "similarities are expensive (paper sect. 4.6)"
+        )
+    return "csr2", (
+        f"GPU, n={n}, d={d}: CSR-2 evaluates n² to 2n² cheap pairs with the fewest memory "
+        "accesses (paper sect. 4.6)"
+    )

@@ -1,0 +1,45 @@
+"""The spectral pipeline on the GPU: data, graph, embedding and k-means stay on the device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+cupy = pytest.importorskip("cupy")
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("name", ["moons", "blobs"])
+def test_spectral_clustering_on_the_gpu(name, rng):
+    from explorer import SpectralClustering, datasets
+
+    seed = int(rng.integers(2**31))
+    if name == "moons":
+        ds = datasets.load("moons", n_samples=4000, random_state=seed)
+        graph = ds.suggested
+    else:
+        # Separable blobs and a radius that joins each one: overlapping blobs, or a
+        # radius that leaves stray points isolated, cap any method's ARI below 0.99.
+        ds = datasets.load("blobs", n_samples=4000, random_state=seed, cluster_std=0.05)
+        graph = {"n_clusters": 3, "metric": "gaussian", "sigma": 0.03, "threshold_sqdist": 0.005}
+    sc = SpectralClustering(**graph, backend="gpu", random_state=0)
+    labels = sc.fit_predict(cupy.asarray(ds.X))
+    assert isinstance(labels, cupy.ndarray) and isinstance(sc.labels_, cupy.ndarray)
+    assert type(sc.affinity_matrix_).__module__.startswith("cupyx")
+    assert isinstance(sc.embedding_, cupy.ndarray)
+    assert adjusted_rand_score(ds.y, cupy.asnumpy(labels)) >= 0.99
+
+
+def test_kmeans_on_cupy_matches_numpy(rng):
+    from explorer import KMeans
+
+    centres = rng.random((6, 5)) * 10
+    X = (centres[rng.integers(6, size=20_000)] + rng.standard_normal((20_000, 5))).astype(
+        np.float32
+    )
+    cpu = KMeans(n_clusters=6, random_state=0).fit(X)
+    gpu = KMeans(n_clusters=6, random_state=0).fit(cupy.asarray(X))
+    assert isinstance(gpu.labels_, cupy.ndarray)
+    assert abs(float(gpu.inertia_) - float(cpu.inertia_)) <= 0.01 * float(cpu.inertia_)
