@@ -19,6 +19,8 @@ import numpy as np
 
 from ..kernels import _launch, components
 from ..kernels import csr as kcsr
+from ..kernels import gemm as kgemm
+from ..kernels import grid as kgrid
 from ..kernels.count import count_pass
 from ._params import GraphParams
 
@@ -36,6 +38,14 @@ SPP_SAMPLE_ROWS = 1024
 
 #: "Large d" in the paper's method advice (sect. 4.6: "hundreds of dimensions").
 LARGE_D = 100
+
+#: Distance rules up to this many features go through the uniform grid: 3^min(d, 4)
+#: neighbouring cells stay a small part of the data (docs/fast-builders.md).
+GRID_D = 8
+
+#: From this many features a pair costs enough multiply-adds that tensor-core tiles
+#: with an exact re-check beat the paper's per-pair kernels (benchmarks/results/fast.json).
+GEMM_D = 32
 
 
 def _rule(params: GraphParams) -> _launch.Rule:
@@ -130,8 +140,23 @@ def _builder(method: str):
     return build
 
 
+def _beyond_paper_builder(build):
+    """Adapt grid/gemm builders: the paper's CSR-1/2/3 options do not apply to them."""
+
+    def run(X, params, **_paper_options):
+        return build(X, params)
+
+    run.__name__ = build.__name__
+    return run
+
+
+#: The paper's three algorithms (sections 4.3-4.5).
+PAPER_METHODS = ("csr1", "csr2", "csr3")
+
 #: Method name -> builder ``(X, params, **options) -> (csr, timings, info)``.
-_BUILDERS = {name: _builder(name) for name in ("csr1", "csr2", "csr3")}
+_BUILDERS = {name: _builder(name) for name in PAPER_METHODS}
+_BUILDERS["grid"] = _beyond_paper_builder(kgrid.build_grid)
+_BUILDERS["gemm"] = _beyond_paper_builder(kgemm.build_gemm)
 
 #: The methods a GPU run accepts (besides "auto").
 GPU_METHODS = tuple(_BUILDERS)
@@ -196,8 +221,10 @@ def build_gpu(X, params: GraphParams, method: str, *, hypo_max_nnz_row=None, sp_
 def count_rows_gpu(X, params: GraphParams, rows=None):
     """Nonzeros and weighted degrees of rows of the graph, without building it.
 
-    Runs the counting pass (CSR-1's 1stPass kernel, with degrees) over all rows or the
-    given ones against all n columns: ``len(rows) × n`` pair evaluations.
+    Distance rules in low dimension (d <= :data:`GRID_D`) count through the uniform
+    grid (:func:`explorer.kernels.grid.count_rows_grid`). Otherwise the counting pass
+    (CSR-1's 1stPass kernel, with degrees) runs over all rows or the given ones against
+    all n columns: ``len(rows) × n`` pair evaluations.
 
     Parameters
     ----------
@@ -218,6 +245,18 @@ def count_rows_gpu(X, params: GraphParams, rows=None):
     ValueError
         If `rows` is not a 1-D array of integers in [0, n).
     """
+    n, d = X.shape
+    if params.compares == "sqdist" and d <= GRID_D:
+        # Low-d distance rules: count through the grid's cells, O(n · neighbours)
+        # instead of the n² pairs of the paper's counting pass (ms, not 0.5 s, at 1M).
+        if rows is not None:
+            rows = _check_rows(rows, n)
+        return kgrid.count_rows_grid(X, params, rows, degrees=True)
+    return count_rows_paper(X, params, rows)
+
+
+def count_rows_paper(X, params: GraphParams, rows=None):
+    """:func:`count_rows_gpu` through the paper's counting pass, whatever the rule and d."""
     n, d = X.shape
     rule = _rule(params)
     shape = kcsr.paper_block_shapes("csr1", d)["1stPass"]
@@ -265,7 +304,28 @@ def connected_components(csr) -> int:
 
 
 def choose_method(n: int, d: int, params: GraphParams) -> tuple[str, str]:
-    """The method for ``method="auto"``, after the paper's advice (sect. 4.6).
+    """The method for ``method="auto"``, and why.
+
+    Beyond the paper first: low-d distance rules need only neighbouring cells (grid,
+    O(n · neighbours)); many features make a pair a dot product, which tensor cores
+    compute far faster than per-pair kernels (gemm). Between the two, the paper's advice
+    (:func:`paper_choice`). Every method gives the same graph; only time differs.
+    """
+    if params.compares == "sqdist" and d <= GRID_D:
+        return "grid", (
+            f"GPU, n={n}, d={d} <= {GRID_D}, distance threshold: uniform grid of cell side ε, "
+            "O(n · neighbours) instead of n² pairs"
+        )
+    if d >= GEMM_D:
+        return "gemm", (
+            f"GPU, n={n}, d={d} >= {GEMM_D}: tensor-core similarity tiles with an exact "
+            "float32 re-check near the threshold"
+        )
+    return paper_choice(n, d)
+
+
+def paper_choice(n: int, d: int) -> tuple[str, str]:
+    """The paper's advice among CSR-1/2/3 (sect. 4.6).
 
     Many dimensions (d >= 100; "hundreds of dimensions may be regarded as large d") make
     each similarity expensive: CSR-3 computes each pair once (n²) and was the fastest on
