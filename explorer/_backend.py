@@ -104,3 +104,15 @@ def to_numpy(a):
     if array_module(a) is np:
         return a
     return a.get()
+
+
+def sparse_module(xp) -> ModuleType:
+    """``scipy.sparse`` for NumPy, ``cupyx.scipy.sparse`` for CuPy: the sparse
+    namespace that goes with an array namespace ``xp``."""
+    if xp is np:
+        import scipy.sparse
+
+        return scipy.sparse
+    import cupyx.scipy.sparse
+
+    return cupyx.scipy.sparse

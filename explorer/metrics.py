@@ -1,0 +1,184 @@
+"""Clustering quality: agreement with ground truth (ARI, NMI) and graph cut scores.
+
+Label −1 marks a vertex without a cluster (an isolated vertex of the similarity
+graph). Against ground truth it is one more label, "noise", so unclustered points
+count as a group of their own and a clustering that leaves many points out scores
+lower. In the cut scores they belong to no cluster (see :func:`normalized_cut`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn import metrics as _sk
+
+from ._backend import array_module, sparse_module, to_numpy
+
+NOISE = -1
+
+
+def adjusted_rand_score(y_true, y_pred) -> float:
+    """Adjusted Rand index of two labellings (scikit-learn's), NumPy or CuPy input.
+
+    −1 labels are an ordinary label ("noise"). 1 for identical partitions, about 0 for
+    independent ones.
+
+    Raises
+    ------
+    ValueError
+        If the label arrays are not 1-D or differ in length.
+    """
+    a, b = _pair(y_true, y_pred)
+    return float(_sk.adjusted_rand_score(a, b))
+
+
+def normalized_mutual_info_score(y_true, y_pred) -> float:
+    """Normalised mutual information (arithmetic mean normalisation, scikit-learn's).
+
+    −1 labels are an ordinary label ("noise"). NumPy or CuPy input.
+
+    Raises
+    ------
+    ValueError
+        If the label arrays are not 1-D or differ in length.
+    """
+    a, b = _pair(y_true, y_pred)
+    return float(_sk.normalized_mutual_info_score(a, b))
+
+
+def normalized_cut(csr, labels) -> float:
+    """Normalised cut of a partition of a weighted graph (von Luxburg 2007, eq. 2).
+
+    ``Ncut(A_1..A_k) = sum_i cut(A_i, complement of A_i) / vol(A_i)``, with
+    ``cut(A, B) = sum of w_uv over u in A, v in B`` and ``vol(A)`` the sum of the
+    degrees in A. The clusters are the labels >= 0; vertices labelled −1 belong to
+    none, so an edge from a cluster to such a vertex counts as cut (an isolated vertex
+    has no edges and changes nothing). A cluster of zero volume has no edges at all;
+    its term, 0/0, is taken as 0.
+
+    Parameters
+    ----------
+    csr : scipy.sparse or cupyx.scipy.sparse matrix of shape (n, n)
+        Symmetric similarity matrix.
+    labels : array of int, shape (n,)
+        Same array module as `csr` or NumPy (copied to the device if needed).
+
+    Returns
+    -------
+    float
+        0 for a partition along connected components; at most k.
+    """
+    cut, vol, _ = _cut_terms(csr, labels)
+    return float(_safe_ratio(cut, vol).sum())
+
+
+def ratio_cut(csr, labels) -> float:
+    """Ratio cut: ``sum_i cut(A_i, complement of A_i) / |A_i|`` (von Luxburg 2007, eq. 2).
+
+    Same conventions as :func:`normalized_cut`; ``|A_i|`` counts the vertices
+    labelled i.
+    """
+    cut, _, size = _cut_terms(csr, labels)
+    return float(_safe_ratio(cut, size).sum())
+
+
+def clustering_scores(csr, labels, y_true=None) -> dict:
+    """All scores of a clustering in one dictionary.
+
+    Returns
+    -------
+    dict
+        ``"n_clusters"`` (distinct labels >= 0), ``"n_unclustered"`` (labels −1),
+        ``"normalized_cut"``, ``"ratio_cut"``, and with `y_true` also ``"ari"`` and
+        ``"nmi"``. Plain Python numbers (JSON-ready).
+    """
+    cut, vol, size = _cut_terms(csr, labels)
+    lab = to_numpy(labels)
+    scores = {
+        "n_clusters": int(size.shape[0]),
+        "n_unclustered": int(np.count_nonzero(np.asarray(lab) == NOISE)),
+        "normalized_cut": float(_safe_ratio(cut, vol).sum()),
+        "ratio_cut": float(_safe_ratio(cut, size).sum()),
+    }
+    if y_true is not None:
+        scores["ari"] = adjusted_rand_score(y_true, labels)
+        scores["nmi"] = normalized_mutual_info_score(y_true, labels)
+    return scores
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _labels_1d(labels, name: str, n=None):
+    arr = labels if array_module(labels) is not np else np.asarray(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of labels; got shape {tuple(arr.shape)}")
+    if n is not None and arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} labels but the graph has n={n} vertices")
+    return arr
+
+
+def _pair(y_true, y_pred):
+    a = np.asarray(to_numpy(_labels_1d(y_true, "y_true")))
+    b = np.asarray(to_numpy(_labels_1d(y_pred, "y_pred")))
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(
+            f"y_true and y_pred must have the same length; got {a.shape[0]} and {b.shape[0]}"
+        )
+    return a, b
+
+
+def _cut_terms(csr, labels):
+    """Per cluster (labels >= 0, in ascending label order): cut weight, volume, size.
+
+    Returned as NumPy float64 arrays (k is small); the O(nnz) work stays on the device.
+    """
+    xp = array_module(csr)
+    sparse = sparse_module(xp)
+    if not sparse.issparse(csr):
+        raise TypeError(
+            "csr must be a scipy.sparse or cupyx.scipy.sparse matrix; "
+            f"got {type(csr).__module__}.{type(csr).__name__}"
+        )
+    if csr.shape[0] != csr.shape[1]:
+        raise ValueError(f"csr must be square; got shape {csr.shape}")
+    n = csr.shape[0]
+    lab = _labels_1d(labels, "labels", n)
+    lab = np.asarray(to_numpy(lab)) if xp is np else xp.asarray(lab)
+    if lab.dtype.kind not in "iu":
+        raise TypeError(f"labels must be integers; got dtype {lab.dtype}")
+    lab = lab.astype(xp.int64)
+    if bool((lab < NOISE).any()):
+        raise ValueError("labels must be >= 0, or -1 for a vertex in no cluster")
+    clustered = lab >= 0
+    if not bool(clustered.any()):
+        empty = np.zeros(0)
+        return empty, empty, empty
+    ids, inverse = xp.unique(lab[clustered], return_inverse=True)
+    k = int(ids.shape[0])
+    cluster = xp.full(n, -1, dtype=xp.int64)
+    cluster[clustered] = inverse.ravel()
+
+    coo = csr.tocoo()
+    w = coo.data.astype(xp.float64)
+    cu = cluster[coo.row]
+    cv = cluster[coo.col]
+    own = cu >= 0
+    crossing = own & (cu != cv)
+    cut = _sums(cu[crossing], w[crossing], k, xp)
+    vol = _sums(cu[own], w[own], k, xp)
+    size = _sums(cluster[clustered], xp.ones(int(clustered.sum()), dtype=xp.float64), k, xp)
+    return cut, vol, size
+
+
+def _sums(index, weights, k, xp):
+    """Per-index sums of `weights` over 0..k-1, as a NumPy float64 array."""
+    if index.shape[0] == 0:  # CuPy's bincount cannot size an empty input
+        return np.zeros(k)
+    return np.asarray(to_numpy(xp.bincount(index, weights=weights, minlength=k)), dtype=np.float64)
+
+
+def _safe_ratio(num, den):
+    """num / den with 0/0 taken as 0 (a cluster without edges has nothing cut)."""
+    out = np.zeros(num.shape, dtype=np.float64)
+    np.divide(num, den, out=out, where=den > 0)
+    return out

@@ -1,0 +1,276 @@
+"""The spectral clustering estimator: graph -> embedding -> k-means, scikit-learn style."""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils import check_random_state
+
+from ._backend import array_module, resolve_backend, to_numpy
+from ._validation import check_choice, check_float, check_int
+from .embedding import (
+    SOLVERS,
+    auto_k_max,
+    eigengap_k,
+    isolated_vertices,
+    spectral_embedding,
+)
+from .graph import GraphParams, build_graph
+from .kmeans import KMeans
+
+
+class SpectralClustering(ClusterMixin, BaseEstimator):
+    """Spectral clustering on an ε-neighbourhood similarity graph, on the GPU or the CPU.
+
+    ``fit`` runs three stages: :func:`explorer.build_graph` (the similarity matrix S
+    in CSR), :func:`explorer.spectral_embedding` (the k smallest eigenpairs of the
+    normalised Laplacian, rows of U = D^-1/2 V scaled to unit length) and
+    :class:`explorer.KMeans` on the rows of the non-isolated vertices. Isolated
+    vertices (no edge) cannot be embedded and get label −1.
+
+    Parameters
+    ----------
+    n_clusters : int or "auto", default 8
+        k, between 1 and the number of non-isolated vertices; ``"auto"`` computes
+        ``min(20, that number)`` eigenpairs and lets :func:`~explorer.embedding.eigengap_k`
+        choose k.
+    metric, sigma, threshold_sqdist, threshold_sim
+        The edge rule (see :class:`explorer.GraphParams`): ``"gaussian"`` needs `sigma`;
+        give exactly one threshold.
+    method : str, default "auto"
+        Graph builder (``"csr1"``, ``"csr2"``, ``"csr3"``, ... on the GPU;
+        ``"bruteforce"``, ``"kdtree"`` on the CPU; see :func:`explorer.build_graph`).
+    hypo_max_nnz_row, sp_max_nz_pct, mem_use_rate
+        CSR-2 and CSR-3 parameters of the core paper, passed to the builder.
+    eigen_solver : {"auto", "dense", "lanczos", "lobpcg"}, default "auto"
+    eigen_tol : float, optional
+        Residual tolerance of the iterative eigensolvers (default 1e-5).
+    eigen_max_iter : int, optional
+        Iteration limit of the eigensolver (solver default when None).
+    n_init : int, default 10
+        k-means restarts.
+    kmeans_tol : float, default 1e-4
+        k-means stops when at most this fraction of points changes label.
+    kmeans_max_iter : int, default 300
+    random_state : int, numpy.random.RandomState or None
+        Seeds the eigensolver's start and k-means.
+    backend : {"auto", "gpu", "cpu"}, default "auto"
+
+    Attributes
+    ----------
+    labels_ : ndarray of int32, shape (n_samples,)
+        Cluster of each point, −1 for isolated points. The array kind of the input
+        (NumPy in, NumPy out; CuPy in, CuPy out), whatever backend ran.
+    n_clusters_ : int
+        The k used (the eigengap's choice under ``n_clusters="auto"``).
+    eigenvalues_ : numpy.ndarray of shape (k,)
+        Smallest eigenvalues of L_sym, ascending.
+    embedding_ : ndarray of shape (n_samples, k)
+        Unit rows k-means clustered (NaN rows for isolated points).
+    eigenvectors_ : ndarray of shape (n_samples, k)
+        U = D^-1/2 V before row scaling (NaN rows for isolated points).
+    isolated_ : ndarray of bool, shape (n_samples,)
+    affinity_matrix_ : scipy.sparse or cupyx.scipy.sparse CSR matrix
+        The similarity matrix S.
+    graph_ : explorer.Graph
+    graph_stats_ : explorer.GraphStats
+    eigen_solver_ : str
+        The eigensolver that ran.
+    eigen_iterations_ : int or None
+    eigen_residuals_ : numpy.ndarray of shape (k,)
+        ||A v - μ v|| per eigenpair, recomputed after the solver.
+    timings_ : dict of str to float
+        Seconds: ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
+    backend_ : {"gpu", "cpu"}
+    backend_reason_ : str
+    n_features_in_ : int
+
+    Notes
+    -----
+    ``embedding_``, ``eigenvectors_``, ``isolated_`` and ``affinity_matrix_`` stay on
+    the backend that computed them (CuPy on a GPU run): they are intermediate results,
+    often large, and copying them back is the caller's choice (``explorer._backend.to_numpy``,
+    ``.get()``). Only `labels_`, the answer, follows the input's kind.
+
+    A graph with more connected components (outside the isolated vertices) than k has
+    more than k zero eigenvalues; the embedding then separates components in an
+    arbitrary way and ``fit`` warns. Raise the threshold (or σ) until the components
+    are at most k.
+    """
+
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        metric="gaussian",
+        sigma=None,
+        threshold_sqdist=None,
+        threshold_sim=None,
+        method="auto",
+        hypo_max_nnz_row=None,
+        sp_max_nz_pct=None,
+        mem_use_rate=None,
+        eigen_solver="auto",
+        eigen_tol=None,
+        eigen_max_iter=None,
+        n_init=10,
+        kmeans_tol=1e-4,
+        kmeans_max_iter=300,
+        random_state=None,
+        backend="auto",
+    ):
+        self.n_clusters = n_clusters
+        self.metric = metric
+        self.sigma = sigma
+        self.threshold_sqdist = threshold_sqdist
+        self.threshold_sim = threshold_sim
+        self.method = method
+        self.hypo_max_nnz_row = hypo_max_nnz_row
+        self.sp_max_nz_pct = sp_max_nz_pct
+        self.mem_use_rate = mem_use_rate
+        self.eigen_solver = eigen_solver
+        self.eigen_tol = eigen_tol
+        self.eigen_max_iter = eigen_max_iter
+        self.n_init = n_init
+        self.kmeans_tol = kmeans_tol
+        self.kmeans_max_iter = kmeans_max_iter
+        self.random_state = random_state
+        self.backend = backend
+
+    def fit(self, X, y=None):
+        """Cluster the rows of `X` (NumPy or CuPy, n_samples × n_features).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError, TypeError
+            An invalid parameter or input (the message names it, its value and what
+            is allowed), a graph without any edge, or `n_clusters` above the number
+            of non-isolated points.
+        """
+        t_start = time.perf_counter()
+        self._check_params()
+        backend = resolve_backend(self.backend)
+        rng = check_random_state(self.random_state)
+
+        t0 = time.perf_counter()
+        graph = build_graph(
+            X,
+            metric=self.metric,
+            sigma=self.sigma,
+            threshold_sqdist=self.threshold_sqdist,
+            threshold_sim=self.threshold_sim,
+            method=self.method,
+            hypo_max_nnz_row=self.hypo_max_nnz_row,
+            sp_max_nz_pct=self.sp_max_nz_pct,
+            mem_use_rate=self.mem_use_rate,
+            backend=self.backend,
+        )
+        csr = graph.csr
+        xp = array_module(csr)
+        t1 = time.perf_counter()
+
+        isolated = isolated_vertices(csr)
+        n = csr.shape[0]
+        m = n - int(xp.count_nonzero(isolated))
+        if m == 0:
+            raise ValueError(
+                f"the graph has no edge: all n={n} points are isolated; raise the threshold "
+                f"(now {graph.params.describe()}) until points have neighbours"
+            )
+        auto = self.n_clusters == "auto"
+        if not auto and self.n_clusters > m:
+            raise ValueError(
+                f"n_clusters={self.n_clusters} is out of range: only {m} of the n={n} points "
+                f"have an edge ({n - m} are isolated); allowed: 1 <= n_clusters <= {m}"
+            )
+        emb = spectral_embedding(
+            csr,
+            auto_k_max(m) if auto else self.n_clusters,
+            solver=self.eigen_solver,
+            tol=self.eigen_tol,
+            max_iter=self.eigen_max_iter,
+            random_state=rng,
+        )
+        k = eigengap_k(emb.eigenvalues) if auto else self.n_clusters
+        emb = emb.truncate(k)
+        self._warn_components(graph.stats, k)
+        t2 = time.perf_counter()
+
+        keep = xp.flatnonzero(~isolated)
+        km = KMeans(
+            k,
+            n_init=self.n_init,
+            tol=self.kmeans_tol,
+            max_iter=self.kmeans_max_iter,
+            random_state=rng,
+        ).fit(emb.embedding[keep])
+        labels = xp.full(n, -1, dtype=xp.int32)
+        labels[keep] = km.labels_
+        t3 = time.perf_counter()
+
+        self.labels_ = _like_input(labels, X)
+        self.n_clusters_ = int(k)
+        self.eigenvalues_ = emb.eigenvalues
+        self.embedding_ = emb.embedding
+        self.eigenvectors_ = emb.vectors
+        self.isolated_ = isolated
+        self.affinity_matrix_ = csr
+        self.graph_ = graph
+        self.graph_stats_ = graph.stats
+        self.eigen_solver_ = emb.solver
+        self.eigen_iterations_ = emb.iterations
+        self.eigen_residuals_ = emb.residual_norms
+        self.backend_ = graph.backend
+        self.backend_reason_ = backend.reason
+        self.n_features_in_ = int(np.shape(X)[1])
+        self.timings_ = {
+            "graph": t1 - t0,
+            "embedding": t2 - t1,
+            "kmeans": t3 - t2,
+            "total": time.perf_counter() - t_start,
+        }
+        return self
+
+    def _check_params(self) -> None:
+        if isinstance(self.n_clusters, str):
+            check_choice(self.n_clusters, "n_clusters", ("auto",))
+        else:
+            check_int(self.n_clusters, "n_clusters", low=1)
+        GraphParams.from_args(self.metric, self.sigma, self.threshold_sqdist, self.threshold_sim)
+        check_choice(self.eigen_solver, "eigen_solver", SOLVERS)
+        check_float(self.eigen_tol, "eigen_tol", low=0.0, low_inclusive=False, allow_none=True)
+        check_int(self.eigen_max_iter, "eigen_max_iter", low=1, allow_none=True)
+        check_int(self.n_init, "n_init", low=1)
+        check_float(self.kmeans_tol, "kmeans_tol", low=0.0, high=1.0)
+        check_int(self.kmeans_max_iter, "kmeans_max_iter", low=1)
+
+    @staticmethod
+    def _warn_components(stats, k: int) -> None:
+        if stats.n_components is None:
+            return
+        components = int(stats.n_components) - int(stats.n_isolated)
+        if components > k:
+            warnings.warn(
+                f"the graph has {components} connected components besides its "
+                f"{stats.n_isolated} isolated vertices, more than k={k}: the {k} smallest "
+                "eigenvalues are all 0 and the embedding separates components arbitrarily; "
+                "raise the threshold (or sigma) until there are at most k components",
+                UserWarning,
+                stacklevel=3,
+            )
+
+
+def _like_input(labels, X):
+    """`labels` as the array kind of `X` (NumPy for anything that is not CuPy)."""
+    if array_module(X) is np:
+        return to_numpy(labels)
+    import cupy
+
+    return cupy.asarray(labels)

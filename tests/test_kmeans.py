@@ -1,0 +1,195 @@
+"""KMeans against scikit-learn and float64 references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.cluster import KMeans as SkKMeans
+from sklearn.exceptions import NotFittedError
+
+from explorer.kmeans import KMeans
+
+
+def blobs(rng, n, d, k, *, spread=1.0, separation=6.0, box=10.0, offset=0.0, dtype=np.float64):
+    """Gaussian blobs around k centres at least `separation` spreads apart (drawn by
+    rejection; 0 lets them overlap), so that the optimum is clear."""
+    centres = np.empty((0, d))
+    while len(centres) < k:
+        c = rng.uniform(-box, box, d)
+        if len(centres) == 0 or np.linalg.norm(centres - c, axis=1).min() > separation * spread:
+            centres = np.vstack([centres, c])
+    X = centres[rng.integers(0, k, n)] + spread * rng.standard_normal((n, d)) + offset
+    return X.astype(dtype)
+
+
+def float64_means(X, labels, k):
+    X64 = np.asarray(X, dtype=np.float64)
+    return np.array([X64[labels == j].mean(0) for j in range(k)])
+
+
+@pytest.mark.parametrize(
+    ("n", "d", "k", "spread"),
+    [(2000, 2, 3, 1.0), (3000, 5, 8, 1.0), (1500, 16, 12, 1.5), (3000, 3, 20, 0.7)],
+)
+def test_inertia_matches_scikit_learn(n, d, k, spread, rng):
+    X = blobs(rng, n, d, k, spread=spread)
+    seed = int(rng.integers(2**31))
+    ours = KMeans(k, n_init=4, random_state=seed).fit(X)
+    ref = SkKMeans(k, n_init=4, random_state=seed).fit(X)
+    assert abs(ours.inertia_ - ref.inertia_) <= 0.01 * ref.inertia_
+    # Our inertia_ is the float64 sum of squared distances to our centres.
+    direct = ((X - ours.cluster_centers_[ours.labels_]) ** 2).sum()
+    assert ours.inertia_ == pytest.approx(direct, rel=1e-6)
+
+
+def test_converged_state_is_a_fixed_point(rng):
+    X = blobs(rng, 3000, 4, 6, spread=2.0)
+    km = KMeans(6, tol=0.0, n_init=2, random_state=0).fit(X)
+    np.testing.assert_array_equal(km.predict(X), km.labels_)
+    # Centres are the float64 means of their points (float32 data, float64 sums).
+    X32 = X.astype(np.float32)
+    np.testing.assert_allclose(
+        km.cluster_centers_, float64_means(X32, km.labels_, 6), rtol=1e-6, atol=1e-6
+    )
+    # Every point is at its nearest centre (float64 distances; ties aside).
+    D = ((X[:, None, :] - km.cluster_centers_[None]) ** 2).sum(-1)
+    best = D.min(1)
+    assert np.all(D[np.arange(len(X)), km.labels_] <= best + 1e-4 * (1 + best))
+
+
+def test_centroid_update_is_accurate_far_from_the_origin(rng):
+    # The paper-004 setting: many float32 points with a large common value. Summing
+    # them one by one in float32 would be off by ~n * eps * 1e4; the float64
+    # accumulation reproduces the float64 means of the float32 data.
+    n = 200_000
+    X = (1e4 + rng.random((n, 2))).astype(np.float32)
+    X[: n // 2, 0] += 5.0
+    km = KMeans(2, n_init=1, random_state=1, tol=0.0).fit(X)
+    ref = float64_means(X, km.labels_, 2)
+    assert np.abs(km.cluster_centers_.astype(np.float64) - ref).max() <= 1e-3
+    X64 = X.astype(np.float64)
+    km64 = KMeans(2, n_init=1, random_state=1, tol=0.0).fit(X64)
+    assert km64.cluster_centers_.dtype == np.float64
+    # float64 data are centred in float64, then clustered in float32: the centres are
+    # the means to float32 precision of the spread, not of the offset.
+    ref64 = float64_means(X64, km64.labels_, 2)
+    np.testing.assert_allclose(km64.cluster_centers_, ref64, rtol=0, atol=1e-6)
+
+
+def test_output_kinds(rng):
+    X = blobs(rng, 500, 3, 4, dtype=np.float32)
+    km = KMeans(4, n_init=1, random_state=0).fit(X)
+    assert km.cluster_centers_.dtype == np.float32 and km.cluster_centers_.shape == (4, 3)
+    assert km.labels_.dtype == np.int32 and km.labels_.shape == (500,)
+    assert isinstance(km.inertia_, float) and isinstance(km.n_iter_, int)
+    assert km.n_features_in_ == 3
+    np.testing.assert_array_equal(km.fit_predict(X), km.labels_)
+    km64 = KMeans(4, n_init=1, random_state=0).fit(X.astype(np.float64))
+    assert km64.cluster_centers_.dtype == np.float64
+
+
+def test_tol_counts_points_that_change_label(rng):
+    X = blobs(rng, 2000, 2, 5, spread=3.0, separation=0)
+    # tol = 1: every point may move, so the first iteration already stops.
+    assert KMeans(5, tol=1.0, n_init=1, random_state=0).fit(X).n_iter_ == 1
+    assert KMeans(5, max_iter=1, n_init=1, random_state=0).fit(X).n_iter_ == 1
+    full = KMeans(5, tol=0.0, n_init=1, random_state=0).fit(X)
+    loose = KMeans(5, tol=0.2, n_init=1, random_state=0).fit(X)
+    assert loose.n_iter_ <= full.n_iter_
+    # Even when stopped early the labels are those of the returned centres.
+    np.testing.assert_array_equal(loose.predict(X), loose.labels_)
+
+
+def test_more_restarts_never_do_worse(rng):
+    X = blobs(rng, 2000, 2, 10, spread=2.5, separation=0)
+    for seed in range(3):
+        # The first of the n_init=5 runs is the n_init=1 run (same random stream).
+        one = KMeans(10, n_init=1, random_state=seed).fit(X)
+        five = KMeans(10, n_init=5, random_state=seed).fit(X)
+        assert five.inertia_ <= one.inertia_
+
+
+def test_same_seed_same_result(rng):
+    X = blobs(rng, 1000, 3, 5)
+    a = KMeans(5, random_state=3).fit(X)
+    b = KMeans(5, random_state=3).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+
+
+def test_empty_cluster_is_reseeded_at_the_farthest_point(rng):
+    X = np.vstack([rng.standard_normal((300, 2)), 50 + rng.standard_normal((300, 2))])
+    X[0] = [-30.0, 0.0]  # the farthest point from its centre
+    init = np.array([[0.0, 0.0], [50.0, 50.0], [1e4, 1e4]])
+    km = KMeans(3, init=init, random_state=0, tol=0.0).fit(X)
+    assert sorted(np.bincount(km.labels_, minlength=3)) == [1, 299, 300]
+    assert km.labels_[0] == np.argmin(((km.cluster_centers_ - X[0]) ** 2).sum(1))
+    np.testing.assert_allclose(km.cluster_centers_[km.labels_[0]], X[0], atol=1e-5)
+
+
+def test_fewer_distinct_points_than_clusters():
+    X = np.ones((50, 2))
+    km = KMeans(3, n_init=2, random_state=0).fit(X)
+    assert km.inertia_ == 0.0
+    np.testing.assert_allclose(km.cluster_centers_, 1.0)
+
+
+def test_random_init_and_single_cluster(rng):
+    X = np.vstack([rng.standard_normal((400, 2)), [20.0, 0.0] + rng.standard_normal((400, 2))])
+    ref = SkKMeans(2, n_init=10, random_state=0).fit(X)
+    km = KMeans(2, init="random", n_init=10, random_state=0).fit(X)
+    assert km.inertia_ == pytest.approx(ref.inertia_, rel=1e-6)
+    one = KMeans(1, n_init=1).fit(X)
+    np.testing.assert_allclose(one.cluster_centers_[0], X.mean(0), rtol=1e-6, atol=1e-6)
+    assert (one.labels_ == 0).all()
+
+
+def test_scikit_learn_estimator_protocol():
+    km = KMeans(5, n_init=3, tol=1e-3)
+    params = km.get_params()
+    assert params["n_clusters"] == 5 and params["n_init"] == 3 and params["tol"] == 1e-3
+    other = clone(km).set_params(n_clusters=7)
+    assert other.n_clusters == 7 and km.n_clusters == 5
+    with pytest.raises(NotFittedError):
+        km.predict(np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"n_clusters": 0}, ValueError, "n_clusters=0"),
+        ({"n_clusters": 11}, ValueError, "n_clusters=11"),
+        ({"n_clusters": 2.5}, TypeError, "n_clusters must be an integer"),
+        ({"init": "kmeans++"}, ValueError, "init='kmeans\\+\\+'"),
+        ({"init": np.zeros((3, 2))}, ValueError, "init array has shape"),
+        ({"n_init": 0}, ValueError, "n_init=0"),
+        ({"max_iter": 0}, ValueError, "max_iter=0"),
+        ({"tol": -0.1}, ValueError, "tol=-0.1"),
+    ],
+)
+def test_invalid_parameters_are_named(kwargs, error, match):
+    X = np.arange(20, dtype=np.float64).reshape(10, 2)
+    with pytest.raises(error, match=match):
+        KMeans(**{"n_clusters": 2, **kwargs}).fit(X)
+
+
+def test_invalid_data_is_named():
+    with pytest.raises(ValueError, match="non-finite"):
+        KMeans(2).fit(np.array([[0.0, 1.0], [np.nan, 2.0], [3.0, 4.0]]))
+    km = KMeans(2, n_init=1).fit(np.arange(12, dtype=float).reshape(6, 2))
+    with pytest.raises(ValueError, match="3 features"):
+        km.predict(np.zeros((2, 3)))
+
+
+@pytest.mark.gpu
+def test_cupy_in_cupy_out(rng):
+    cupy = pytest.importorskip("cupy")
+    X = blobs(rng, 20_000, 4, 6, dtype=np.float32)
+    cpu = KMeans(6, n_init=3, random_state=0).fit(X)
+    gpu = KMeans(6, n_init=3, random_state=0).fit(cupy.asarray(X))
+    assert isinstance(gpu.labels_, cupy.ndarray) and isinstance(gpu.cluster_centers_, cupy.ndarray)
+    assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-3)
+    np.testing.assert_array_equal(
+        cupy.asnumpy(gpu.predict(cupy.asarray(X))), cupy.asnumpy(gpu.labels_)
+    )

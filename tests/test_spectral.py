@@ -1,0 +1,175 @@
+"""SpectralClustering end to end on the CPU: quality, the eigengap k, isolated points."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.cluster import spectral_clustering
+from sklearn.datasets import load_digits, make_blobs, make_circles, make_moons
+
+from explorer import SpectralClustering, build_graph
+from explorer.metrics import adjusted_rand_score
+
+CENTRES = [[-6, -6], [6, 6], [-6, 6], [6, -6]]
+
+#: name -> (generator(seed), ε-radius used as σ and sqrt(threshold), true k). At
+#: n = 1500 these radii make each shape exactly one connected component (checked
+#: over 2000 seeds; a smaller radius leaves stray points, a larger one bridges the
+#: moons): "sensible parameters".
+SHAPES = {
+    "moons": (lambda s: make_moons(1500, noise=0.05, random_state=s), 0.15, 2),
+    "circles": (lambda s: make_circles(1500, noise=0.03, factor=0.5, random_state=s), 0.15, 2),
+    "blobs": (lambda s: make_blobs(1500, centers=CENTRES, cluster_std=0.5, random_state=s), 1.5, 4),
+}
+
+
+def shape(name, rng):
+    make, radius, k = SHAPES[name]
+    X, y = make(int(rng.integers(2**31)))
+    params = {"metric": "gaussian", "sigma": radius, "threshold_sqdist": radius**2}
+    return X.astype(np.float32), y, params, k
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_shapes_are_recovered(name, rng):
+    X, y, params, k = shape(name, rng)
+    sc = SpectralClustering(k, **params, random_state=0, backend="cpu").fit(X)
+    assert adjusted_rand_score(y, sc.labels_) >= 0.99
+    assert sc.n_clusters_ == k
+    assert sc.eigen_solver_ == "lobpcg" and sc.eigen_residuals_.max() <= 2e-5
+    np.testing.assert_allclose(sc.eigenvalues_[:k], 0.0, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_auto_finds_the_true_k(name, rng):
+    X, y, params, k = shape(name, rng)
+    sc = SpectralClustering("auto", **params, random_state=0, backend="cpu").fit(X)
+    assert sc.n_clusters_ == k
+    assert sc.eigenvalues_.shape == (k,) and sc.embedding_.shape == (len(X), k)
+    assert adjusted_rand_score(y, sc.labels_) >= 0.99
+
+
+def test_digits_match_scikit_learn_on_the_same_affinity():
+    X, y = load_digits(return_X_y=True)
+    sc = SpectralClustering(10, metric="cosine", threshold_sim=0.8, random_state=0, backend="cpu")
+    labels = sc.fit_predict(X)
+    affinity = build_graph(X, metric="cosine", threshold_sim=0.8, backend="cpu").csr
+    assert (sc.affinity_matrix_ != affinity).nnz == 0
+    reference = max(
+        adjusted_rand_score(y, spectral_clustering(affinity, n_clusters=10, random_state=0)),
+        adjusted_rand_score(
+            y,
+            spectral_clustering(
+                affinity, n_clusters=10, random_state=0, assign_labels="discretize"
+            ),
+        ),
+    )
+    assert adjusted_rand_score(y, labels) >= reference - 0.03
+
+
+def test_isolated_points_get_minus_one(rng):
+    X, y, params, k = shape("blobs", rng)
+    outliers = np.array([[50.0, 50.0], [-50.0, 40.0], [0.0, 80.0]], np.float32)
+    X = np.vstack([X, outliers])
+    sc = SpectralClustering(k, **params, random_state=0, backend="cpu").fit(X)
+    np.testing.assert_array_equal(sc.isolated_, np.r_[np.zeros(len(y), bool), np.ones(3, bool)])
+    np.testing.assert_array_equal(sc.labels_ == -1, sc.isolated_)
+    assert np.isnan(sc.embedding_[-3:]).all() and np.isnan(sc.eigenvectors_[-3:]).all()
+    assert np.isfinite(sc.embedding_[:-3]).all()
+    assert adjusted_rand_score(y, sc.labels_[:-3]) >= 0.99
+
+
+def test_fitted_attributes(rng):
+    X, _, params, k = shape("moons", rng)
+    X = X[:400]
+    sc = SpectralClustering(k, **params, random_state=0, backend="cpu")
+    labels = sc.fit_predict(X)
+    n = len(X)
+    assert isinstance(sc.labels_, np.ndarray) and sc.labels_.dtype == np.int32
+    np.testing.assert_array_equal(labels, sc.labels_)
+    assert sc.embedding_.shape == sc.eigenvectors_.shape == (n, k)
+    assert sc.eigenvalues_.shape == sc.eigen_residuals_.shape == (k,)
+    assert sp.issparse(sc.affinity_matrix_) and sc.affinity_matrix_.shape == (n, n)
+    assert sc.graph_.csr is sc.affinity_matrix_ and sc.graph_stats_ is sc.graph_.stats
+    assert sc.backend_ == "cpu" and sc.backend_reason_ == "asked for the CPU"
+    assert sc.eigen_solver_ == "dense" and sc.eigen_iterations_ is None
+    assert sc.n_features_in_ == 2
+    assert set(sc.timings_) == {"graph", "embedding", "kmeans", "total"}
+    assert sc.timings_["total"] >= sc.timings_["graph"] + sc.timings_["embedding"]
+
+
+def test_a_list_in_gives_numpy_out_and_seeds_reproduce(rng):
+    X, _, params, k = shape("circles", rng)
+    X = X[:300]
+    a = SpectralClustering(k, **params, eigen_solver="lobpcg", random_state=4, backend="cpu")
+    b = clone(a)
+    la = a.fit_predict(X.tolist())
+    assert isinstance(la, np.ndarray)
+    np.testing.assert_array_equal(la, b.fit_predict(X))
+    assert a.eigen_solver_ == "lobpcg" and a.eigen_iterations_ > 0
+
+
+def test_too_many_components_warn(rng):
+    X, _, params, _ = shape("blobs", rng)
+    with pytest.warns(UserWarning, match="4 connected components .* more than k=2"):
+        SpectralClustering(2, **params, random_state=0, backend="cpu").fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SpectralClustering(4, **params, random_state=0, backend="cpu").fit(X)
+
+
+def test_estimator_protocol():
+    sc = SpectralClustering(3, metric="cosine", threshold_sim=0.5, n_init=2)
+    params = sc.get_params()
+    assert params["n_clusters"] == 3 and params["threshold_sim"] == 0.5 and params["n_init"] == 2
+    assert params["backend"] == "auto" and params["eigen_solver"] == "auto"
+    other = clone(sc).set_params(n_clusters="auto")
+    assert other.n_clusters == "auto" and sc.n_clusters == 3
+    assert not hasattr(sc, "labels_")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"n_clusters": 0}, ValueError, "n_clusters=0"),
+        ({"n_clusters": "Auto"}, ValueError, "n_clusters='Auto'"),
+        ({"n_clusters": 2.0}, TypeError, "n_clusters must be an integer"),
+        ({"n_clusters": 500}, ValueError, "n_clusters=500 is out of range: only"),
+        ({"sigma": None}, ValueError, "needs sigma"),
+        ({"sigma": -1.0}, ValueError, "sigma=-1.0"),
+        ({"threshold_sim": 0.5}, ValueError, "exactly one of threshold_sqdist"),
+        ({"eigen_solver": "amg"}, ValueError, "eigen_solver='amg'"),
+        ({"eigen_tol": 0.0}, ValueError, "eigen_tol=0.0"),
+        ({"eigen_max_iter": 0}, ValueError, "eigen_max_iter=0"),
+        ({"n_init": 0}, ValueError, "n_init=0"),
+        ({"kmeans_tol": 2.0}, ValueError, "kmeans_tol=2.0"),
+        ({"kmeans_max_iter": -1}, ValueError, "kmeans_max_iter=-1"),
+        ({"backend": "tpu"}, ValueError, "backend='tpu'"),
+        ({"method": "csr9"}, ValueError, "csr9"),
+    ],
+)
+def test_invalid_parameters_are_named(kwargs, error, match, rng):
+    X = rng.random((100, 2)).astype(np.float32)
+    base = {"n_clusters": 2, "metric": "gaussian", "sigma": 0.3, "threshold_sqdist": 0.09}
+    with pytest.raises(error, match=match):
+        SpectralClustering(**{**base, "backend": "cpu", **kwargs}).fit(X)
+
+
+def test_a_graph_without_edges_is_an_error(rng):
+    X = rng.random((50, 2)) * 100
+    with pytest.raises(ValueError, match="all n=50 points are isolated"):
+        SpectralClustering(2, metric="uniform", threshold_sqdist=1e-9, backend="cpu").fit(X)
+
+
+@pytest.mark.gpu
+def test_numpy_in_numpy_out_on_the_gpu(rng):
+    cupy = pytest.importorskip("cupy")
+    X, y, params, k = shape("moons", rng)
+    sc = SpectralClustering(k, **params, random_state=0, backend="gpu").fit(X)
+    assert isinstance(sc.labels_, np.ndarray) and sc.backend_ == "gpu"
+    assert isinstance(sc.embedding_, cupy.ndarray)
+    assert adjusted_rand_score(y, sc.labels_) >= 0.99
