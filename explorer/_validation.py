@@ -49,15 +49,23 @@ def check_data(X, *, name: str = "X", min_samples: int = 2):
     if d < 1:
         raise ValueError(f"{name} has d=0 features (shape {tuple(X.shape)}); need d >= 1")
     if n < min_samples:
-        raise ValueError(f"{name} has n={n} samples (shape {tuple(X.shape)}); need n >= {min_samples}")
-    X = xp.ascontiguousarray(X, dtype=xp.float32)
-    finite = xp.isfinite(X)
+        raise ValueError(
+            f"{name} has n={n} samples (shape {tuple(X.shape)}); need n >= {min_samples}"
+        )
+    with np.errstate(over="ignore"):  # overflow is reported below, as an error
+        X32 = xp.ascontiguousarray(X, dtype=xp.float32)
+    finite = xp.isfinite(X32)
     if not bool(finite.all()):
         bad = int((~finite).sum())
+        if bool(xp.isfinite(X).all()):  # finite, but not in float32
+            raise ValueError(
+                f"{name} has {bad} value(s) beyond float32's range (|x| > 3.4e38), the "
+                "precision every builder computes in; rescale the data"
+            )
         raise ValueError(
             f"{name} contains {bad} non-finite value(s) (NaN or inf); all values must be finite"
         )
-    return X
+    return X32
 
 
 def check_int(value, name: str, *, low=None, high=None, allow_none: bool = False):
@@ -68,7 +76,9 @@ def check_int(value, name: str, *, low=None, high=None, allow_none: bool = False
         raise TypeError(f"{name} must be an integer; got {value!r} ({type(value).__name__})")
     value = int(value)
     if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(f"{name}={value} is out of range; allowed: {_range_text(low, high, True, True)}")
+        raise ValueError(
+            f"{name}={value} is out of range; allowed: {_range_text(low, high, True, True)}"
+        )
     return value
 
 
@@ -104,7 +114,9 @@ def check_float(
 def check_choice(value, name: str, choices):
     """Validate that `value` is one of `choices` (strings) and return it."""
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name}={value!r} is not allowed; use one of {', '.join(map(repr, choices))}")
+        raise ValueError(
+            f"{name}={value!r} is not allowed; use one of {', '.join(map(repr, choices))}"
+        )
     return value
 
 

@@ -1,0 +1,127 @@
+"""Helpers every benchmark script shares: environment, timing, result files.
+
+Import it from a script in this folder (``from _common import ...``; Python puts the
+script's folder on the path). Results go to ``benchmarks/results/<name>.json``.
+
+Timing protocol (DESIGN.md "Performance protocol"): warm-up runs first and is not
+counted, then at least three timed runs, of which the median is reported;
+:func:`summary` gives median/min/max with the raw runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from explorer._environment import environment_info
+
+__all__ = ["RESULTS", "environment_info", "summary", "time_cpu", "time_gpu", "timer",
+           "write_result"]
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+class _Elapsed:
+    seconds: float = math.nan
+
+
+@contextmanager
+def timer():
+    """Wall-clock time of a ``with`` block (``time.perf_counter``).
+
+    >>> with timer() as t:
+    ...     work()
+    >>> t.seconds
+    """
+    out = _Elapsed()
+    start = time.perf_counter()
+    try:
+        yield out
+    finally:
+        out.seconds = time.perf_counter() - start
+
+
+def time_cpu(fn, repeats=3, warmup=1) -> list[float]:
+    """Seconds of each of `repeats` calls of ``fn()`` after `warmup` uncounted calls."""
+    _check_counts(repeats, warmup)
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def time_gpu(fn, repeats=3, warmup=1) -> list[float]:
+    """Seconds of each of `repeats` calls of ``fn()``, timed with CUDA events.
+
+    Events are recorded on the current stream before and after each call and the
+    end event is synchronised, so the time covers the device work `fn` queued (and
+    any host work it waited for). `warmup` calls run first, uncounted: they pay
+    kernel compilation and memory-pool growth.
+    """
+    import cupy
+
+    _check_counts(repeats, warmup)
+    for _ in range(warmup):
+        fn()
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, end) / 1000.0)
+    return times
+
+
+def summary(times) -> dict:
+    """``{"median", "min", "max", "runs"}`` of a list of seconds (JSON-ready)."""
+    times = [float(t) for t in times]
+    return {"median": statistics.median(times), "min": min(times), "max": max(times),
+            "runs": times}
+
+
+def write_result(name, payload) -> Path:
+    """Write `payload` as ``benchmarks/results/<name>.json`` and return the path.
+
+    NumPy scalars and arrays are converted to plain numbers and lists; NaN and
+    infinities become null (JSON has no spelling for them).
+    """
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
+        raise ValueError(f"name={name!r} is not allowed; use letters, digits, '.', '_', '-'")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    text = json.dumps(_plain(payload), indent=1, allow_nan=False)
+    path.write_text(text + "\n")
+    return path
+
+
+def _plain(obj):
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if hasattr(obj, "tolist"):  # NumPy / CuPy scalars and arrays
+        return _plain(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    return str(obj)
+
+
+def _check_counts(repeats, warmup):
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats={repeats!r} is not allowed; use an int >= 1 (>= 3 for a median)")
+    if not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup={warmup!r} is not allowed; use an int >= 0")

@@ -1,0 +1,19 @@
+"""Data sets for Spectral Explorer: built-in generators and file loaders.
+
+Installed as ``explorer.data`` (also reachable as ``explorer.datasets``).
+
+- :func:`load` generates a built-in set by name; :data:`DATASETS` is the catalogue
+  (description, default size, options) a UI lists.
+- :func:`read` reads CSV, NPY, NPZ or Parquet files, with an optional label column.
+- :func:`suggest_params` proposes graph parameters that suit a data matrix.
+
+Nothing here downloads anything: the digits ship inside scikit-learn, everything
+else is generated.
+"""
+
+from ._dataset import Dataset, DatasetInfo
+from ._files import FORMATS, read
+from ._registry import DATASETS, load
+from ._suggest import suggest_params
+
+__all__ = ["DATASETS", "FORMATS", "Dataset", "DatasetInfo", "load", "read", "suggest_params"]

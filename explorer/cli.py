@@ -1,0 +1,386 @@
+"""The ``spectral-explorer`` command: cluster or measure a data set from a shell.
+
+Subcommands:
+
+- ``run``: the whole pipeline (graph, embedding, k-means) on a built-in data set or a
+  file; prints stage timings, graph statistics, the backend and builder with the
+  reasons they were chosen, and ARI/NMI when the data has labels. ``--json PATH``
+  writes everything, with the environment.
+- ``stats``: the graph's statistics only (:func:`explorer.graph_stats`), optionally
+  estimated from a sample of rows.
+- ``datasets``: the built-in data sets.
+
+Graph parameters left out are filled in from the data set's suggestion
+(:attr:`explorer.data.Dataset.suggested`) and the output says which. Bad input ends
+with one line ``error: <message>`` on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import explorer
+
+#: Exceptions that are the user's to fix: reported as one line, exit status 2.
+USER_ERRORS = (ValueError, TypeError, FileNotFoundError, MemoryError)
+EXIT_USAGE = 2
+
+_GRAPH_KEYS = ("metric", "sigma", "threshold_sqdist", "threshold_sim")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the CLI's one-line error format."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"error: {message} (see {self.prog} --help)\n")
+
+
+def _n_clusters(text):
+    if text == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid --n-clusters {text!r}: use an integer >= 1 or 'auto'"
+        ) from None
+
+
+def _option(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(
+            f"invalid --option {text!r}: use KEY=VALUE, e.g. noise=0.1"
+        )
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        parsed = value  # a bare word stays a string
+    return key, parsed
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for the tests and for ``--help`` text)."""
+    parser = _Parser(
+        prog="spectral-explorer",
+        description="Spectral clustering on an ε-neighbourhood graph, on the GPU or the CPU.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {explorer.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,stats,datasets}")
+
+    run = sub.add_parser("run", help="cluster a data set and report timings, statistics, scores")
+    _data_arguments(run)
+    _graph_arguments(run)
+    g = run.add_argument_group("graph builder")
+    g.add_argument("--method", default="auto",
+                   help="builder: auto, kdtree, bruteforce (CPU); csr1, csr2, csr3, ... (GPU)")
+    g.add_argument("--sp-max-nz-pct", type=float, help="CSR-3: max %% of nonzeros (0, 100]")
+    g.add_argument("--mem-use-rate", type=float, help="CSR-3: share of free memory (0, 1]")
+    c = run.add_argument_group("clustering")
+    c.add_argument("--n-clusters", type=_n_clusters,
+                   help="k, or 'auto' (eigengap); default: the data's classes, else auto")
+    c.add_argument("--eigen-solver", default="auto", help="auto, dense, lanczos or lobpcg")
+    c.add_argument("--eigen-tol", type=float, help="eigensolver residual tolerance")
+    c.add_argument("--eigen-max-iter", type=int, help="eigensolver iteration limit")
+    c.add_argument("--n-init", type=int, default=10, help="k-means restarts (default 10)")
+    c.add_argument("--random-state", type=int, default=0,
+                   help="seed of the eigensolver start and k-means (default 0)")
+    run.add_argument("--json", type=Path, metavar="PATH", help="write the full result as JSON")
+
+    stats = sub.add_parser("stats", help="graph statistics only (no clustering)")
+    _data_arguments(stats)
+    _graph_arguments(stats)
+    stats.add_argument("--sample-rows", type=int,
+                       help="count only this many random rows and extrapolate (fast)")
+    stats.add_argument("--no-components", action="store_true",
+                       help="skip connected components (they need the whole graph)")
+    stats.add_argument("--json", type=Path, metavar="PATH", help="write the statistics as JSON")
+
+    sub.add_parser("datasets", help="list the built-in data sets")
+    return parser
+
+
+def _data_arguments(p):
+    g = p.add_argument_group("data")
+    g.add_argument("dataset", nargs="?",
+                   help="built-in data set (see 'spectral-explorer datasets')")
+    g.add_argument("--file", type=Path, help="read the data from a CSV, NPY, NPZ or Parquet file")
+    g.add_argument("--label-column", help="ground-truth column of --file (name or 0-based index)")
+    g.add_argument("--n-samples", type=int, help="rows to generate (built-in sets)")
+    g.add_argument("--data-seed", type=int, default=0, help="generator seed (default 0)")
+    g.add_argument("-o", "--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
+                   help="generator option, e.g. -o noise=0.1 (repeatable)")
+
+
+def _graph_arguments(p):
+    g = p.add_argument_group("similarity graph (left out: the data set's suggestion)")
+    g.add_argument("--metric", help="gaussian, cosine or uniform")
+    g.add_argument("--sigma", type=float, help="gaussian width σ")
+    g.add_argument("--threshold-sqdist", type=float, help="edge iff squared distance < this")
+    g.add_argument("--threshold-sim", type=float, help="edge iff similarity > this")
+    g.add_argument("--hypo-max-nnz-row", type=int, help="CSR-2's ELLPACK width (hypoMaxNnzRow)")
+    g.add_argument("--backend", default="auto", choices=("auto", "gpu", "cpu"))
+
+
+# --- data and parameters -------------------------------------------------------------
+
+
+def _load(args):
+    from explorer import data
+
+    if (args.dataset is None) == (args.file is None):
+        raise ValueError("give a built-in data set name or --file PATH (exactly one); "
+                         f"built-in: {', '.join(data.DATASETS)}")
+    if args.file is not None:
+        if args.n_samples is not None or args.option:
+            raise ValueError("--n-samples and --option apply to built-in data sets, not to --file")
+        start = time.perf_counter()
+        ds = data.read(args.file, label_column=args.label_column)
+        return ds, time.perf_counter() - start
+    if args.label_column is not None:
+        raise ValueError("--label-column applies to --file only")
+    start = time.perf_counter()
+    ds = data.load(args.dataset, n_samples=args.n_samples, random_state=args.data_seed,
+                   **dict(args.option))
+    return ds, time.perf_counter() - start
+
+
+def _graph_params(args, ds) -> tuple[dict, list[str]]:
+    """The edge rule: the user's keywords, the rest from the data's suggestion."""
+    given = {k: getattr(args, k) for k in _GRAPH_KEYS if getattr(args, k) is not None}
+    if "threshold_sqdist" in given or "threshold_sim" in given:
+        params = dict(given)
+        gaussian = params.get("metric", "gaussian") == "gaussian"
+        if gaussian and "sigma" not in params and ds.suggested.get("sigma") is not None:
+            params["sigma"] = ds.suggested["sigma"]
+    else:
+        suggested = {k: v for k, v in ds.suggested.items() if k in _GRAPH_KEYS}
+        metric = given.get("metric", suggested["metric"])
+        kind = "threshold_sim" if "threshold_sim" in suggested else "threshold_sqdist"
+        takes = {"gaussian": ("threshold_sqdist", "threshold_sim"),
+                 "uniform": ("threshold_sqdist",), "cosine": ("threshold_sim",)}
+        if kind not in takes.get(metric, (kind,)):
+            raise ValueError(
+                f"--metric {metric} needs --{takes[metric][0].replace('_', '-')}: the suggestion "
+                f"for this data ({suggested}) has no threshold of that kind"
+            )
+        params = {**suggested, **given}
+    filled = sorted(k for k in params if k not in given)
+    params.setdefault("metric", "gaussian")
+    return params, filled
+
+
+# --- commands ----------------------------------------------------------------------
+
+
+def _cmd_run(args, out) -> dict:
+    from explorer.metrics import clustering_scores
+
+    ds, load_s = _load(args)
+    graph, filled = _graph_params(args, ds)
+    n_clusters = args.n_clusters
+    if n_clusters is None:  # as suggested: the classes of labelled data, else the eigengap
+        n_clusters = "auto" if ds.y is None else ds.n_classes
+        filled.append("n_clusters")
+    sc = explorer.SpectralClustering(
+        n_clusters=n_clusters, **graph, method=args.method,
+        hypo_max_nnz_row=args.hypo_max_nnz_row, sp_max_nz_pct=args.sp_max_nz_pct,
+        mem_use_rate=args.mem_use_rate, eigen_solver=args.eigen_solver, eigen_tol=args.eigen_tol,
+        eigen_max_iter=args.eigen_max_iter, n_init=args.n_init, random_state=args.random_state,
+        backend=args.backend,
+    )
+    sc.fit(ds.X)
+    scores = clustering_scores(sc.affinity_matrix_, sc.labels_, ds.y)
+    g = sc.graph_
+    timings = {"data": load_s, **sc.timings_}
+
+    _print_data(out, ds, load_s)
+    _print_graph(out, sc.backend_, sc.backend_reason_, g.method, g.method_reason, g.params,
+                 filled, g.stats)
+    residual = float(np.max(sc.eigen_residuals_)) if len(sc.eigen_residuals_) else float("nan")
+    _row(out, "clustering", f"k={sc.n_clusters_}" + (" (eigengap)" if n_clusters == "auto" else "")
+         + f", eigensolver {sc.eigen_solver_}, {_iters(sc.eigen_iterations_)}, "
+         f"max residual {residual:.2g}")
+    _row(out, "eigenvalues", " ".join(f"{v:.4g}" for v in sc.eigenvalues_))
+    _row(out, "scores", _scores_text(scores))
+    _row(out, "timings", _seconds_text(timings))
+    _row(out, "graph stages", _seconds_text(g.timings))
+    return {
+        "command": "run",
+        "data": _data_json(ds),
+        "parameters": {k: v for k, v in sc.get_params().items()},
+        "suggested_parameters_used": filled,
+        "backend": {"name": sc.backend_, "reason": sc.backend_reason_},
+        "method": {"name": g.method, "reason": g.method_reason},
+        "edge_rule": g.params.describe(),
+        "n_clusters": int(sc.n_clusters_),
+        "stats": g.stats.to_dict(),
+        "timings": timings,
+        "graph_timings": dict(g.timings),
+        "scores": scores,
+        "eigenvalues": np.asarray(sc.eigenvalues_, dtype=float).tolist(),
+        "eigensolver": {
+            "name": sc.eigen_solver_,
+            "iterations": sc.eigen_iterations_,
+            "residual_norms": np.asarray(sc.eigen_residuals_, dtype=float).tolist(),
+        },
+    }
+
+
+def _cmd_stats(args, out) -> dict:
+    from explorer import graph_stats
+    from explorer._backend import resolve_backend
+    from explorer.graph import GraphParams
+
+    ds, load_s = _load(args)
+    graph, filled = _graph_params(args, ds)
+    backend = resolve_backend(args.backend)
+    start = time.perf_counter()
+    stats = graph_stats(ds.X, **graph, hypo_max_nnz_row=args.hypo_max_nnz_row,
+                        backend=backend.name, sample_rows=args.sample_rows,
+                        components=not args.no_components)
+    seconds = time.perf_counter() - start
+    rule = GraphParams.from_args(**graph)
+    _print_data(out, ds, load_s)
+    _print_graph(out, backend.name, backend.reason, None, None, rule, filled, stats)
+    _row(out, "timings", f"statistics {seconds:.3f} s")
+    return {
+        "command": "stats",
+        "data": _data_json(ds),
+        "parameters": {**graph, "hypo_max_nnz_row": args.hypo_max_nnz_row,
+                       "sample_rows": args.sample_rows, "components": not args.no_components},
+        "suggested_parameters_used": filled,
+        "backend": {"name": backend.name, "reason": backend.reason},
+        "edge_rule": rule.describe(),
+        "stats": stats.to_dict(),
+        "timings": {"data": load_s, "stats": seconds},
+    }
+
+
+def _cmd_datasets(args, out) -> None:
+    from explorer.data import DATASETS
+
+    width = max(map(len, DATASETS))
+    for name, info in DATASETS.items():
+        classes = "no labels" if info.n_classes is None else f"{info.n_classes} classes"
+        opts = ", ".join(f"{k}={v!r}" for k, v in info.options.items()) or "-"
+        print(f"{name:<{width}}  d={info.d:<4} n={info.default_n:<7} {classes:<11} "
+              f"{info.description}; options: {opts}", file=out)
+
+
+# --- printing ----------------------------------------------------------------------
+
+
+def _row(out, label, text):
+    print(f"{label:<13} {text}", file=out)
+
+
+def _print_data(out, ds, seconds):
+    _row(out, "data", f"{ds.summary()} ({seconds:.2f} s)")
+
+
+def _print_graph(out, backend, backend_reason, method, method_reason, rule, filled, st):
+    _row(out, "backend", f"{backend}: {backend_reason}")
+    if method is not None:
+        _row(out, "method", f"{method}: {method_reason}")
+    _row(out, "edge rule", rule.describe())
+    if filled:
+        _row(out, "suggested", f"{', '.join(filled)} (not given: taken from the data set's "
+             "suggestion)")
+    est = f" (estimated from {st.sample_rows} rows)" if st.estimated else ""
+    _row(out, "nnz", f"{st.nnz:,} ({st.nnz_row_mean:.1f} per row; min {st.nnz_row_min}, "
+         f"max {st.nnz_row_max}){est}")
+    _row(out, "sparsity", f"{st.sparsity:.4f} % zeros")
+    _row(out, "memory", f"CSR {_bytes(st.bytes_csr)} | dense {_bytes(st.bytes_dense)} | "
+         f"ELLPACK@{st.hypo_max_nnz_row} {_bytes(st.bytes_ellpack)} "
+         f"({st.rows_over_hypo:,} rows over; suggested width {st.suggested_hypo_max_nnz_row})")
+    comps = "not computed" if st.n_components is None else f"{st.n_components:,}"
+    _row(out, "connectivity", f"{st.n_isolated:,} isolated rows; connected components {comps}")
+
+
+def _bytes(n) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1000.0
+    return str(n)
+
+
+def _seconds_text(timings) -> str:
+    return " | ".join(f"{stage} {seconds:.3f} s" for stage, seconds in timings.items())
+
+
+def _iters(iterations) -> str:
+    return "iterations not reported" if iterations is None else f"{iterations} iterations"
+
+
+def _scores_text(scores) -> str:
+    parts = []
+    if "ari" in scores:
+        parts.append(f"ARI {scores['ari']:.4f}  NMI {scores['nmi']:.4f}")
+    parts.append(f"normalized cut {scores['normalized_cut']:.4g}  "
+                 f"ratio cut {scores['ratio_cut']:.4g}")
+    if scores.get("n_unclustered"):
+        parts.append(f"{scores['n_unclustered']} unclustered (label -1)")
+    return "  ".join(parts)
+
+
+def _data_json(ds) -> dict:
+    return {"name": ds.name, "n": ds.n, "d": ds.d, "n_classes": ds.n_classes,
+            "description": ds.description, "params": ds.params}
+
+
+def _write_json(path: Path, result: dict, backend: str) -> None:
+    from explorer._environment import environment_info
+
+    result["environment"] = environment_info(backend)
+    try:
+        path.write_text(json.dumps(result, indent=1, default=_json_default) + "\n")
+    except OSError as exc:
+        raise ValueError(f"--json {path}: cannot write ({exc.strerror})") from None
+
+
+def _json_default(obj):
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    return str(obj)
+
+
+# --- entry point -------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    """Run the command line; return the exit status (0 ok, 2 bad input)."""
+    args = build_parser().parse_args(argv)
+    out = sys.stdout
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if args.command == "datasets":
+                _cmd_datasets(args, out)
+                return 0
+            result = (_cmd_run if args.command == "run" else _cmd_stats)(args, out)
+        messages = list(dict.fromkeys(str(w.message) for w in caught))
+        for message in messages:
+            print(f"warning: {' '.join(message.split())}", file=sys.stderr)
+        if args.json is not None:
+            result["warnings"] = messages
+            _write_json(args.json, result, result["backend"]["name"])
+            print(f"wrote {args.json}", file=out)
+    except USER_ERRORS as exc:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"error: {text}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

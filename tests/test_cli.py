@@ -1,0 +1,204 @@
+"""The spectral-explorer command line: parsing, the commands end to end, errors."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from explorer import cli, data
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- parsing ----------------------------------------------------------------------
+
+
+def test_parser_reads_every_pipeline_parameter():
+    args = cli.build_parser().parse_args([
+        "run", "moons", "--n-samples", "300", "--metric", "gaussian", "--sigma", "0.1",
+        "--threshold-sqdist", "0.02", "--method", "kdtree", "--hypo-max-nnz-row", "32",
+        "--sp-max-nz-pct", "1", "--mem-use-rate", "0.5", "--n-clusters", "auto",
+        "--eigen-solver", "lobpcg", "--eigen-tol", "1e-4", "--eigen-max-iter", "50",
+        "--n-init", "3", "--random-state", "7", "--backend", "cpu", "-o", "noise=0.1",
+        "-o", "name=x",
+    ])
+    assert args.dataset == "moons" and args.n_samples == 300 and args.sigma == 0.1
+    assert args.threshold_sqdist == 0.02 and args.threshold_sim is None
+    assert args.method == "kdtree" and args.hypo_max_nnz_row == 32
+    assert args.sp_max_nz_pct == 1.0 and args.mem_use_rate == 0.5
+    assert args.n_clusters == "auto" and args.eigen_solver == "lobpcg"
+    assert args.eigen_tol == 1e-4 and args.eigen_max_iter == 50 and args.n_init == 3
+    assert args.random_state == 7 and args.backend == "cpu"
+    assert args.option == [("noise", 0.1), ("name", "x")]
+    assert cli.build_parser().parse_args(["run", "moons", "--n-clusters", "4"]).n_clusters == 4
+
+
+def test_suggestion_fills_only_what_is_left_out():
+    ds = data.load("moons", n_samples=400)
+    args = cli.build_parser().parse_args(["run", "moons", "--threshold-sqdist", "0.01"])
+    params, filled = cli._graph_params(args, ds)
+    assert params["threshold_sqdist"] == 0.01 and "threshold_sim" not in params
+    assert params["sigma"] == ds.suggested["sigma"] and filled == ["sigma"]
+    args = cli.build_parser().parse_args(["run", "moons", "--metric", "uniform"])
+    params, filled = cli._graph_params(args, ds)
+    assert params["metric"] == "uniform" and params["threshold_sqdist"] == ds.suggested[
+        "threshold_sqdist"]
+    args = cli.build_parser().parse_args(["run", "moons", "--metric", "cosine"])
+    with pytest.raises(ValueError, match="--metric cosine needs --threshold-sim"):
+        cli._graph_params(args, ds)
+
+
+# --- commands end to end ------------------------------------------------------------
+
+
+def test_run_prints_backend_method_stats_timings_and_scores(capsys):
+    code, out, err = run(capsys, "run", "moons", "--n-samples", "600", "--backend", "cpu")
+    assert code == 0, err
+    for word in ("backend       cpu", "method", "edge rule", "nnz", "sparsity", "memory",
+                 "connectivity", "k=2", "eigenvalues", "ARI", "NMI", "normalized cut",
+                 "timings", "embedding", "kmeans", "suggested"):
+        assert word in out, word
+    ari = float(out.split("ARI ")[1].split()[0])
+    assert ari > 0.95
+
+
+def test_run_json_holds_the_full_result(capsys, tmp_path):
+    path = tmp_path / "r.json"
+    code, out, err = run(capsys, "run", "blobs", "--n-samples", "500", "--backend", "cpu",
+                         "--n-clusters", "3", "--sigma", "0.05", "--threshold-sqdist", "0.004",
+                         "--json", str(path))
+    assert code == 0, err
+    result = json.loads(path.read_text())
+    assert result["command"] == "run" and result["data"]["name"] == "blobs"
+    assert result["data"]["n"] == 500 and result["n_clusters"] == 3
+    assert result["parameters"]["sigma"] == 0.05
+    assert result["parameters"]["threshold_sqdist"] == 0.004
+    assert result["backend"]["name"] == "cpu" and result["method"]["name"]
+    assert result["stats"]["n"] == 500 and result["stats"]["nnz"] > 0
+    assert set(result["stats"]["nnz_row_hist"]) == {"counts", "bin_edges"}
+    assert {"data", "graph", "embedding", "kmeans", "total"} <= set(result["timings"])
+    assert {"ari", "nmi", "normalized_cut", "ratio_cut"} <= set(result["scores"])
+    assert len(result["eigenvalues"]) == 3
+    assert result["environment"]["host"]["cores_logical"] >= 1
+    assert result["environment"]["backend"]["name"] == "cpu"
+    assert "sigma" not in result["suggested_parameters_used"]
+
+
+def test_stats_sampled_and_exact(capsys, tmp_path):
+    code, out, err = run(capsys, "stats", "syn4d", "--n-samples", "20000", "--sample-rows",
+                         "500", "--backend", "cpu")
+    assert code == 0, err
+    assert "estimated from 500 rows" in out and "components not computed" in out
+    path = tmp_path / "s.json"
+    code, out, err = run(capsys, "stats", "circles", "--n-samples", "400", "--backend", "cpu",
+                         "--json", str(path))
+    assert code == 0, err
+    stats = json.loads(path.read_text())["stats"]
+    assert stats["estimated"] is False and stats["n_components"] >= 1
+
+
+def test_run_on_a_labelled_file(capsys, tmp_path):
+    ds = data.load("circles", n_samples=400, random_state=2)
+    path = tmp_path / "c.csv"
+    rings = np.where(ds.y == 1, "inner", "outer")
+    rows = [f"{x:.9g},{y:.9g},{ring}" for (x, y), ring in zip(ds.X, rings, strict=True)]
+    path.write_text("u,v,ring\n" + "\n".join(rows) + "\n")
+    code, out, err = run(capsys, "run", "--file", str(path), "--label-column", "ring",
+                         "--backend", "cpu")
+    assert code == 0, err
+    assert "c.csv: n=400, d=2, 2 classes" in out and "ARI" in out
+
+
+def test_datasets_lists_every_name(capsys):
+    code, out, _ = run(capsys, "datasets")
+    assert code == 0
+    for name in data.DATASETS:
+        assert name in out
+
+
+# --- errors -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["run", "nope"], ["'nope'", "'moons'"]),
+        (["run", "moons", "--n-samples", "1"], ["n_samples=1"]),
+        (["run", "moons", "--sigma", "-1", "--threshold-sqdist", "0.01"], ["sigma=-1"]),
+        (["run", "moons", "--n-samples", "300", "--n-clusters", "0", "--backend", "cpu"],
+         ["n_clusters"]),
+        (["run", "moons", "-o", "bogus=1"], ["'bogus'", "noise"]),
+        (["run", "--file", "/no/such/file.csv"], ["file.csv", "no such file"]),
+        (["run", "moons", "--file", "x.csv"], ["exactly one"]),
+        (["run"], ["exactly one"]),
+        (["run", "moons", "--metric", "cosine"], ["--threshold-sim"]),
+        (["run", "moons", "--method", "warp", "--backend", "cpu"], ["warp"]),
+        (["stats", "moons", "--sample-rows", "0", "--backend", "cpu"], ["sample_rows"]),
+        (["run", "moons", "--n-clusters", "x"], ["--n-clusters", "'x'"]),
+        (["run", "moons", "-o", "novalue"], ["KEY=VALUE"]),
+        (["frobnicate"], ["invalid choice"]),
+    ],
+)
+def test_errors_are_one_line_and_exit_2(capsys, argv, words):
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:  # argparse's own usage errors
+        code = exc.code
+    _, err = capsys.readouterr()
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    assert "Traceback" not in err
+
+
+def test_console_process_exits_2_without_traceback(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n3,4,5\n")
+    proc = subprocess.run([sys.executable, "-m", "explorer.cli", "run", "--file", str(bad)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: bad.csv: ragged rows")
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_console_script_is_installed():
+    from importlib.metadata import entry_points
+
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "spectral-explorer"]
+    assert script.value == "explorer.cli:main"
+    assert script.load() is cli.main
+
+
+# --- the documented commands ---------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_readme_and_ci_run_the_same_test_command():
+    readme = (ROOT / "README.md").read_text()
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.lstrip().startswith("#")]
+    assert 'python -m pip install -e ".[test]" && python -m pytest\n' in readme
+    assert ci[-1] == "python -m pytest"
+    assert any(line.startswith('python -m pip install') and '-e ".[test]"' in line for line in ci)
+
+
+def test_readme_command_lines_parse():
+    lines = [line.split("#")[0].strip().removeprefix("$ ")
+             for line in (ROOT / "README.md").read_text().splitlines()]
+    commands = [shlex.split(line)[1:] for line in lines if line.startswith("spectral-explorer ")]
+    assert len(commands) >= 3
+    for argv in commands:
+        cli.build_parser().parse_args(argv)
