@@ -1,0 +1,273 @@
+"""The data a session works on: a built-in set or an uploaded file, and its 2-D picture."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import param
+
+from explorer import data as datasets
+
+from ._errors import describe_error
+
+#: Generator options the "noise" control drives, by the name the generator uses.
+NOISE_OPTIONS = ("noise", "cluster_std")
+
+#: Column names that are taken as the label column of an uploaded table by default.
+LABEL_NAMES = ("label", "labels", "class", "classes", "target", "cluster", "truth", "y_true")
+
+#: Rows used to fit the PCA projection of high-dimensional data (all rows are
+#: projected; the fit only needs the covariance, which a sample estimates well).
+PROJECTION_FIT_ROWS = 20_000
+
+#: File types the upload accepts (the suffixes explorer.data.read knows).
+UPLOAD_SUFFIXES = (".csv", ".tsv", ".txt", ".npy", ".npz", ".parquet", ".pq")
+
+
+@dataclass
+class LoadOutcome:
+    """What a load job produced: a data set and its picture, or an error message."""
+
+    dataset: object = None
+    xy: np.ndarray | None = None
+    projection_note: str = ""
+    label_options: dict | None = None  # None: keep the current choices
+    label_column: object = None
+    from_file: bool = False
+    error: str = ""
+    generation: int = 0
+
+
+def project_2d(X) -> tuple[np.ndarray, str]:
+    """Coordinates to draw `X` in, and a sentence saying what they are.
+
+    2-D data is drawn as is; 1-D data on a line; higher-dimensional data as its
+    projection onto the two leading principal components (an SVD of the centred
+    data, fitted on at most :data:`PROJECTION_FIT_ROWS` rows). Presentation only:
+    the clustering always uses every feature.
+    """
+    X = np.asarray(X, dtype=np.float32)
+    n, d = X.shape
+    if d == 2:
+        return X, ""
+    if d == 1:
+        line = np.column_stack([X[:, 0], np.zeros(n, dtype=np.float32)])
+        return line, "1-D data drawn on a line."
+    rows = np.arange(n)
+    if n > PROJECTION_FIT_ROWS:
+        rows = np.sort(np.random.default_rng(0).choice(n, PROJECTION_FIT_ROWS, replace=False))
+    fit = X[rows].astype(np.float64)
+    mean = fit.mean(axis=0)
+    _, s, vt = np.linalg.svd(fit - mean, full_matrices=False)
+    xy = ((X - mean.astype(np.float32)) @ vt[:2].T.astype(np.float32)).astype(np.float32)
+    share = float((s[:2] ** 2).sum() / max((s**2).sum(), np.finfo(float).tiny))
+    note = (
+        f"d = {d}: drawn as a PCA projection onto the 2 leading principal components "
+        f"({100 * share:.0f}% of the variance); clustering uses all {d} features."
+    )
+    return xy, note
+
+
+def _label_options(n_columns: int, names) -> dict:
+    """Label-column choices of a table: display text -> 0-based position (None: no labels)."""
+    options = {"(none)": None}
+    for j in range(n_columns):
+        text = str(names[j]) if names is not None and j < len(names) else f"column {j}"
+        options[f"{text} (#{j})"] = j
+    return options
+
+
+def _guess_label(names) -> int | None:
+    if names is None:
+        return None
+    lowered = [str(c).strip().lower() for c in names]
+    for candidate in LABEL_NAMES:
+        if candidate in lowered:
+            return lowered.index(candidate)
+    return None
+
+
+class DataState(param.Parameterized):
+    """Where the data comes from and what was loaded.
+
+    Loading runs in two halves so that the work can leave the event loop:
+    :meth:`prepare_load` snapshots the settings and returns a job (call it on any
+    thread); :meth:`apply_load` publishes its outcome (call it where the views live).
+    :meth:`load` does both.
+    """
+
+    source = param.Selector(default="built-in", objects=["built-in", "file"])
+    dataset = param.Selector(default="moons", objects=list(datasets.DATASETS))
+    n_samples = param.Integer(default=2000, bounds=(2, None), doc="Rows to generate.")
+    noise = param.Number(
+        default=0.05, bounds=(0.0, 1.0),
+        doc="The generator's noise (moons, circles, spirals) or cluster spread (blobs, aniso).",
+    )
+    random_state = param.Integer(default=0, bounds=(0, 2**31 - 1), doc="Generator seed.")
+
+    file_name = param.String(default="", doc="Name of the uploaded file.")
+    uploads = param.Integer(default=0, doc="Files taken so far (a change means: read the new one).")
+    label_choice = param.Parameter(default=None, doc="The label column the user asked for.")
+    label_column = param.Parameter(default=None,
+                                   doc="0-based label column of the loaded file, or None.")
+    label_options = param.Dict(default={"(none)": None}, doc="Label-column choices of the file.")
+
+    # What was loaded (set by apply_load only).
+    current = param.Parameter(default=None, doc="The loaded explorer.data.Dataset.")
+    xy = param.Array(default=None, doc="n×2 coordinates to draw the data in.")
+    projection_note = param.String(default="", doc="Says when xy is a projection.")
+    error = param.String(default="", doc="Why the last load failed ('' when it did not).")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._file_bytes: bytes | None = None
+        self._label_chosen = False
+        self._generation = 0
+
+    # -- built-in sets -------------------------------------------------------------
+    @property
+    def info(self):
+        """The catalogue entry of the selected built-in set."""
+        return datasets.DATASETS[self.dataset]
+
+    @property
+    def noise_option(self) -> str | None:
+        """The generator option the noise control drives for this set (None: none)."""
+        for name in NOISE_OPTIONS:
+            default = self.info.options.get(name)
+            # One number only ("varied" takes a spread per cluster: left as it is).
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                return name
+        return None
+
+    @param.depends("dataset", watch=True)
+    def _dataset_defaults(self):
+        # The size carries over (clipped to what the set has); the noise is the set's own.
+        info = self.info
+        if info.max_n is not None and self.n_samples > info.max_n:
+            self.n_samples = int(info.max_n)
+        if self.noise_option is not None:
+            self.noise = float(info.options[self.noise_option])
+
+    # -- files -------------------------------------------------------------------
+    def set_file(self, file_name: str, content: bytes) -> None:
+        """Take an uploaded file (its name decides the format); :meth:`load` reads it."""
+        self._file_bytes = bytes(content)
+        self._label_chosen = False
+        # One batch: watchers (the app's reload) see a single change.
+        self.param.update(file_name=Path(file_name).name, uploads=self.uploads + 1,
+                          source="file")
+
+    def choose_label(self, column) -> None:
+        """Use the file's column `column` (0-based, or None) as ground truth."""
+        self._label_chosen = True  # before the event, whose watchers reload
+        with param.parameterized.discard_events(self):
+            self.label_choice = column
+        self.param.trigger("label_choice")  # an event even when the value is unchanged
+
+    # -- loading -----------------------------------------------------------------
+    def prepare_load(self) -> Callable[[], LoadOutcome]:
+        """Snapshot the settings and return the job that loads them."""
+        self._generation += 1
+        generation = self._generation
+        if self.source == "file":
+            if self._file_bytes is None:
+                raise ValueError("source='file' but no file was uploaded; upload one first")
+            content, name = self._file_bytes, self.file_name
+            column, chosen = self.label_choice, self._label_chosen
+            return lambda: self._read_file(content, name, column, chosen, generation)
+        name, n, seed = self.dataset, self.n_samples, self.random_state
+        options = {} if self.noise_option is None else {self.noise_option: self.noise}
+        return lambda: self._generate(name, n, seed, options, generation)
+
+    def apply_load(self, outcome: LoadOutcome) -> bool:
+        """Publish a finished load; False (and nothing changes) when it is stale or failed."""
+        if outcome.generation != self._generation:
+            return False
+        if outcome.error:
+            self.error = outcome.error
+            return False
+        with param.parameterized.batch_call_watchers(self):
+            if outcome.label_options is not None:
+                self.label_options = outcome.label_options
+            if outcome.from_file:
+                self.label_column = outcome.label_column
+            self.xy = outcome.xy
+            self.projection_note = outcome.projection_note
+            self.error = ""
+            self.current = outcome.dataset
+        return True
+
+    def load(self) -> bool:
+        """Load the current settings synchronously; True when new data was published."""
+        return self.apply_load(self.prepare_load()())
+
+    @staticmethod
+    def _generate(name, n, seed, options, generation) -> LoadOutcome:
+        try:
+            ds = datasets.load(name, n_samples=n, random_state=seed, **options)
+            xy, note = project_2d(ds.X)
+        except Exception as exc:  # shown to the user; the previous data stays
+            return LoadOutcome(error=describe_error(exc, f"loading {name!r}"),
+                               generation=generation)
+        return LoadOutcome(dataset=ds, xy=xy, projection_note=note, generation=generation)
+
+    @staticmethod
+    def _read_file(content, name, column, chosen, generation) -> LoadOutcome:
+        suffix = Path(name).suffix.lower()
+        if suffix not in UPLOAD_SUFFIXES:
+            return LoadOutcome(
+                error=f"{name}: unknown file type {suffix or '(none)'!r}; allowed: "
+                f"{', '.join(UPLOAD_SUFFIXES)}",
+                generation=generation,
+            )
+        # explorer.data.read takes a path: the bytes go to a private temporary file
+        # with the upload's suffix, removed as soon as it is read.
+        fd, path = tempfile.mkstemp(suffix=suffix, prefix="upload-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(content)
+            ds, options, column = DataState._read_with_labels(path, column, chosen)
+            ds.name = name  # not the temporary file's name
+            ds.description = f"uploaded file {name}: {ds.n} rows × {ds.d} features"
+            xy, note = project_2d(ds.X)
+        except Exception as exc:
+            return LoadOutcome(error=describe_error(exc, f"reading {name}"), generation=generation)
+        finally:
+            os.unlink(path)
+        return LoadOutcome(
+            dataset=ds, xy=xy, projection_note=note, label_options=options,
+            label_column=column, from_file=True, generation=generation,
+        )
+
+    @staticmethod
+    def _read_with_labels(path, column, chosen):
+        """Read the file: ``(dataset, label options or None to keep them, label column)``.
+
+        On first sight of a file its label column is guessed. A first read takes no
+        labels; a column named like a label (``label``, ``class``, ``target``...) is
+        then taken as labels. When that first read fails (typically: a text column,
+        which only a label column may hold), the last column is tried as labels, the
+        common layout; if that fails too, the first error is the one reported.
+        """
+        if chosen:
+            return datasets.read(path, label_column=column), None, column
+        try:
+            ds = datasets.read(path, label_column=None)
+        except ValueError as first:
+            try:
+                ds = datasets.read(path, label_column=-1)
+            except ValueError:
+                raise first from None
+            names = None if ds.feature_names is None else [*ds.feature_names, "last column"]
+            return ds, _label_options(ds.d + 1, names), ds.d
+        names = ds.feature_names
+        guess = _guess_label(names)
+        if guess is not None and ds.d > 1:
+            return datasets.read(path, label_column=guess), _label_options(ds.d, names), guess
+        return ds, _label_options(ds.d, names), None

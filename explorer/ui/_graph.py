@@ -1,0 +1,273 @@
+"""Graph parameters and their live statistics."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import param
+
+import explorer
+from explorer._backend import gpu_status
+from explorer.graph import CPU_METHODS
+from explorer.graph._params import METRICS
+
+from ._errors import describe_error
+
+#: Threshold kinds each metric takes (DESIGN.md "Semantics").
+THRESHOLD_KINDS = {"gaussian": ("sqdist", "sim"), "cosine": ("sim",), "uniform": ("sqdist",)}
+
+#: Decades either side of the suggested σ and squared-distance threshold that the
+#: log sliders span.
+LOG_SPAN = 2.0
+
+
+def gpu_methods() -> tuple[str, ...]:
+    """The GPU builders the GPU bridge offers; empty where no GPU can be used."""
+    ok, _ = gpu_status()
+    if not ok:
+        return ()
+    from explorer.graph import _gpu  # imports CuPy: only where a device answers
+
+    return tuple(_gpu.GPU_METHODS)
+
+
+@dataclass
+class StatsOutcome:
+    """What a statistics job produced."""
+
+    stats: object = None
+    seconds: float = 0.0
+    error: str = ""
+    key: tuple = ()
+
+
+class GraphState(param.Parameterized):
+    """The edge rule, the builder and its knobs, and the statistics they give.
+
+    :meth:`prepare_stats` snapshots the parameters and returns a job that calls
+    :func:`explorer.graph_stats` (any thread); :meth:`apply_stats` publishes its
+    outcome if it still describes the current parameters. The statistics come in two
+    steps: the nonzeros per row first (fast: what a moving slider needs), then,
+    unless sampled, the connected components (a graph build, several times slower).
+    """
+
+    metric = param.Selector(default="gaussian", objects=list(METRICS))
+    sigma = param.Number(default=0.05, bounds=(0, None), inclusive_bounds=(False, True),
+                         doc="Gaussian width σ.")
+    threshold_kind = param.Selector(default="sqdist", objects=["sqdist", "sim"],
+                                    doc="Threshold on the squared distance or on the similarity.")
+    threshold_sqdist = param.Number(default=0.01, bounds=(0, None),
+                                    inclusive_bounds=(False, True),
+                                    doc="Edge iff ‖xi − xj‖² < t (ε = √t).")
+    threshold_sim = param.Number(default=0.5, bounds=(-1, 1), inclusive_bounds=(True, False),
+                                 doc="Edge iff similarity > t.")
+    method = param.Selector(default="auto", objects=["auto", *CPU_METHODS])
+    hypo_max_nnz_row = param.Integer(default=None, allow_None=True, bounds=(1, None),
+                                     doc="CSR-2's ELLPACK width; None: the suggested one.")
+    sp_max_nz_pct = param.Number(default=None, allow_None=True, bounds=(0, 100),
+                                 inclusive_bounds=(False, True),
+                                 doc="CSR-3's bound on the % of nonzeros; None: default.")
+    mem_use_rate = param.Number(default=None, allow_None=True, bounds=(0, 1),
+                                inclusive_bounds=(False, True),
+                                doc="CSR-3's share of free GPU memory; None: default.")
+    backend = param.Selector(default="auto", objects=["auto", "cpu", "gpu"])
+
+    exact_max_n = param.Integer(default=50_000, bounds=(2, None),
+                                doc="Up to this n every row is counted and components too.")
+    sample_rows = param.Integer(default=4096, bounds=(1, None),
+                                doc="Rows counted to estimate the statistics beyond exact_max_n.")
+
+    # Slider spans in log10 units, set from the data's suggested parameters.
+    log_sigma_range = param.NumericTuple(default=(-3.0, 0.0), length=2)
+    log_sqdist_range = param.NumericTuple(default=(-5.0, 0.0), length=2)
+
+    # Published statistics (apply_stats only).
+    stats = param.Parameter(default=None, doc="explorer.GraphStats of the current parameters.")
+    stats_seconds = param.Number(default=None, allow_None=True,
+                                 doc="Seconds explorer.graph_stats took.")
+    stats_error = param.String(default="")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._published: tuple | None = None  # the key of the published statistics
+        self._methods_for_backend()
+
+    # -- consistency between parameters ----------------------------------------------
+    @param.depends("metric", watch=True)
+    def _threshold_kind_for_metric(self):
+        allowed = THRESHOLD_KINDS[self.metric]
+        if self.threshold_kind not in allowed:
+            self.threshold_kind = allowed[0]
+        if self.metric == "cosine" and self.threshold_sim is not None:
+            self.threshold_sim = min(max(self.threshold_sim, -1.0), 0.999)
+
+    @param.depends("backend", watch=True)
+    def _methods_for_backend(self):
+        self.param.method.objects = ["auto", *self.methods]
+        if self.method not in self.methods:
+            self.method = "auto"
+
+    @property
+    def gpu_available(self) -> tuple[bool, str]:
+        """Whether the GPU backend can be chosen, and why (not)."""
+        return gpu_status()
+
+    @property
+    def backend_name(self) -> str:
+        """The backend a run takes: "gpu" or "cpu"."""
+        if self.backend == "auto":
+            return "gpu" if self.gpu_available[0] else "cpu"
+        return self.backend
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The builders the chosen backend offers (besides "auto")."""
+        return gpu_methods() if self.backend_name == "gpu" else tuple(CPU_METHODS)
+
+    @property
+    def epsilon(self) -> float | None:
+        """ε = √t of a squared-distance threshold, or of the distance a gaussian
+        similarity threshold stands for; None for cosine."""
+        if self.metric == "cosine":
+            return None
+        if self.threshold_kind == "sqdist":
+            return math.sqrt(self.threshold_sqdist)
+        return self.sigma * math.sqrt(-2.0 * math.log(self.threshold_sim))
+
+    def edge_kwargs(self) -> dict:
+        """The edge rule as keywords of explorer.build_graph / graph_stats."""
+        kw = {"metric": self.metric, "sigma": self.sigma if self.metric == "gaussian" else None}
+        if self.threshold_kind == "sqdist":
+            kw.update(threshold_sqdist=self.threshold_sqdist, threshold_sim=None)
+        else:
+            kw.update(threshold_sqdist=None, threshold_sim=self.threshold_sim)
+        return kw
+
+    def build_kwargs(self) -> dict:
+        """Every graph keyword of explorer.build_graph and explorer.SpectralClustering."""
+        return {
+            **self.edge_kwargs(),
+            "method": self.method,
+            "hypo_max_nnz_row": self.hypo_max_nnz_row,
+            "sp_max_nz_pct": self.sp_max_nz_pct,
+            "mem_use_rate": self.mem_use_rate,
+            "backend": self.backend,
+        }
+
+    def adopt(self, suggested: dict) -> None:
+        """Take a data set's suggested parameters and centre the sliders on them."""
+        with param.parameterized.batch_call_watchers(self):
+            self.metric = suggested.get("metric", self.metric)
+            if "sigma" in suggested:
+                self.sigma = float(suggested["sigma"])
+                c = math.log10(self.sigma)
+                self.log_sigma_range = (c - LOG_SPAN, c + LOG_SPAN)
+            if suggested.get("threshold_sqdist") is not None:
+                self.threshold_kind = "sqdist"
+                self.threshold_sqdist = float(suggested["threshold_sqdist"])
+                c = math.log10(self.threshold_sqdist)
+                self.log_sqdist_range = (c - LOG_SPAN, c + LOG_SPAN)
+            if suggested.get("threshold_sim") is not None:
+                self.threshold_kind = "sim"
+                self.threshold_sim = float(suggested["threshold_sim"])
+            self.hypo_max_nnz_row = None
+
+    # -- statistics ----------------------------------------------------------------
+    def stats_policy(self, n: int) -> dict:
+        """How the statistics of n rows are computed.
+
+        Up to :attr:`exact_max_n` rows every row is counted, and the connected
+        components are counted in a second, slower job (they need the edges); beyond,
+        :attr:`sample_rows` rows are counted and the figures extrapolated.
+        """
+        if n <= self.exact_max_n:
+            return {"sample_rows": None}
+        return {"sample_rows": self.sample_rows}
+
+    def _key(self, X) -> tuple:
+        """What the statistics depend on: a result is published only for the current key."""
+        return (id(X), X.shape, self.metric, self.sigma, self.threshold_kind,
+                self.threshold_sqdist, self.threshold_sim, self.hypo_max_nnz_row, self.backend,
+                self.exact_max_n, self.sample_rows)
+
+    @property
+    def stats_complete(self) -> bool:
+        """True when the published statistics need no components job."""
+        s = self.stats
+        return s is None or s.estimated or s.n_components is not None
+
+    def prepare_stats(self, X, components: bool = False) -> Callable[[], StatsOutcome]:
+        """Snapshot the parameters; return the job computing the statistics of `X`.
+
+        Parameters
+        ----------
+        X : ndarray
+        components : bool
+            False: the fast job (nonzeros per row; sampled on large data). True: the
+            complete statistics with connected components (a transient graph build).
+
+        Raises
+        ------
+        ValueError
+            For ``components=True`` when there is nothing to add: the statistics are
+            sampled (components cannot be estimated) or already complete.
+        """
+        key = self._key(X)
+        policy = self.stats_policy(X.shape[0])
+        if components:
+            if policy["sample_rows"] is not None:
+                raise ValueError("sampled statistics have no connected components")
+            if self._published == key and self.stats_complete:
+                raise ValueError("the statistics of these parameters are complete")
+        kwargs = {
+            **self.edge_kwargs(),
+            "hypo_max_nnz_row": self.hypo_max_nnz_row,
+            "backend": self.backend,
+            "components": components,
+            **policy,
+        }
+
+        def job() -> StatsOutcome:
+            t0 = time.perf_counter()
+            try:
+                stats = explorer.graph_stats(X, **kwargs)
+            except Exception as exc:
+                return StatsOutcome(error=describe_error(exc, "computing graph statistics"),
+                                    key=key)
+            return StatsOutcome(stats=stats, seconds=time.perf_counter() - t0, key=key)
+
+        return job
+
+    def apply_stats(self, outcome: StatsOutcome, X) -> bool:
+        """Publish statistics if they describe the current parameters and data `X`.
+
+        Outcomes of older parameters (a slider moved on) are dropped, and fast
+        statistics never replace complete ones of the same parameters.
+        """
+        key = self._key(X)
+        if outcome.key != key:
+            return False
+        if (not outcome.error and outcome.stats.n_components is None and self._published == key
+                and self.stats is not None and self.stats.n_components is not None):
+            return False
+        with param.parameterized.batch_call_watchers(self):
+            self._published = key
+            if outcome.error:
+                self.stats_error = outcome.error
+                self.stats = None
+            else:
+                self.stats_error = ""
+                self.stats_seconds = outcome.seconds
+                self.stats = outcome.stats
+        return not outcome.error
+
+    def refresh_stats(self, X) -> bool:
+        """Compute and publish the complete statistics of `X` synchronously."""
+        if not self.apply_stats(self.prepare_stats(X)(), X):
+            return False
+        if self.stats_complete:
+            return True
+        return self.apply_stats(self.prepare_stats(X, components=True)(), X)

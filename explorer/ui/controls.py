@@ -1,0 +1,354 @@
+"""The sidebar: widgets bound to the state's parameters (data, graph, run).
+
+Widgets only read and write state parameters; the jobs those changes start are wired
+in :mod:`explorer.ui.app`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import panel as pn
+import param
+from bokeh.models import CustomJSTickFormatter
+
+from ._data import UPLOAD_SUFFIXES
+from .state import STAGES, ExplorerState
+
+#: Sizes the n slider offers (the catalogue's default and maximum are added).
+N_CHOICES = (200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000,
+             500_000, 1_000_000, 2_000_000, 5_000_000)
+
+#: Eigensolver tolerances offered (None: the solver's default).
+TOLERANCES = {"solver default": None, "1e-3": 1e-3, "1e-4": 1e-4, "1e-5": 1e-5,
+              "1e-6": 1e-6, "1e-8": 1e-8, "1e-10": 1e-10}
+
+
+
+def _pow10_formatter():
+    """Shows x on a slider over log10(x). A new model per widget: a Bokeh model
+    belongs to one document, and every browser session is a document."""
+    return CustomJSTickFormatter(code="return Number((10 ** tick).toPrecision(3)).toString()")
+
+_WIDE = dict(sizing_mode="stretch_width")
+
+
+def _alert(text_param, obj, alert_type="danger"):
+    """An alert showing `obj.<text_param>`, hidden while it is empty."""
+    alert = pn.pane.Alert("", alert_type=alert_type, visible=False, **_WIDE)
+
+    def show(event=None):
+        text = getattr(obj, text_param)
+        alert.object = text
+        alert.visible = bool(text)
+
+    obj.param.watch(show, text_param)
+    show()
+    return alert
+
+
+class LogSlider:
+    """A FloatSlider over log10 of a positive state parameter, synced both ways.
+
+    Parameters
+    ----------
+    obj : param.Parameterized
+    name : str
+        The positive parameter the slider sets (``10 ** slider``).
+    range_name : str
+        A (lo, hi) parameter of `obj` in log10 units: the slider's span.
+    label : str
+    """
+
+    def __init__(self, obj, name: str, range_name: str, label: str, step: float = 0.01,
+                 css_class: str = ""):
+        self.obj, self.name, self.range_name = obj, name, range_name
+        lo, hi = getattr(obj, range_name)
+        self.widget = pn.widgets.FloatSlider(
+            name=label, start=lo, end=hi, step=step, format=_pow10_formatter(),
+            css_classes=[css_class] if css_class else [], **_WIDE,
+        )
+        self._syncing = False
+        self._from_state()
+        self.widget.param.watch(self._to_state, "value")
+        obj.param.watch(self._from_state, [name, range_name])
+
+    def _to_state(self, event) -> None:
+        if self._syncing:
+            return
+        self._syncing = True
+        try:
+            setattr(self.obj, self.name, float(10 ** event.new))
+        finally:
+            self._syncing = False
+
+    def _from_state(self, *events) -> None:
+        if self._syncing:
+            return
+        self._syncing = True
+        try:
+            lo, hi = getattr(self.obj, self.range_name)
+            value = math.log10(getattr(self.obj, self.name))
+            # Widen the span rather than clip a value set from outside (a notebook).
+            self.widget.param.update(start=min(lo, value), end=max(hi, value), value=value)
+        finally:
+            self._syncing = False
+
+
+class OptionalSlider:
+    """A slider for a parameter that may be None, where 0 stands for None ("default")."""
+
+    def __init__(self, obj, name: str, label: str, end, step, integer: bool = False):
+        self.obj, self.name = obj, name
+        cls = pn.widgets.IntSlider if integer else pn.widgets.FloatSlider
+        self.widget = cls(name=label, start=0, end=end, step=step, **_WIDE)
+        self._syncing = False
+        self._from_state()
+        self.widget.param.watch(self._to_state, "value")
+        obj.param.watch(self._from_state, name)
+
+    def _to_state(self, event) -> None:
+        if not self._syncing:
+            self._syncing = True
+            try:
+                setattr(self.obj, self.name, event.new if event.new > 0 else None)
+            finally:
+                self._syncing = False
+
+    def _from_state(self, *events) -> None:
+        if not self._syncing:
+            self._syncing = True
+            try:
+                value = getattr(self.obj, self.name)
+                self.widget.value = 0 if value is None else value
+            finally:
+                self._syncing = False
+
+
+class DataControls(pn.viewable.Viewer):
+    """Pick a built-in data set or upload a file; show what was loaded."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        data = self.state.data
+        self.source = pn.widgets.RadioButtonGroup.from_param(
+            data.param.source, name="", button_type="primary", button_style="outline", **_WIDE,
+        )
+        self.dataset = pn.widgets.Select.from_param(data.param.dataset, name="Data set", **_WIDE)
+        self.description = pn.pane.Markdown("", styles={"font-size": "0.85em"}, margin=(0, 10))
+        self.n_samples = pn.widgets.DiscreteSlider(name="n (points)", options=[2000],
+                                                   css_classes=["n-slider"], **_WIDE)
+        self.noise = pn.widgets.FloatSlider.from_param(
+            data.param.noise, name="noise", start=0.0, end=0.3, step=0.005, **_WIDE,
+        )
+        self.seed = pn.widgets.IntInput.from_param(data.param.random_state, name="seed", **_WIDE)
+        self.upload = pn.widgets.FileInput(accept=",".join(UPLOAD_SUFFIXES), **_WIDE)
+        self.label = pn.widgets.Select(name="Label column", options={"(none)": None}, **_WIDE)
+        self.summary = pn.pane.Markdown("", css_classes=["data-summary"], **_WIDE)
+        self.alert = _alert("error", data)
+
+        # On release only: every size is a new data set to generate.
+        self.n_samples.param.watch(lambda e: setattr(data, "n_samples", int(e.new)),
+                                   "value_throttled")
+        self.upload.param.watch(self._uploaded, "value")
+        self.label.param.watch(self._label_chosen, "value")
+        data.param.watch(self._catalogue, ["dataset", "n_samples"])
+        data.param.watch(self._labels, ["label_options", "label_column"])
+        data.param.watch(self._summary, ["current", "projection_note"])
+        data.param.watch(self._source, "source")
+        self._catalogue()
+        self._labels()
+        self._summary()
+        self._source()
+
+    def _catalogue(self, *events) -> None:
+        data = self.state.data
+        info = data.info
+        choices = sorted({n for n in N_CHOICES if info.max_n is None or n <= info.max_n}
+                         | {info.default_n, data.n_samples}
+                         | ({info.max_n} if info.max_n else set()))
+        self.n_samples.param.update(options=choices, value=data.n_samples)
+        self.description.object = info.description
+        self.noise.visible = data.noise_option is not None and data.source == "built-in"
+
+    def _labels(self, *events) -> None:
+        data = self.state.data
+        self.label.param.update(options=data.label_options, value=data.label_column)
+
+    def _label_chosen(self, event) -> None:
+        data = self.state.data
+        if event.new != data.label_column:
+            data.choose_label(event.new)
+
+    def _uploaded(self, event) -> None:
+        if event.new is not None and self.upload.filename:
+            self.state.data.set_file(self.upload.filename, event.new)
+
+    def _source(self, *events) -> None:
+        builtin = self.state.data.source == "built-in"
+        for w in (self.dataset, self.description, self.n_samples, self.seed):
+            w.visible = builtin
+        self.noise.visible = builtin and self.state.data.noise_option is not None
+        self.upload.visible = self.label.visible = not builtin
+
+    def _summary(self, *events) -> None:
+        ds = self.state.data.current
+        if ds is None:
+            self.summary.object = "*No data loaded yet.*"
+            return
+        classes = "no labels" if ds.y is None else f"**{ds.n_classes}** classes"
+        note = self.state.data.projection_note
+        self.summary.object = (
+            f"**{ds.name}**: n = **{ds.n:,}**, d = **{ds.d}**, {classes}"
+            + (f"<br><small>{note}</small>" if note else "")
+        )
+
+    def __panel__(self):
+        return pn.Column(
+            self.source, self.dataset, self.description, self.n_samples, self.noise, self.seed,
+            self.upload, self.label, self.summary, self.alert, **_WIDE,
+        )
+
+
+class GraphControls(pn.viewable.Viewer):
+    """The edge rule (metric, σ, threshold), the builder and its knobs, the backend."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        g = self.state.graph
+        self.metric = pn.widgets.Select.from_param(g.param.metric, name="Metric", **_WIDE)
+        self.kind = pn.widgets.RadioButtonGroup(
+            options={"‖xi−xj‖² < t": "sqdist", "similarity > t": "sim"}, button_style="outline",
+            **_WIDE,
+        )
+        self.sigma = LogSlider(g, "sigma", "log_sigma_range", "σ (log scale)",
+                               css_class="sigma-slider")
+        self.sqdist = LogSlider(g, "threshold_sqdist", "log_sqdist_range",
+                                "Threshold t on ‖xi−xj‖² (log scale)", step=0.005,
+                                css_class="threshold-slider")
+        self.sim = pn.widgets.FloatSlider(name="Threshold t on the similarity", start=0.0,
+                                          end=0.999, step=0.001, **_WIDE)
+        self.epsilon = pn.pane.Markdown("", margin=(0, 10), css_classes=["epsilon"])
+        self.method = pn.widgets.Select.from_param(g.param.method, name="Method", **_WIDE)
+        self.hypo = OptionalSlider(g, "hypo_max_nnz_row", "hypoMaxNnzRow (0 = suggested)",
+                                   1024, 1, integer=True)
+        self.sp_pct = OptionalSlider(g, "sp_max_nz_pct", "spMaxNzPct, CSR-3 (0 = default)",
+                                     100.0, 0.5)
+        self.mem_rate = OptionalSlider(g, "mem_use_rate", "memUseRate, CSR-3 (0 = default)",
+                                       1.0, 0.05)
+        ok, why = g.gpu_available
+        self.backend = pn.widgets.Select.from_param(
+            g.param.backend, name="Backend", disabled_options=[] if ok else ["gpu"], **_WIDE,
+        )
+        self.backend_note = pn.pane.Markdown(
+            f"<small>{'GPU: ' + why if ok else 'GPU unavailable: ' + why}</small>", margin=(0, 10),
+        )
+        self._syncing = False
+        self.kind.param.watch(self._kind_to_state, "value")
+        self.sim.param.watch(self._sim_to_state, "value")
+        g.param.watch(self._from_state, ["metric", "threshold_kind", "threshold_sim", "sigma",
+                                         "threshold_sqdist", "backend"])
+        self._from_state()
+
+    def _kind_to_state(self, event) -> None:
+        if not self._syncing:
+            self.state.graph.threshold_kind = event.new
+
+    def _sim_to_state(self, event) -> None:
+        if not self._syncing:
+            self.state.graph.threshold_sim = float(event.new)
+
+    def _from_state(self, *events) -> None:
+        g = self.state.graph
+        self._syncing = True
+        try:
+            self.kind.value = g.threshold_kind
+            self.kind.disabled = g.metric != "gaussian"
+            self.sim.param.update(start=-1.0 if g.metric == "cosine" else 0.001,
+                                  value=g.threshold_sim)
+        finally:
+            self._syncing = False
+        gaussian = g.metric == "gaussian"
+        self.sigma.widget.visible = gaussian
+        self.sqdist.widget.visible = g.threshold_kind == "sqdist"
+        self.sim.visible = g.threshold_kind == "sim"
+        eps = g.epsilon
+        rule = f"σ = {g.sigma:.3g}, " if gaussian else ""
+        if g.threshold_kind == "sqdist":
+            rule += f"t = {g.threshold_sqdist:.3g}"
+        else:
+            rule += f"t = {g.threshold_sim:.3g}"
+        self.epsilon.object = rule + ("" if eps is None else f", ε = {eps:.4g}")
+        gpu = g.backend_name == "gpu"
+        self.sp_pct.widget.disabled = self.mem_rate.widget.disabled = not gpu
+
+    def __panel__(self):
+        return pn.Column(
+            self.metric, self.kind, self.sigma.widget, self.sqdist.widget, self.sim, self.epsilon,
+            self.method, self.hypo.widget, self.sp_pct.widget, self.mem_rate.widget,
+            self.backend, self.backend_note, **_WIDE,
+        )
+
+
+class RunControls(pn.viewable.Viewer):
+    """k, the eigensolver, k-means restarts; the Run button and its progress."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        r = self.state.run_state
+        self.k = pn.widgets.IntSlider.from_param(r.param.n_clusters, name="k (clusters)",
+                                                 start=1, end=30, **_WIDE)
+        self.auto_k = pn.widgets.Checkbox.from_param(r.param.auto_k, name="choose k by eigengap")
+        self.solver = pn.widgets.Select.from_param(r.param.eigen_solver, name="Eigensolver",
+                                                   **_WIDE)
+        # Options are labels: a Select cannot show None as its value.
+        self.tol = pn.widgets.Select(name="Eigensolver tolerance", options=list(TOLERANCES),
+                                     value="solver default", **_WIDE)
+        self.eigenpairs = OptionalSlider(r, "n_eigenpairs", "eigenpairs at least (0 = auto)", 30, 1,
+                                         integer=True)
+        self.n_init = pn.widgets.IntSlider.from_param(r.param.n_init, name="k-means restarts",
+                                                      start=1, end=30, **_WIDE)
+        self.seed = pn.widgets.IntInput.from_param(r.param.random_state, name="seed", **_WIDE)
+        self.compare = pn.widgets.Checkbox.from_param(r.param.compare_kmeans,
+                                                      name="k-means on raw data too")
+        self.button = pn.widgets.Button(name="Run", button_type="primary",
+                                        css_classes=["run-button"], **_WIDE)
+        self.progress = pn.indicators.Progress(value=0, max=len(STAGES), active=False,
+                                               visible=False, bar_color="primary", **_WIDE)
+        self.progress_text = pn.pane.Markdown("", margin=(0, 10), css_classes=["run-progress"])
+        self.alert = _alert("error", r)
+
+        self.tol.param.watch(lambda e: setattr(r, "eigen_tol", TOLERANCES[e.new]), "value")
+        r.param.watch(self._progress, ["running", "stages_done", "progress_text"])
+        r.param.watch(self._k_enabled, "auto_k")
+        self.state.data.param.watch(self._enable, "current")
+        self._k_enabled()
+        self._progress()
+
+    def _k_enabled(self, *events) -> None:
+        self.k.disabled = self.state.run_state.auto_k
+
+    def _enable(self, *events) -> None:
+        r = self.state.run_state
+        self.button.disabled = r.running or self.state.data.current is None
+
+    def _progress(self, *events) -> None:
+        r = self.state.run_state
+        self.progress.param.update(value=r.stages_done, active=r.running, visible=r.running)
+        self.progress_text.object = r.progress_text
+        self.button.name = "Running…" if r.running else "Run"
+        self._enable()
+
+    def __panel__(self):
+        return pn.Column(
+            self.k, self.auto_k, self.solver, self.tol, self.eigenpairs.widget, self.n_init,
+            self.seed, self.compare,
+            self.button, self.progress, self.progress_text, self.alert, **_WIDE,
+        )
+

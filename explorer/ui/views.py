@@ -1,0 +1,565 @@
+"""The main area's views: each renders part of the state and nothing else.
+
+Every view is a :class:`panel.viewable.Viewer` over an
+:class:`~explorer.ui.state.ExplorerState`; it redraws when the parameters it shows
+change. They can be used on their own in a notebook, e.g.
+``pn.Column(SpectrumView(state=app.state))``.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import panel as pn
+import param
+
+from explorer.embedding import eigengap_k
+
+from . import _export, plots
+from .state import STEPS, ExplorerState
+
+_WIDE = dict(sizing_mode="stretch_width")
+_PLOT = dict(sizing_mode="stretch_width", min_height=380)
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _count(n) -> str:
+    n = float(n)
+    if n >= 1e9:
+        return f"{n / 1e9:.2f} G"
+    if n >= 1e6:
+        return f"{n / 1e6:.2f} M"
+    if n >= 1e4:
+        return f"{n / 1e3:.1f} K"
+    return f"{n:,.0f}"
+
+
+NO_RUN = "Press **Run** to compute this view."
+
+
+class StatsCard(pn.viewable.Viewer):
+    """Live statistics of the graph the current parameters give (no full run)."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.table = pn.pane.HTML("", css_classes=["stats-table"], **_WIDE)
+        self.error = pn.pane.Alert("", alert_type="warning", visible=False, **_WIDE)
+        self.histogram = plots.LiveHistogram()
+        self.hist = pn.pane.Bokeh(self.histogram.figure, sizing_mode="stretch_width", height=230)
+        g = self.state.graph
+        g.param.watch(self._render, ["stats", "stats_error", "stats_seconds"])
+        self._render()
+
+    def _render(self, *events) -> None:
+        g = self.state.graph
+        self.error.object = g.stats_error
+        self.error.visible = bool(g.stats_error)
+        s = g.stats
+        if s is None:
+            self.table.object = "<i>No statistics yet.</i>"
+            self._draw([0], [0, 1], None)
+            return
+        approx = "≈ " if s.estimated else ""
+        if s.n_components is not None:
+            comps = f"{s.n_components:,}"
+        else:
+            comps = "not counted (sampled)" if s.estimated else "<i>counting…</i>"
+        how = (
+            f"estimated from {s.sample_rows:,} sampled rows of {s.n:,}" if s.estimated
+            else f"exact, all {s.n:,} rows"
+        )
+        seconds = "" if g.stats_seconds is None else f" · {1000 * g.stats_seconds:.0f} ms"
+        rows = [
+            ("nnz", f"{approx}{_count(s.nnz)}"),
+            ("nnz / row",
+             f"mean {s.nnz_row_mean:.1f} · max {s.nnz_row_max:,} · min {s.nnz_row_min:,}"),
+            ("sparsity", f"{approx}{s.sparsity:.4f} % zeros"),
+            ("memory: CSR", f"{approx}{_bytes(s.bytes_csr)}"),
+            ("memory: dense", _bytes(s.bytes_dense)),
+            (f"memory: ELLPACK ({s.hypo_max_nnz_row}/row)", f"{approx}{_bytes(s.bytes_ellpack)}"),
+            (f"rows over hypoMaxNnzRow = {s.hypo_max_nnz_row}",
+             f"{approx}{s.rows_over_hypo:,} <small>(CSR-2 supplementary pass)</small>"),
+            ("suggested hypoMaxNnzRow", f"{s.suggested_hypo_max_nnz_row}"),
+            ("isolated vertices", f"{approx}{s.n_isolated:,}"),
+            ("connected components", comps),
+        ]
+        cell = "padding:1px 8px;border-bottom:1px solid #eee;text-align:left"
+        body = "".join(
+            f"<tr><th style='{cell};font-weight:600;color:#444'>{k}</th>"
+            f"<td style='{cell}'>{v}</td></tr>" for k, v in rows
+        )
+        self.table.object = (
+            "<table class='stats' style='width:100%;border-collapse:collapse;font-size:0.9em'>"
+            f"{body}</table><div class='stats-how' style='color:#666;font-size:0.8em;"
+            f"margin-top:4px'>{how}{seconds}</div>"
+        )
+        counts, edges = s.nnz_row_hist
+        self._draw(counts, edges, s.hypo_max_nnz_row)
+
+    def _draw(self, counts, edges, hypo) -> None:
+        def draw():
+            self.histogram.update(counts, edges, hypo)
+            # In a notebook, changed Bokeh models are sent explicitly (no-op on a server).
+            pn.io.push_notebook(self.hist)
+
+        # The figure's models are changed directly, which on a server must happen under
+        # the document lock: Panel schedules the change on the session's event loop
+        # (and runs it at once in a notebook).
+        pn.state.execute(draw, schedule=True)
+
+    def __panel__(self):
+        return pn.Card(
+            pn.Row(pn.Column(self.table, self.error, width=420), self.hist, **_WIDE),
+            title="Graph statistics (live)", collapsible=False, css_classes=["stats-card"], **_WIDE,
+        )
+
+
+class ClustersView(pn.viewable.Viewer):
+    """Spectral clusters beside k-means on the raw data, with ARI / NMI."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.scores = pn.pane.Markdown("", css_classes=["scores"], **_WIDE)
+        self.warning = pn.pane.Alert("", alert_type="warning", visible=False, **_WIDE)
+        self.note = pn.pane.Markdown("", styles={"color": "#555"}, **_WIDE)
+        self.plot = pn.pane.HoloViews(None, **_PLOT)
+        self.state.run_state.param.watch(self._render, "result")
+        self.state.data.param.watch(self._render, ["xy", "current"])
+        self._render()
+
+    def _render(self, *events) -> None:
+        data, result = self.state.data, self.state.result
+        self.note.object = data.projection_note
+        ds = data.current
+        warnings = [] if result is None else result.warnings
+        self.warning.object = "  \n".join(warnings)
+        self.warning.visible = bool(warnings)
+        if ds is None or data.xy is None:
+            self.scores.object, self.plot.object = "*No data loaded.*", None
+            return
+        if result is None:
+            truth = ds.y if ds.y is not None else np.zeros(ds.n, dtype=np.int64)
+            title = "Ground truth" if ds.y is not None else "Data"
+            self.scores.object = "Press **Run** to cluster. Shown: the data" + (
+                ", coloured by its ground-truth classes." if ds.y is not None else "."
+            )
+            self.plot.object = plots.labelled_points(data.xy, truth, title=title)
+            return
+        # The plot first: the browser then has it when the scores appear (tests and
+        # users alike read the scores as "the run is shown").
+        spectral = plots.labelled_points(data.xy, result.labels,
+                                         title=f"Spectral clustering (k = {result.n_clusters})")
+        if result.kmeans_labels is None:
+            self.plot.object = spectral
+        else:
+            kmeans = plots.labelled_points(
+                data.xy, result.kmeans_labels,
+                title=f"k-means on the raw data (k = {result.n_clusters})",
+            )
+            self.plot.object = (spectral + kmeans).opts(shared_axes=True)
+        self.scores.object = _scores_markdown(result)
+
+    def __panel__(self):
+        return pn.Column(self.scores, self.warning, self.plot, self.note, **_WIDE)
+
+
+def _scores_markdown(result) -> str:
+    sc = result.scores["spectral"]
+    iso = int(result.isolated.sum())
+    parts = []
+    if "ari" in sc:
+        line = f"**Spectral**: ARI **{sc['ari']:.3f}**, NMI **{sc['nmi']:.3f}**"
+        km = result.scores.get("kmeans")
+        if km is not None:
+            line += f" · **k-means (raw data)**: ARI **{km['ari']:.3f}**, NMI **{km['nmi']:.3f}**"
+        parts.append(line)
+    else:
+        parts.append("No ground truth: ARI/NMI need labels.")
+    parts.append(
+        f"Normalised cut {sc['normalized_cut']:.4g}, ratio cut {sc['ratio_cut']:.4g}; "
+        f"{iso:,} isolated point(s) (grey, label −1). Ran on **{result.backend}** "
+        f"({result.method}), {result.timings['total']:.2f} s."
+    )
+    return "  \n".join(parts)
+
+
+class EigenvectorView(pn.viewable.Viewer):
+    """Points coloured by eigenvector i; the embedding in eigenvector coordinates."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.index = pn.widgets.IntSlider(name="eigenvector i", start=1, end=2, value=2,
+                                          width=260, css_classes=["eigen-index"])
+        self.axis_x = pn.widgets.Select(name="embedding x axis", options=[1], width=150)
+        self.axis_y = pn.widgets.Select(name="embedding y axis", options=[1], width=150)
+        self.values = pn.pane.HoloViews(None, **_PLOT)
+        self.embedding = pn.pane.HoloViews(None, **_PLOT)
+        self.caption = pn.pane.Markdown("", **_WIDE)
+        self.state.run_state.param.watch(self._new_result, "result")
+        self.index.param.watch(self._render_values, "value")
+        self.axis_x.param.watch(self._render_embedding, "value")
+        self.axis_y.param.watch(self._render_embedding, "value")
+        self._new_result()
+
+    def _new_result(self, *events) -> None:
+        result = self.state.result
+        if result is None:
+            self.values.object = self.embedding.object = None
+            self.caption.object = NO_RUN
+            return
+        m = result.vectors.shape[1]
+        k = result.embedding.shape[1]
+        axes = list(range(1, k + 1))
+        with param.parameterized.batch_call_watchers(self):
+            self.index.param.update(end=max(m, 2), value=min(2, m))
+            self.axis_x.param.update(options=axes, value=1)
+            self.axis_y.param.update(options=axes, value=min(2, k))
+        self._render_values()
+        self._render_embedding()
+
+    def _render_values(self, *events) -> None:
+        result, xy = self.state.result, self.state.data.xy
+        if result is None or xy is None:
+            return
+        i = min(self.index.value, result.vectors.shape[1])
+        self.values.object = plots.valued_points(
+            xy, result.vectors[:, i - 1], clabel=f"u{i}",
+            title=f"Eigenvector u{i} of L_rw (λ{i} = {_eig(result.eigenvalues[i - 1])})",
+        )
+        self.caption.object = (
+            f"Left: each point coloured by its entry in eigenvector u{i} = D^-1/2 v{i} "
+            "(red positive, blue negative, grey isolated). Right: the rows of the first k "
+            "eigenvectors scaled to unit length (the points k-means clusters), in two of "
+            "their coordinates, coloured by spectral cluster."
+        )
+
+    def _render_embedding(self, *events) -> None:
+        result = self.state.result
+        if result is None:
+            return
+        emb = result.embedding
+        i, j = self.axis_x.value, self.axis_y.value
+        keep = np.isfinite(emb).all(axis=1)
+        coords = np.column_stack([emb[:, i - 1], emb[:, j - 1]])[keep]
+        self.embedding.object = plots.labelled_points(
+            coords, result.labels[keep], title="Spectral embedding (unit rows)",
+            xlabel=f"embedding {i}", ylabel=f"embedding {j}", space="embedding",
+        )
+
+    def __panel__(self):
+        return pn.Column(
+            pn.Row(self.index, self.axis_x, self.axis_y),
+            pn.Row(self.values, self.embedding, **_WIDE), self.caption, **_WIDE,
+        )
+
+
+def _eig(value: float) -> str:
+    """An eigenvalue for a title: rounding noise around 0 shown as 0."""
+    return "0" if abs(value) < 1e-12 else f"{value:.3g}"
+
+
+class SpectrumView(pn.viewable.Viewer):
+    """Eigenvalues of L_sym with the eigengap and the k it suggests."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.plot = pn.pane.HoloViews(None, **_PLOT)
+        self.text = pn.pane.Markdown(NO_RUN, **_WIDE)
+        self.state.run_state.param.watch(self._render, "result")
+        self._render()
+
+    def _render(self, *events) -> None:
+        result = self.state.result
+        if result is None:
+            self.plot.object = None
+            self.text.object = NO_RUN
+            return
+        lam = result.eigenvalues
+        self.plot.object = plots.spectrum(lam, k_used=result.n_clusters,
+                                          k_suggested=result.k_suggested)
+        zero_tol = inspect.signature(eigengap_k).parameters["zero_tol"].default
+        zeros = int((lam <= zero_tol).sum())
+        rule = (
+            f"{zeros} of them are 0 (≤ {zero_tol:g}): the graph, isolated points left out, has "
+            f"{zeros} connected components, and a disconnection decides k"
+            if zeros >= 2 else "the largest gap λ_(k+1) − λ_k decides k"
+        )
+        self.text.object = (
+            f"The {len(lam)} smallest eigenvalues of L_sym = I − D^-1/2 S D^-1/2. Here {rule}: "
+            f"the eigengap heuristic suggests **k = {result.k_suggested}** (shaded gap); the "
+            f"run used **k = {result.n_clusters}** (dashed line)."
+        )
+
+    def __panel__(self):
+        return pn.Column(self.text, self.plot, **_WIDE)
+
+
+class SparsityView(pn.viewable.Viewer):
+    """Spy plot of the run's CSR (optionally ordered by cluster) and its nnz histogram."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.order = pn.widgets.Checkbox(name="order rows and columns by cluster", value=True)
+        self.spy = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=440)
+        self.hist = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=300)
+        self.text = pn.pane.Markdown(NO_RUN, **_WIDE)
+        self.state.run_state.param.watch(self._render, "result")
+        self.order.param.watch(self._render, "value")
+        self._render()
+
+    def _render(self, *events) -> None:
+        result = self.state.result
+        if result is None:
+            self.spy.object = self.hist.object = None
+            self.text.object = NO_RUN
+            return
+        rows, cols = _entries(result.csr, SPY_MAX_ENTRIES)
+        if self.order.value:
+            rank = _cluster_order(result.labels, self.state.data.xy)
+            rows, cols = rank[rows], rank[cols]
+        s = result.graph_stats
+        how = "rows ordered by cluster" if self.order.value else "rows in data order"
+        self.spy.object = plots.spy(rows, cols, result.n,
+                                    title=f"Sparsity pattern of S ({how})")
+        counts, edges = s.nnz_row_hist
+        self.hist.object = plots.nnz_histogram(counts, edges, hypo=s.hypo_max_nnz_row)
+        sampled = (f" The plot shows a uniform sample of {len(rows):,} of the nonzeros."
+                   if len(rows) < result.csr.nnz else "")
+        self.text.object = (
+            f"n = {s.n:,}, nnz = {s.nnz:,} ({s.nnz_row_mean:.1f} per row, max "
+            f"{s.nnz_row_max:,}), {s.sparsity:.4f} % zeros. Built by **{result.method}** on "
+            f"**{result.backend}**: {result.method_reason}.{sampled}"
+        )
+
+    def __panel__(self):
+        return pn.Column(self.order, self.text, pn.Row(self.spy, self.hist, **_WIDE), **_WIDE)
+
+
+#: Nonzeros drawn at most in a spy plot: beyond, a uniform sample (the aggregated
+#: picture is the same, and the COO coordinates of 10⁸ nonzeros would take gigabytes).
+SPY_MAX_ENTRIES = 20_000_000
+
+
+def _entries(csr, limit: int, seed: int = 0):
+    """Row and column of the stored entries of `csr`, a seeded uniform sample of
+    `limit` of them when there are more (read from indptr/indices, no COO copy)."""
+    nnz = int(csr.nnz)
+    if nnz <= limit:
+        rows = np.repeat(np.arange(csr.shape[0], dtype=np.int64), np.diff(csr.indptr))
+        return rows, np.asarray(csr.indices)
+    pick = np.sort(np.random.default_rng(seed).choice(nnz, limit, replace=False))
+    rows = np.searchsorted(csr.indptr, pick, side="right") - 1
+    return rows, np.asarray(csr.indices)[pick]
+
+
+def _cluster_order(labels, xy) -> np.ndarray:
+    """Position of each vertex in an ordering that lists each cluster contiguously
+    (isolated first) and, inside a cluster, follows the first drawing coordinate:
+    presentation only, so that the spy plot shows blocks, and bands inside them."""
+    keys = (labels,) if xy is None else (np.asarray(xy)[:, 0], labels)
+    perm = np.lexsort(keys)
+    rank = np.empty_like(perm)
+    rank[perm] = np.arange(perm.size)
+    return rank
+
+
+class TimingsView(pn.viewable.Viewer):
+    """Stage timings of the last run, and what ran where."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.bars = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=260)
+        self.table = pn.pane.Markdown(NO_RUN, css_classes=["timings"], **_WIDE)
+        self.state.run_state.param.watch(self._render, "result")
+        self._render()
+
+    def _render(self, *events) -> None:
+        r = self.state.result
+        if r is None:
+            self.bars.object = None
+            self.table.object = NO_RUN
+            return
+        stages = {k: v for k, v in r.timings.items() if k != "total"}
+        self.bars.object = plots.timings_bars(stages)
+        lines = ["| stage | seconds |", "| --- | ---: |"]
+        lines += [f"| {k} | {v:.3f} |" for k, v in r.timings.items()]
+        it = "—" if r.eigen_iterations is None else f"{r.eigen_iterations:,}"
+        lines += [
+            "",
+            f"**Backend**: {r.backend} — {r.backend_reason}  ",
+            f"**Graph builder**: {r.method} — {r.method_reason}  ",
+            f"**Eigensolver**: {r.solver}, iterations {it}, largest residual "
+            f"‖Av − μv‖ = {float(np.max(r.eigen_residuals)):.2e}",
+        ]
+        self.table.object = "\n".join(lines)
+
+    def __panel__(self):
+        return pn.Row(pn.Column(self.table, width=520), self.bars, **_WIDE)
+
+
+class TeachingView(pn.viewable.Viewer):
+    """The guided pipeline, one step at a time."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.previous = pn.widgets.Button(name="◀ Previous", width=120)
+        self.next = pn.widgets.Button(name="Next ▶", width=120, button_type="primary")
+        self.where = pn.pane.Markdown("", margin=(8, 10))
+        self.text = pn.pane.Markdown("", css_classes=["teaching-text"], **_WIDE)
+        self.plot = pn.pane.HoloViews(None, **_PLOT)
+        self.extra = pn.pane.Markdown("", styles={"color": "#555"}, **_WIDE)
+        t = self.state.teaching
+        self.previous.on_click(lambda e: t.previous())
+        self.next.on_click(lambda e: t.next())
+        t.param.watch(self._render, ["step", "csr", "note"])
+        self.state.run_state.param.watch(self._render, "result")
+        self.state.data.param.watch(self._render, "xy")
+        self._render()
+
+    def _render(self, *events) -> None:
+        t, data, result = self.state.teaching, self.state.data, self.state.result
+        step = t.current
+        self.where.object = f"Step {t.step + 1} of {len(STEPS)}"
+        self.previous.disabled, self.next.disabled = t.at_start, t.at_end
+        self.text.object = f"### {step.title}\n{step.text}"
+        self.extra.object = ""
+        xy = data.xy
+        if xy is None:
+            self.plot.object = None
+            return
+        if step.needs_run and result is None:
+            self.plot.object = None
+            self.extra.object = "Press **Run** (sidebar) to compute this step."
+            return
+        ds = data.current
+        if step.key == "data":
+            labels = ds.y if ds is not None and ds.y is not None else np.zeros(len(xy), np.int64)
+            self.plot.object = plots.labelled_points(xy, labels, title="The data")
+        elif step.key == "graph":
+            if t.csr is None:
+                self.plot.object = None
+                self.extra.object = t.note
+                return
+            # Each edge is stored twice; 20 entries per drawn edge is ample to sample from.
+            rows, cols = _entries(t.csr, 20 * plots.MAX_EDGES_DRAWN)
+            overlay, drawn = plots.graph_edges(xy, rows, cols)
+            total = int(t.csr.nnz) // 2
+            self.plot.object = overlay
+            sample = f", {drawn:,} of them drawn (a random sample)" if drawn < total else ""
+            self.extra.object = f"{total:,} edges{sample}. {t.note}"
+        elif step.key == "laplacian":
+            rows, cols = _entries(result.csr, SPY_MAX_ENTRIES)
+            rank = _cluster_order(result.labels, xy)
+            self.plot.object = (
+                plots.spy(rank[rows], rank[cols], result.n, title="S, ordered by cluster")
+                + plots.spectrum(result.eigenvalues, k_suggested=result.k_suggested)
+            )
+        elif step.key == "eigenvectors":
+            i = min(2, result.vectors.shape[1])
+            self.plot.object = plots.valued_points(
+                xy, result.vectors[:, i - 1], clabel=f"u{i}",
+                title=f"Eigenvector u{i} (λ{i} = {_eig(result.eigenvalues[i - 1])})",
+            )
+        else:
+            emb = result.embedding
+            if emb.shape[1] >= 2:
+                keep = np.isfinite(emb).all(axis=1)
+                right = plots.labelled_points(emb[keep][:, :2], result.labels[keep],
+                                              title="k-means in the embedding",
+                                              xlabel="embedding 1", ylabel="embedding 2",
+                                              space="embedding")
+            else:
+                right = None
+            left = plots.labelled_points(xy, result.labels, title="Spectral clusters")
+            self.plot.object = left if right is None else left + right
+
+    def __panel__(self):
+        return pn.Column(
+            pn.Row(self.previous, self.next, self.where), self.text, self.plot, self.extra, **_WIDE,
+        )
+
+
+class ExportView(pn.viewable.Viewer):
+    """Download the last run: labels (CSV), the graph (NPZ), the result (JSON)."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.labels = pn.widgets.FileDownload(
+            callback=self._labels, filename="labels.csv", label="Labels (CSV)",
+            button_type="primary", embed=False, width=220,
+        )
+        self.graph = pn.widgets.FileDownload(
+            callback=self._graph, filename="graph.npz", label="Graph (NPZ)",
+            button_type="primary", embed=False, width=220,
+        )
+        self.json = pn.widgets.FileDownload(
+            callback=self._json, filename="result.json", label="Result (JSON)",
+            button_type="primary", embed=False, width=220,
+        )
+        self.text = pn.pane.Markdown("", **_WIDE)
+        self.state.run_state.param.watch(self._enable, "result")
+        self._enable()
+
+    def _enable(self, *events) -> None:
+        result = self.state.result
+        for w in (self.labels, self.graph, self.json):
+            w.disabled = result is None
+        if result is None:
+            self.text.object = "Press **Run** first: the downloads hold the last run."
+        else:
+            stem = _safe_stem(result.dataset)
+            self.labels.filename = f"{stem}-labels.csv"
+            self.graph.filename = f"{stem}-graph.npz"
+            self.json.filename = f"{stem}-result.json"
+            self.text.object = (
+                "**Labels**: one row per point (`index,spectral,kmeans,truth`; −1 = isolated). "
+                "**Graph**: the similarity matrix S, `scipy.sparse.load_npz`. **Result**: "
+                "parameters, statistics, timings, eigenvalues and scores."
+            )
+
+    def _labels(self):
+        return _as_file(_export.labels_csv(self.state.result))
+
+    def _graph(self):
+        return _as_file(_export.graph_npz(self.state.result))
+
+    def _json(self):
+        return _as_file(_export.result_json(self.state.result))
+
+    def __panel__(self):
+        return pn.Column(self.text, pn.Row(self.labels, self.graph, self.json), **_WIDE)
+
+
+def _as_file(content: bytes):
+    import io
+
+    return io.BytesIO(content)
+
+
+def _safe_stem(name: str) -> str:
+    stem = "".join(c if c.isalnum() or c in "-_" else "-" for c in str(name).rsplit(".", 1)[0])
+    return stem.strip("-") or "run"

@@ -1,0 +1,305 @@
+"""The served app in headless Chromium (Playwright).
+
+One ``panel serve app.py`` per module on a free localhost port; each test opens its
+own page (its own session). Nothing is downloaded: Chromium is the system's
+(``/usr/bin/chromium``, or ``EXPLORER_CHROMIUM``), and the page loads every
+resource from the Panel server.
+
+Set ``EXPLORER_SCREENSHOTS=<dir>`` to keep the screenshots of the main views there
+(``docs/`` holds the committed ones).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+START_TIMEOUT_S = 90
+STEP_TIMEOUT_MS = 60_000  # a run on the default data takes a few seconds on 2 cores
+SCORES = re.compile(r"Spectral: ARI (\d\.\d+)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("server") / "panel.log"
+    log = open(log_path, "w")
+    cmd = [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port),
+           "--address", "127.0.0.1", f"--allow-websocket-origin=127.0.0.1:{port}"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/app"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"panel serve exited with {proc.returncode}:\n{log_path.read_text()}")
+            try:
+                with urllib.request.urlopen(url, timeout=5) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"panel serve did not answer within {START_TIMEOUT_S} s:\n"
+                            f"{log_path.read_text()}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+    # Tracebacks from the app's own code (closed-websocket noise from Tornado when a
+    # page closes mid-update is not the app's).
+    server_log = log_path.read_text()
+    assert str(REPO / "explorer") not in server_log, server_log
+    assert "unexpected error" not in server_log, server_log
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM} (CI installs Debian's chromium)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+class Page:
+    """A browser page on the app that records console errors and failed requests."""
+
+    def __init__(self, browser, url):
+        self.page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        self.page.set_default_timeout(STEP_TIMEOUT_MS)
+        self.errors: list[str] = []
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        self.page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url}"))
+        self.page.goto(url)
+        self.stats_table().wait_for()
+
+    def _console(self, message) -> None:
+        if message.type == "error":
+            self.errors.append(f"console: {message.text}")
+
+    def stats_table(self):
+        return self.page.locator(".stats-table table")
+
+    def stats_text(self) -> str:
+        return self.stats_table().inner_text()
+
+    def wait_stats(self, pattern: str, timeout_s: float = 30) -> str:
+        """Wait until the statistics table's text matches `pattern`; return the text."""
+        deadline = time.monotonic() + timeout_s
+        while not re.search(pattern, text := self.stats_text()):
+            assert time.monotonic() < deadline, f"statistics never matched {pattern!r}: {text}"
+            self.page.wait_for_timeout(200)
+        return text
+
+    def run(self) -> float:
+        """Click Run, wait for the scores; return the spectral ARI shown."""
+        self.page.get_by_role("button", name="Run", exact=True).click()
+        scores = self.page.get_by_text(SCORES)
+        scores.wait_for()
+        self.page.get_by_role("button", name="Run", exact=True).wait_for()  # re-armed
+        return float(SCORES.search(scores.inner_text()).group(1))
+
+    def upload(self, path: Path) -> None:
+        self.page.get_by_role("button", name="file", exact=True).click()
+        self.page.locator("input[type=file]").set_input_files(str(path))
+
+    def drag_slider(self, css_class: str, fraction: float) -> None:
+        """Drag a slider's handle by `fraction` of its track, as a mouse does."""
+        handle = self.page.locator(f".{css_class} .noUi-handle")
+        track = self.page.locator(f".{css_class} .noUi-base").bounding_box()
+        box = handle.bounding_box()
+        x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        self.page.mouse.move(x, y)
+        self.page.mouse.down()
+        self.page.mouse.move(x + fraction * track["width"], y, steps=8)
+        self.page.mouse.up()
+
+    def tab(self, name: str) -> None:
+        self.page.locator(".bk-tab", has_text=name).first.click()
+
+    def shot(self, name: str) -> bytes:
+        png = self.page.screenshot(full_page=False)
+        keep = os.environ.get("EXPLORER_SCREENSHOTS")
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            (Path(keep) / f"{name}.png").write_bytes(png)
+        return png
+
+
+@pytest.fixture
+def app(server, browser):
+    """A fresh page (session) for one test."""
+    page = Page(browser, server)
+    yield page
+    page.page.close()
+
+
+@pytest.fixture(scope="module")
+def main(server, browser):
+    """One page that the first tests use in turn, as a user would: load, tune, run,
+    look (fewer page loads keep the suite short)."""
+    page = Page(browser, server)
+    yield page
+    page.page.close()
+
+
+def _blobs_csv(path: Path, rng) -> None:
+    centres = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
+    y = np.repeat(np.arange(3), 100)
+    X = centres[y] + rng.normal(scale=0.25, size=(300, 2))
+    order = rng.permutation(300)
+    pairs = zip(X[order], y[order], strict=True)
+    rows = "\n".join(f"{a:.5f},{b:.5f},{'abc'[c]}" for (a, b), c in pairs)
+    path.write_text("x,y,class\n" + rows + "\n")
+
+
+def _assert_not_blank(png: bytes) -> None:
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    pixels = np.asarray(image).reshape(-1, 3)
+    colours = np.unique(pixels[:: max(1, len(pixels) // 200_000)], axis=0)
+    assert image.width >= 800 and image.height >= 600
+    assert len(colours) > 50, f"only {len(colours)} distinct colours: a blank page?"
+    assert pixels.std(axis=0).mean() > 15, "hardly any contrast: a blank page?"
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_page_loads_without_console_errors(main):
+    page = main.page
+    page.get_by_text("Graph statistics (live)").wait_for()
+    page.get_by_text(re.compile(r"moons: n = 2,000, d = 2, 2 classes")).wait_for()
+    assert "connected components" in main.stats_text()
+    page.wait_for_timeout(1000)  # late resource and rendering errors
+    assert main.errors == []
+
+
+def test_moving_a_slider_updates_the_statistics(main):
+    before = main.stats_text()
+    nnz = re.search(r"nnz\s+([\d.,]+\s*[KMG]?)\n", before).group(1)
+    # Widen ε until the graph is the two moons: 0.15 of the slider's 4 decades, t × 4.
+    main.drag_slider("threshold-slider", 0.15)
+    main.wait_stats(r"nnz\s+(?!" + re.escape(nnz) + r"\n)[\d.,]+")  # a different nnz
+    main.wait_stats(r"isolated vertices\s+0\s+connected components\s+2\b")
+    _assert_not_blank(main.shot("stats"))
+    assert main.errors == []
+
+
+def test_run_shows_cluster_views_and_ari(main):
+    assert main.run() > 0.99
+    assert main.page.get_by_text("k-means (raw data): ARI").count() == 1
+    # two cluster plots (spectral and k-means) drawn in the Clusters tab
+    assert main.page.locator(".bk-Canvas, canvas").count() >= 2
+    _assert_not_blank(main.shot("clusters"))
+    main.tab("Timings")
+    main.page.get_by_text("Eigensolver").first.wait_for()
+    assert main.errors == []
+
+
+def test_screenshots_of_the_views_are_not_blank(main):
+    main.tab("Eigenvectors")
+    main.page.locator(".eigen-index .noUi-handle").focus()
+    main.page.keyboard.press("ArrowRight")  # u3: u1, u2 are constant on each moon
+    main.page.get_by_text("eigenvector i: 3").wait_for()
+    main.page.wait_for_timeout(1500)  # plots draw on their canvas after the tab shows
+    _assert_not_blank(main.shot("eigenvectors"))
+    for tab, name, text in [("Sparsity", "sparsity", "Built by"),
+                            ("Spectrum", "spectrum", "eigengap heuristic suggests")]:
+        main.tab(tab)
+        main.page.get_by_text(text).wait_for()  # the tab's views arrived
+        main.page.wait_for_timeout(1500)
+        _assert_not_blank(main.shot(name))
+    main.tab("Guided tour")
+    next_button = main.page.get_by_role("button", name="Next ▶")
+    next_button.click()
+    main.page.get_by_text(re.compile(r"edges, [\d,]+ of them drawn|^[\d,]+ edges")).wait_for()
+    main.page.wait_for_timeout(1500)
+    _assert_not_blank(main.shot("teaching"))
+    for _ in range(2):
+        next_button.click()
+    main.page.get_by_text("4 · The eigenvectors").wait_for()
+    main.page.wait_for_timeout(1500)
+    _assert_not_blank(main.shot("teaching-eigenvectors"))
+    assert main.errors == []
+
+
+def test_a_run_blocks_neither_its_button_nor_other_sessions(app, server, browser):
+    other = Page(browser, server)
+    try:
+        app.page.get_by_role("button", name="Run", exact=True).click()
+        running = app.page.get_by_role("button", name="Running…")
+        running.wait_for()
+        assert running.is_disabled()  # a second Run cannot be started meanwhile
+        before = other.stats_text()
+        other.page.locator(".threshold-slider .noUi-handle").focus()
+        other.page.keyboard.press("PageUp")
+        nnz = re.search(r"nnz\s+([\d.,]+\s*[KMG]?)\n", before).group(1)
+        other.wait_stats(r"nnz\s+(?!" + re.escape(nnz) + r"\n)[\d.,]+")
+        # the other session answered while this one's run was still going
+        assert running.count() == 1
+        app.page.get_by_text(SCORES).wait_for()
+        assert other.errors == [] and app.errors == []
+    finally:
+        other.page.close()
+
+
+def test_uploaded_csv_is_clustered(app, tmp_path, rng):
+    path = tmp_path / "three_blobs.csv"
+    _blobs_csv(path, rng)
+    app.upload(path)
+    app.page.get_by_text(re.compile(r"three_blobs\.csv: n = 300, d = 2, 3 classes")).wait_for()
+    assert app.run() > 0.95
+    assert app.errors == []
+
+
+def test_bad_file_shows_a_message_and_the_app_keeps_working(app, tmp_path):
+    bad = tmp_path / "ragged.csv"
+    bad.write_text("1,2,3\n4,5\n6,7,8\n")
+    app.upload(bad)
+    app.page.get_by_text(re.compile(r"reading ragged\.csv: ")).wait_for()
+    assert app.page.get_by_text("Traceback").count() == 0
+    # later actions work: back to a built-in set, and its statistics follow a slider
+    app.page.get_by_role("button", name="built-in", exact=True).click()
+    app.page.get_by_text(re.compile(r"moons: n = 2,000")).wait_for()
+    before = app.stats_text()
+    nnz = re.search(r"nnz\s+([\d.,]+\s*[KMG]?)\n", before).group(1)
+    app.drag_slider("threshold-slider", 0.1)
+    app.wait_stats(r"nnz\s+(?!" + re.escape(nnz) + r"\n)[\d.,]+")
+    assert not [e for e in app.errors if e.startswith("page error")]

@@ -1,0 +1,332 @@
+"""The Panel views and HoloViews renderers, without a browser.
+
+Widgets are driven the way a browser drives them (setting widget values, clicking),
+Bokeh models are built from the views, and plots are rendered to Bokeh figures.
+Without a running server Panel executes the app's asynchronous jobs to completion on
+the spot, so every wire from widget to state to view is exercised here.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import io
+
+import holoviews as hv
+import numpy as np
+import panel as pn
+import param
+import pytest
+import scipy.sparse as sp
+from holoviews.core.spaces import DynamicMap
+
+import explorer
+from explorer.ui import ExplorerApp, plots
+from explorer.ui.state import ExplorerState
+
+hv.extension("bokeh")
+
+# The app keeps the widget API of Panel 1.4+ (``name``, ``button_type``), which Panel
+# 1.9 marks as pending deprecation.
+pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+
+
+@pytest.fixture
+def app():
+    state = ExplorerState()
+    state.data.param.update(dataset="moons")
+    state.data.n_samples = 400
+    return ExplorerApp(state=state)
+
+
+def _connect(state, factor=6.0):
+    state.graph.threshold_sqdist *= factor
+    state.graph.sigma = float(np.sqrt(state.graph.threshold_sqdist / 8))
+
+
+def _render(obj):
+    return hv.render(obj, backend="bokeh")
+
+
+def _act(action):
+    """Do `action` (widget changes, clicks) the way a server session does, and wait
+    for the jobs it starts.
+
+    In a session, Panel schedules the app's asynchronous jobs on the running event
+    loop, and a job may request another (new data -> statistics). Here the action
+    runs inside a fresh event loop, which then runs until no task is left.
+    """
+
+    async def coroutine():
+        action()
+
+    _act_async(coroutine)
+
+
+def _act_async(make_coroutine):
+    """:func:`_act` for an action that is a coroutine (made by `make_coroutine`)."""
+
+    async def main():
+        await make_coroutine()
+        me = asyncio.current_task()
+        while pending := [t for t in asyncio.all_tasks() if t is not me and not t.done()]:
+            await asyncio.gather(*pending)
+
+    asyncio.run(main())
+
+
+# --------------------------------------------------------------------------- app
+
+
+def test_app_builds_page_and_bokeh_models(app):
+    assert app.state.dataset.n == 400 and app.state.graph.stats is not None
+    page = app.template()
+    assert isinstance(page, pn.template.BootstrapTemplate)
+    root = pn.panel(app).get_root()
+    assert root is not None
+    assert "nnz" in app.stats.table.object and "connected components" in app.stats.table.object
+    assert app.clusters.plot.object is not None  # the data, before any run
+
+
+def test_run_button_runs_and_fills_every_view(app):
+    _connect(app.state)
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))  # a click in the browser
+    r = app.state.result
+    assert r is not None and not app.state.run_state.running
+    scores = app.clusters.scores.object
+    assert "ARI" in scores and "k-means (raw data)" in scores
+    assert isinstance(app.clusters.plot.object, hv.Layout) and len(app.clusters.plot.object) == 2
+    assert app.eigenvectors.values.object is not None and app.eigenvectors.embedding.object
+    assert app.eigenvectors.index.end == r.vectors.shape[1]
+    assert f"k = {r.k_suggested}" in app.spectrum.text.object
+    assert app.sparsity.spy.object is not None and app.timings.bars.object is not None
+    assert "Eigensolver" in app.timings.table.object
+    assert not app.export.labels.disabled
+    assert app.export._labels().read().startswith(b"index,spectral,kmeans,truth")
+    assert sp.load_npz(app.export._graph()).shape == (400, 400)
+    assert app.run_controls.button.name == "Run" and not app.run_controls.button.disabled
+    pn.panel(app).get_root()  # every view renders its result
+
+
+def test_sliders_drive_statistics(app):
+    s = app.state
+    before = s.graph.stats.nnz
+    slider = app.graph_controls.sqdist.widget
+    _act(lambda: setattr(slider, "value", slider.value + 0.5))  # log10: threshold × 10^0.5
+    assert s.graph.threshold_sqdist == pytest.approx(10 ** slider.value)
+    assert s.graph.stats.nnz > before
+    expected = explorer.graph_stats(s.dataset.X, **s.graph.edge_kwargs())
+    assert s.graph.stats.nnz == expected.nnz
+    assert f"ε = {np.sqrt(s.graph.threshold_sqdist):.4g}" in app.graph_controls.epsilon.object
+
+
+def test_log_slider_follows_the_state(app):
+    g = app.state.graph
+    g.sigma = 0.0123
+    assert app.graph_controls.sigma.widget.value == pytest.approx(np.log10(0.0123))
+    g.sigma = 1e-9  # outside the span: the span widens instead of clipping
+    w = app.graph_controls.sigma.widget
+    assert w.start <= np.log10(1e-9) and w.value == pytest.approx(-9)
+
+
+def test_optional_slider_zero_means_default(app):
+    g, hypo = app.state.graph, app.graph_controls.hypo.widget
+    _act(lambda: setattr(hypo, "value", 7))
+    assert g.hypo_max_nnz_row == 7 and app.state.graph.stats.hypo_max_nnz_row == 7
+    assert "hypoMaxNnzRow = 7" in app.stats.table.object
+    hist = app.stats.histogram  # the card's histogram: the statistics' bars and the line
+    counts, edges = app.state.graph.stats.nnz_row_hist
+    np.testing.assert_array_equal(hist.source.data["top"], counts)
+    np.testing.assert_array_equal(hist.source.data["left"], edges[:-1])
+    assert hist.line.location == 7 and hist.line.visible
+    _act(lambda: setattr(hypo, "value", 0))
+    assert g.hypo_max_nnz_row is None
+    g.hypo_max_nnz_row = 12
+    assert hypo.value == 12
+
+
+def test_metric_controls(app):
+    gc = app.graph_controls
+    _act(lambda: setattr(gc.metric, "value", "cosine"))
+    assert app.state.graph.threshold_kind == "sim"
+    assert gc.kind.disabled and gc.sim.visible and not gc.sqdist.widget.visible
+    assert gc.sim.start == -1.0 and not gc.sigma.widget.visible
+    _act(lambda: setattr(gc.sim, "value", 0.9))
+    assert app.state.graph.threshold_sim == pytest.approx(0.9)
+    assert app.state.graph.stats is not None
+
+
+def test_gpu_choice_is_disabled_with_a_reason_when_there_is_none(app):
+    ok, why = app.state.graph.gpu_available
+    if ok:
+        assert app.graph_controls.backend.disabled_options == []
+    else:
+        assert app.graph_controls.backend.disabled_options == ["gpu"]
+        assert why in app.graph_controls.backend_note.object
+
+
+def test_dataset_widgets_load_data(app):
+    dc = app.data_controls
+    _act(lambda: setattr(dc.dataset, "value", "blobs"))
+    assert app.state.dataset.name == "blobs" and app.state.dataset.n == 400
+    expected = explorer.graph_stats(app.state.dataset.X, **app.state.graph.edge_kwargs())
+    assert app.state.graph.stats.to_dict() == expected.to_dict()  # stats of the new data
+    assert "blobs" in dc.summary.object and "3** classes" in dc.summary.object
+    def release():  # what a released slider sends
+        with param.edit_constant(dc.n_samples):
+            dc.n_samples.value_throttled = 1000
+
+    _act(release)
+    assert app.state.dataset.n == 1000
+    _act(lambda: setattr(dc.dataset, "value", "digits"))
+    assert app.state.dataset.d == 64 and "PCA" in dc.summary.object
+    assert app.state.graph.metric == "cosine"
+
+
+def test_upload_widget_reads_the_file_and_bad_files_alert(app, rng):
+    dc = app.data_controls
+    X = rng.normal(size=(90, 2)).round(4)
+    text = "a,b,label\n" + "\n".join(f"{x},{y},{int(x > 0)}" for x, y in X)
+    _act(lambda: dc.upload.param.update(filename="up.csv", value=text.encode()))
+    ds = app.state.dataset
+    assert ds.name == "up.csv" and ds.n == 90 and ds.y is not None
+    assert dc.label.visible and dc.label.value == 2 and not dc.dataset.visible
+    _act(lambda: setattr(dc.label, "value", None))
+    assert app.state.dataset.d == 3 and app.state.dataset.y is None
+    _act(lambda: dc.upload.param.update(filename="bad.csv", value=b"1,2\n3\n"))
+    assert dc.alert.visible and "bad.csv" in dc.alert.object
+    assert app.state.dataset.n == 90  # the previous data stays
+
+
+def test_run_error_is_shown_in_an_alert_and_cleared_by_a_good_run(app):
+    app.state.graph.threshold_sqdist = 1e-12
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))
+    alert = app.run_controls.alert
+    assert alert.visible and "isolated" in alert.object and alert.alert_type == "danger"
+    app.state.graph.threshold_sqdist = 0.01
+    _connect(app.state, 1.0)  # sigma to match
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))
+    assert not alert.visible and app.state.result is not None
+
+
+def test_teaching_view_walks_the_steps(app):
+    tv = app.teaching
+    assert tv.previous.disabled and not tv.next.disabled
+    _act(lambda: tv.next.param.trigger("clicks"))
+    assert app.state.teaching.current.key == "graph"
+    assert isinstance(tv.plot.object, hv.Overlay) and "edges" in tv.extra.object
+    _act(lambda: tv.next.param.trigger("clicks"))
+    assert tv.plot.object is None and "Run" in tv.extra.object  # needs a run
+    _connect(app.state)
+    app.state.run()
+    for key in ("laplacian", "eigenvectors", "kmeans"):
+        assert app.state.teaching.current.key == key and tv.plot.object is not None
+        _render(tv.plot.object)
+        _act(lambda: tv.next.param.trigger("clicks"))
+    assert tv.next.disabled
+
+
+def test_exports_are_disabled_before_a_run(app):
+    assert app.export.labels.disabled and app.export.graph.disabled and app.export.json.disabled
+
+
+def test_notebook_display_of_single_views(app):
+    from explorer.ui.views import SpectrumView, StatsCard
+
+    col = pn.Column(StatsCard(state=app.state), SpectrumView(state=app.state))
+    assert col.get_root() is not None
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def test_labelled_points_colours_and_datashading(rng):
+    xy = rng.normal(size=(300, 2))
+    labels = rng.integers(-1, 4, 300)
+    el = plots.labelled_points(xy, labels, title="t")
+    assert isinstance(el, hv.Points)
+    colors = plots.cluster_colors(labels)
+    assert colors["isolated"] == plots.ISOLATED_COLOR
+    assert len(set(colors.values())) == len(colors)
+    assert plots.cluster_colors(np.array([2]))["2"] == colors["2"]  # stable per label
+    _render(el)
+    big = plots.DATASHADE_ABOVE + 1
+    shaded = plots.labelled_points(rng.normal(size=(big, 2)), rng.integers(0, 3, big))
+    assert isinstance(shaded, DynamicMap)
+    _render(shaded)
+
+
+def test_valued_points_are_centred_on_zero(rng):
+    values = rng.normal(size=200) + 3.0
+    el = plots.valued_points(rng.normal(size=(200, 2)), values)
+    lo, hi = el.opts.get().kwargs["clim"]
+    assert lo == -hi == pytest.approx(-np.abs(values).max())
+    _render(el)
+
+
+def test_spy_histogram_spectrum_timings_edges_render(rng):
+    A = sp.random(200, 200, density=0.05, random_state=1, format="coo")
+    A = (A + A.T).tocoo()
+    _render(plots.spy(A.row, A.col, 200))
+    counts, edges = np.histogram(rng.integers(0, 40, 200), bins=10)
+    hist = plots.nnz_histogram(counts, edges, hypo=64)
+    assert hist.opts.get().kwargs["xlim"][1] >= 64  # the line stays in view
+    _render(hist)
+    _render(plots.spectrum(np.sort(rng.random(8)), k_used=2, k_suggested=3))
+    _render(plots.timings_bars({"graph": 0.1, "embedding": 0.2}))
+    overlay, drawn = plots.graph_edges(rng.normal(size=(200, 2)), A.row, A.col, max_edges=50)
+    assert drawn == 50 < int((A.row < A.col).sum())
+    _render(overlay)
+
+
+def test_entries_of_a_csr_exact_and_sampled(rng):
+    from explorer.ui.views import _entries
+
+    A = sp.random(300, 300, density=0.05, random_state=int(rng.integers(2**31)), format="csr")
+    rows, cols = _entries(A, A.nnz)
+    coo = A.tocoo()
+    np.testing.assert_array_equal(rows, coo.row)
+    np.testing.assert_array_equal(cols, coo.col)
+    rows, cols = _entries(A, 100)
+    assert len(rows) == 100 and len(set(zip(rows, cols, strict=True))) == 100
+    assert np.all(np.asarray(A[rows, cols]).ravel() != 0)  # every sampled pair is stored
+
+
+def test_export_download_callbacks_return_files(app):
+    _connect(app.state)
+    app.state.run()
+    data = app.export._json().read()
+    assert data.startswith(b"{") and b'"graph_stats"' in data
+    labels = np.loadtxt(io.BytesIO(app.export._labels().read()), delimiter=",", skiprows=1)
+    assert labels.shape[0] == 400
+
+
+# --------------------------------------------------------------------------- notebook
+
+
+def test_notebook_is_clean_and_its_cells_run():
+    """examples/explorer.ipynb: nbformat 4 with outputs cleared, and every code cell runs
+    (one after the other, each cell's jobs finished as a kernel's event loop would)."""
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).parents[1] / "examples" / "explorer.ipynb").read_text())
+    assert nb["nbformat"] == 4 and nb["cells"]
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
+    assert all(isinstance(c["id"], str) and c["id"] for c in nb["cells"])
+    namespace: dict = {}
+
+    async def run_cell(source):  # as IPython does, with top-level await
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        result = eval(compile(source, "<cell>", "exec", flags=flags), namespace)
+        if inspect.iscoroutine(result):
+            await result
+
+    for cell in code:
+        _act_async(lambda cell=cell: run_cell("".join(cell["source"])))
+    state = namespace["state"]
+    assert state.dataset.name == "circles" and state.dataset.n == 3000
+    assert state.result is not None and state.result.scores["spectral"]["ari"] > 0.99
+    assert namespace["app"].clusters.plot.object is not None
