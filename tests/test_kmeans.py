@@ -37,7 +37,10 @@ def test_inertia_matches_scikit_learn(n, d, k, spread, rng):
     seed = int(rng.integers(2**31))
     ours = KMeans(k, n_init=4, random_state=seed).fit(X)
     ref = SkKMeans(k, n_init=4, random_state=seed).fit(X)
-    assert abs(ours.inertia_ - ref.inertia_) <= 0.01 * ref.inertia_
+    # One-sided: both are local searches, and on some draws scikit-learn's restarts
+    # settle in a worse optimum than ours (seen: 23% higher); ours must never be the
+    # worse one by more than 1%.
+    assert ours.inertia_ <= 1.01 * ref.inertia_
     # Our inertia_ is the float64 sum of squared distances to our centres.
     direct = ((X - ours.cluster_centers_[ours.labels_]) ** 2).sum()
     assert ours.inertia_ == pytest.approx(direct, rel=1e-6)
