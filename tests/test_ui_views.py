@@ -13,17 +13,21 @@ import asyncio
 import inspect
 import io
 
-import holoviews as hv
 import numpy as np
-import panel as pn
-import param
 import pytest
 import scipy.sparse as sp
-from holoviews.core.spaces import DynamicMap
 
-import explorer
-from explorer.ui import ExplorerApp, plots
-from explorer.ui.state import ExplorerState
+# The app's packages are optional (a GPU server often has none): skip, saying why.
+pytest.importorskip("panel", reason="the views need Panel (pip install -e '.[app]')")
+
+import holoviews as hv  # noqa: E402
+import panel as pn  # noqa: E402
+import param  # noqa: E402
+from holoviews.core.spaces import DynamicMap  # noqa: E402
+
+import explorer  # noqa: E402
+from explorer.ui import ExplorerApp, plots  # noqa: E402
+from explorer.ui.state import ExplorerState  # noqa: E402
 
 hv.extension("bokeh")
 
