@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -213,6 +215,11 @@ def _from_frame(frame, path, label_column):
                 f"value(s) (first at data row {bad + 1}): empty fields, short rows or nulls; "
                 "every row needs a number in every column"
             )
+        if pd.api.types.is_complex_dtype(col):  # NumPy would drop the imaginary part
+            raise ValueError(
+                f"{path.name}: column {_col_text(name, named)} is complex ({col.dtype}); "
+                "only real numbers are allowed"
+            )
         if not (pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col)):
             text = col.astype(str).str.strip()
             numeric = text.map(_is_number).to_numpy(dtype=bool)
@@ -277,6 +284,19 @@ def _encode_labels(values, path, name):
 _MAGIC = {".npy": b"\x93NUMPY", ".npz": b"PK"}  # NumPy header; zip archive
 
 
+#: What NumPy raises on a damaged file (zip errors for .npz members read lazily).
+_UNREADABLE = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
+def _numpy_error(path, exc) -> ValueError:
+    if isinstance(exc, ValueError) and "allow_pickle" in str(exc):
+        return ValueError(
+            f"{path.name}: holds Python objects, which are not loaded (no pickle); save "
+            "a numeric array instead"
+        )
+    return ValueError(f"{path.name}: not a readable NumPy file ({exc})")
+
+
 def _load_numpy(path):
     magic = _MAGIC[path.suffix.lower()]
     with open(path, "rb") as fh:
@@ -284,15 +304,8 @@ def _load_numpy(path):
             raise ValueError(f"{path.name}: not a readable NumPy file (no {path.suffix} header)")
     try:
         return np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        if "allow_pickle" in str(exc):
-            raise ValueError(
-                f"{path.name}: holds Python objects, which are not loaded (no pickle); save "
-                "a numeric array instead"
-            ) from None
-        raise ValueError(f"{path.name}: not a readable NumPy file ({exc})") from None
-    except (OSError, EOFError) as exc:
-        raise ValueError(f"{path.name}: not a readable NumPy file ({exc})") from None
+    except _UNREADABLE as exc:
+        raise _numpy_error(path, exc) from None
 
 
 def _read_npy(path, label_column):
@@ -326,7 +339,10 @@ def _read_npy(path, label_column):
 def _read_npz(path, label_column):
     with _load_numpy(path) as archive:
         keys = list(archive.files)
-        arrays = {k: archive[k] for k in keys}
+        try:  # members are read (and can fail) only here
+            arrays = {k: archive[k] for k in keys}
+        except _UNREADABLE as exc:
+            raise _numpy_error(path, exc) from None
     if "X" in arrays or "x" in arrays:
         xkey = "X" if "X" in arrays else "x"
     else:

@@ -54,6 +54,15 @@ DEFAULT_LOBPCG_MAX_ITER = 1000
 AUTO_K_MAX = 20
 
 
+class ConvergenceError(ValueError, RuntimeError):
+    """An eigensolver gave up before finding the eigenpairs asked for.
+
+    A ValueError, because the user's settings (``max_iter``, ``tol``, the solver) are
+    what to change, and the CLI and the app report ValueErrors as messages; a
+    RuntimeError, as SciPy's ``ArpackNoConvergence`` is, for callers catching that.
+    """
+
+
 @dataclass
 class Embedding:
     """The spectral embedding of a graph and how it was computed.
@@ -183,8 +192,9 @@ def spectral_embedding(
     ValueError
         If `csr` is not square, has negative or non-finite weights, is not symmetric,
         has no edge at all, or an argument is out of range.
-    RuntimeError
-        If SciPy's Lanczos (ARPACK) does not converge within `max_iter`.
+    ConvergenceError
+        (A ValueError and a RuntimeError) if SciPy's Lanczos (ARPACK) does not
+        converge within `max_iter`.
 
     Warns
     -----
@@ -529,7 +539,7 @@ def _solve_lanczos(A, k, tol, max_iter, rng, xp):
     try:
         mu, V = sl.eigsh(counter.op, k=k, which="LA", v0=v0, tol=tol, maxiter=max_iter)
     except no_convergence as exc:
-        raise RuntimeError(
+        raise ConvergenceError(
             f"Lanczos (ARPACK) did not converge: {len(exc.eigenvalues)} of {k} eigenpairs "
             f"after {counter.vectors} matrix-vector products (max_iter={max_iter}, "
             f"tol={tol:g}); raise max_iter, loosen tol, or use solver='lobpcg'"

@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason=f"no CUDA device: {why}")
     for item in items:
-        if "gpu" in item.keywords:
+        if item.get_closest_marker("gpu") is not None:  # the marker, not any "gpu" in a name
             item.add_marker(skip)
 
 

@@ -205,16 +205,104 @@ def build_gpu(X, params: GraphParams, method: str, *, hypo_max_nnz_row=None, sp_
     Raises
     ------
     ValueError
-        Unknown method or kernel name, a bad block shape, arrays that do not fit in
-        GPU memory (with the figures), or CSR-3's spMaxNzPct overflowing (with the real
-        nnz and the percentage that would fit).
+        Unknown method or kernel name, a bad block shape, a graph estimated before the
+        build not to fit in free GPU memory (:func:`check_gpu_memory`) or arrays found
+        not to fit during it (with the figures), or CSR-3's spMaxNzPct overflowing
+        (with the real nnz and the percentage that would fit).
+    MemoryError
+        When CuPy runs out of device memory all the same during the build; the pool's
+        free blocks are released first, and the message says what to change.
     """
     if method not in _BUILDERS:
         raise ValueError(f"method={method!r} is not a GPU method; use one of {GPU_METHODS}")
-    return _BUILDERS[method](
-        X, params, hypo_max_nnz_row=hypo_max_nnz_row, sp_max_nz_pct=sp_max_nz_pct,
-        mem_use_rate=mem_use_rate, block_shapes=block_shapes, _max_chunk_rows=_max_chunk_rows,
-        _max_grid_y=_max_grid_y,
+    check_gpu_memory(X, params, method, hypo_max_nnz_row, sp_max_nz_pct)
+    try:
+        return _BUILDERS[method](
+            X, params, hypo_max_nnz_row=hypo_max_nnz_row, sp_max_nz_pct=sp_max_nz_pct,
+            mem_use_rate=mem_use_rate, block_shapes=block_shapes,
+            _max_chunk_rows=_max_chunk_rows, _max_grid_y=_max_grid_y,
+        )
+    except cupy.cuda.memory.OutOfMemoryError as exc:
+        # The build's arrays are garbage once the exception leaves the builder; give
+        # their blocks back to the device so that the next try (or other work) has them.
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+        raise MemoryError(
+            f"the GPU ran out of memory building the graph of n={X.shape[0]} points with "
+            f"method={method!r} ({params.describe()}): {exc}; lower the threshold (fewer "
+            "edges per row), subsample the data, lower hypo_max_nnz_row / sp_max_nz_pct / "
+            "mem_use_rate, or use backend='cpu'"
+        ) from None
+
+
+# ------------------------------------------------------------------ memory preflight
+
+#: Rows counted to estimate nnz before a build (:func:`check_gpu_memory`).
+PREFLIGHT_ROWS = 512
+
+#: Share of the free device memory a build may plan to use: the builders also need
+#: operands, counters and CuPy's own scratch, which the estimate leaves out.
+PREFLIGHT_FRACTION = 0.9
+
+
+def free_device_bytes() -> int:
+    """Device memory a new allocation can get: the driver's free bytes plus the free
+    blocks CuPy's pool holds."""
+    return int(cupy.cuda.runtime.memGetInfo()[0]) + int(
+        cupy.get_default_memory_pool().free_bytes())
+
+
+def estimate_gpu_bytes(n: int, nnz: float, method: str, hypo: int, sp_max_nz_pct) -> float:
+    """Bytes the largest arrays of a `method` build take: the CSR result (column and
+    value, 8 B per nonzero, and an int64 row pointer), plus CSR-2's ELLPACK arrays
+    (``n · hypo · 8`` and three int32 per row) or CSR-3's arrays sized by spMaxNzPct
+    (:func:`default_sp_max_nz_pct` rounds 1.5x the density up: at least ``1.5 nnz``)."""
+    need = 8.0 * nnz + 8.0 * (n + 1)
+    if method == "csr2":
+        need += 8.0 * n * hypo + 12.0 * n
+    elif method == "csr3":
+        capacity = 1.5 * nnz if sp_max_nz_pct is None else n * n * sp_max_nz_pct / 100.0
+        need = 8.0 * max(capacity, nnz) + 8.0 * (n + 1)
+    return need
+
+
+def check_gpu_memory(X, params: GraphParams, method: str, hypo_max_nnz_row=None,
+                     sp_max_nz_pct=None, free: int | None = None) -> None:
+    """Refuse, before building, a graph estimated not to fit in free device memory.
+
+    Skipped when even the complete graph would fit. Otherwise nnz is estimated by
+    counting :data:`PREFLIGHT_ROWS` seeded random rows (:func:`count_rows_gpu`, a small
+    fraction of a build) and :func:`estimate_gpu_bytes` is compared with `free`
+    (default :func:`free_device_bytes`) times :data:`PREFLIGHT_FRACTION`.
+
+    Raises
+    ------
+    ValueError
+        With the estimated nnz, the bytes, the free memory and what to change.
+    """
+    n, d = X.shape
+    hypo = default_hypo(d) if hypo_max_nnz_row is None else int(hypo_max_nnz_row)
+    free = free_device_bytes() if free is None else int(free)
+    budget = PREFLIGHT_FRACTION * free
+    if estimate_gpu_bytes(n, float(n) * (n - 1), method, hypo, sp_max_nz_pct) <= budget:
+        return
+    m = min(n, PREFLIGHT_ROWS)
+    rows = np.sort(np.random.default_rng(0).choice(n, m, replace=False))
+    counts, _ = count_rows_gpu(X, params, cupy.asarray(rows))
+    nnz = float(counts.mean()) * n
+    need = estimate_gpu_bytes(n, nnz, method, hypo, sp_max_nz_pct)
+    if need <= budget:
+        return
+    extra = {"csr2": f", hypo_max_nnz_row={hypo} (ELLPACK {8 * n * hypo / 2**30:.2f} GiB)",
+             "csr3": "" if sp_max_nz_pct is None else f", sp_max_nz_pct={sp_max_nz_pct:g}"}
+    raise ValueError(
+        f"graph too large for the GPU: {params.describe()} on n={n} gives an estimated "
+        f"nnz ≈ {nnz:.3g} ({nnz / n:.1f} per row, from {m} sampled rows); method={method!r}"
+        f"{extra.get(method, '')} needs about {need / 2**30:.2f} GiB but {free / 2**30:.2f} "
+        "GiB of GPU memory is free; lower the threshold, subsample the data"
+        + (", lower hypo_max_nnz_row" if method == "csr2" else "")
+        + (", lower sp_max_nz_pct" if method == "csr3" else "")
+        + ", or use graph_stats(sample_rows=...) to explore"
     )
 
 

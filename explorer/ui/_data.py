@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -226,20 +225,24 @@ class DataState(param.Parameterized):
                 f"{', '.join(UPLOAD_SUFFIXES)}",
                 generation=generation,
             )
-        # explorer.data.read takes a path: the bytes go to a private temporary file
-        # with the upload's suffix, removed as soon as it is read.
-        fd, path = tempfile.mkstemp(suffix=suffix, prefix="upload-")
+        # explorer.data.read takes a path: the bytes go to a private temporary folder
+        # under the upload's own name (so the reader's messages name the user's file,
+        # not a temporary one), removed as soon as it is read.
+        folder = Path(tempfile.mkdtemp(prefix="explorer-upload-"))
+        path = folder / Path(name).name
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content)
-            ds, options, column = DataState._read_with_labels(path, column, chosen)
+            path.write_bytes(content)
+            ds, options, column = DataState._read_with_labels(str(path), column, chosen)
             ds.name = name  # not the temporary file's name
             ds.description = f"uploaded file {name}: {ds.n} rows × {ds.d} features"
             xy, note = project_2d(ds.X)
         except Exception as exc:
-            return LoadOutcome(error=describe_error(exc, f"reading {name}"), generation=generation)
+            # Readers may quote the path they opened (pyarrow does): show the user's name.
+            text = describe_error(exc, f"reading {name}").replace(f"{folder}/", "")
+            return LoadOutcome(error=text, generation=generation)
         finally:
-            os.unlink(path)
+            path.unlink(missing_ok=True)
+            folder.rmdir()
         return LoadOutcome(
             dataset=ds, xy=xy, projection_note=note, label_options=options,
             label_column=column, from_file=True, generation=generation,

@@ -46,7 +46,7 @@ def describe_error(exc: BaseException, doing: str) -> str:
         return (f"The GPU ran out of memory while {doing}: {text}. To fit, {_OOM_ADVICE}, "
                 "or use the CPU backend.")
     if isinstance(exc, MemoryError):
-        return f"Out of memory while {doing}. To fit, {_OOM_ADVICE}."
+        return f"Out of memory while {doing}: {text}. To fit, {_OOM_ADVICE}."
     if isinstance(exc, (ValueError, TypeError, FileNotFoundError)):
         return f"Error while {doing}: {text}"
     log.error("unexpected error while %s", doing, exc_info=exc)

@@ -11,7 +11,7 @@ import asyncio
 import panel as pn
 import param
 
-from ._jobs import EXECUTOR, LatestOnly
+from ._jobs import RUN_EXECUTOR, LatestOnly
 from .controls import DataControls, GraphControls, RunControls
 from .state import ExplorerState
 from .views import (
@@ -46,9 +46,10 @@ class ExplorerApp(pn.viewable.Viewer):
 
     Notes
     -----
-    Concurrency. Loading, statistics and runs execute on worker threads
-    (:data:`explorer.ui._jobs.EXECUTOR`, shared by the sessions of a server), never
-    on the event loop. Loads and statistics are "latest wins": at most one of each
+    Concurrency. Loading and statistics execute on worker threads
+    (:data:`explorer.ui._jobs.EXECUTOR`, shared by the sessions of a server), runs on
+    a pool of their own (:data:`explorer.ui._jobs.RUN_EXECUTOR`), never on the event
+    loop. Loads and statistics are "latest wins": at most one of each
     kind is in flight per session, and requests made meanwhile (a slider being
     dragged) collapse into one more job with the latest parameters. Statistics
     arrive in two steps: nonzeros per row first, then the connected components. A run disables
@@ -147,7 +148,7 @@ class ExplorerApp(pn.viewable.Viewer):
         except (ValueError, RuntimeError) as exc:
             self.state.run_state.error = str(exc)
             return
-        outcome = await asyncio.get_running_loop().run_in_executor(EXECUTOR, job)
+        outcome = await asyncio.get_running_loop().run_in_executor(RUN_EXECUTOR, job)
         self.state.apply_run(outcome)
 
     # -- layouts -----------------------------------------------------------------------

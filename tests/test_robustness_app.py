@@ -1,0 +1,263 @@
+"""The app's answers to bad input, checked on its state (``explorer.ui.state``, no browser).
+
+Two layers answer. The state's parameters carry bounds: a widget (or a notebook) cannot
+set σ <= 0, k < 1 and the like; ``param`` refuses with a ValueError naming the
+parameter. What only the library can judge (a threshold out of range for the metric,
+a GPU that is not there, k above the points that have edges, a malformed upload, a
+memory failure) comes back from the job as a message in the state's ``error`` fields,
+the last good data and result stay, and the next job runs normally.
+
+``python tests/test_robustness_app.py`` prints the app rows of docs/robustness.md.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import explorer
+from explorer._backend import gpu_status
+from explorer.ui.state import ExplorerState
+
+NO_GPU = not gpu_status()[0]
+
+
+@pytest.fixture
+def state():
+    s = ExplorerState()
+    s.data.n_samples = 200
+    assert s.load()
+    return s
+
+
+# ------------------------------------------------ parameters the widgets cannot set
+
+#: (part of the state, parameter, bad value, regex of param's message)
+BOUNDS = [
+    ("graph", "sigma", 0.0, r"'GraphState.sigma' must be greater than 0, not 0.0"),
+    ("graph", "sigma", -1.0, r"'GraphState.sigma' must be greater than 0, not -1.0"),
+    ("graph", "threshold_sqdist", 0.0, r"'GraphState.threshold_sqdist' must be greater than 0"),
+    ("graph", "threshold_sim", 1.0, r"'GraphState.threshold_sim' must be less than 1, not 1.0"),
+    ("graph", "threshold_sim", -1.5, r"'GraphState.threshold_sim' must be at least -1"),
+    ("graph", "hypo_max_nnz_row", 0, r"'GraphState.hypo_max_nnz_row' must be at least 1, not 0"),
+    ("graph", "sp_max_nz_pct", 101.0, r"'GraphState.sp_max_nz_pct' must be at most 100"),
+    ("graph", "sp_max_nz_pct", 0.0, r"'GraphState.sp_max_nz_pct' must be greater than 0"),
+    ("graph", "mem_use_rate", 0.0, r"'GraphState.mem_use_rate' must be greater than 0"),
+    ("graph", "mem_use_rate", 1.5, r"'GraphState.mem_use_rate' must be at most 1"),
+    ("graph", "metric", "euclidean", r"'GraphState.metric' does not accept 'euclidean'"),
+    ("graph", "backend", "tpu", r"'GraphState.backend' does not accept 'tpu'"),
+    ("graph", "method", "fastest", r"'GraphState.method' does not accept 'fastest'"),
+    ("run_state", "n_clusters", 0, r"'RunState.n_clusters' must be at least 1, not 0"),
+    ("run_state", "eigen_tol", 0.0, r"'RunState.eigen_tol' must be greater than 0"),
+    ("run_state", "n_init", 0, r"'RunState.n_init' must be at least 1, not 0"),
+    ("data", "n_samples", 1, r"'DataState.n_samples' must be at least 2, not 1"),
+    ("data", "noise", -0.1, r"'DataState.noise' must be at least 0"),
+]
+if NO_GPU:  # without a device the method list has no GPU builder
+    BOUNDS.append(("graph", "method", "csr2", r"'GraphState.method' does not accept 'csr2'"))
+
+
+@pytest.mark.parametrize("part, name, value, match", BOUNDS,
+                         ids=[f"{p}.{n}={v!r}" for p, n, v, _ in BOUNDS])
+def test_parameters_refuse_values_out_of_bounds(state, part, name, value, match):
+    obj = getattr(state, part)
+    before = getattr(obj, name)
+    with pytest.raises(ValueError, match=match):
+        setattr(obj, name, value)
+    assert getattr(obj, name) == before  # nothing changed
+
+
+# ----------------------------------------------- what the library judges, as messages
+
+
+def _upload(state, name, content: bytes) -> str:
+    state.data.set_file(name, content)
+    assert not state.load()
+    return state.data.error
+
+
+#: (upload name, content, regex of the message). The file named in the library's part
+#: of the message is the uploaded file's own name.
+UPLOADS = [
+    ("ragged.csv", b"1,2\n3,4\n5,6,7\n",
+     r"^Error while reading ragged.csv: \S+: ragged rows \(Expected 2 fields in line 3"),
+    ("text.csv", b"a,b\n1,x\n2,3\nz,5\n", r"^Error while reading text.csv: \S+: column '\w' is "
+     r"not numeric"),
+    ("nan.csv", b"1,2\nnan,3\n4,5\n", r"^Error while reading nan.csv: .*non-finite value"),
+    ("empty.csv", b"", r"^Error while reading empty.csv: \S+: the file is empty"),
+    ("one-row.csv", b"1,2,3\n", r"^Error while reading one-row.csv: \S+ has n=1 samples"),
+    ("garbage.npy", bytes(range(256)), r"^Error while reading garbage.npy: \S+: not a readable "
+     r"NumPy file"),
+    ("garbage.parquet", b"PAR1" + bytes(64), r"^Error while reading garbage.parquet: \S+: not a "
+     r"readable Parquet file"),
+    ("data.xlsx", b"PK\x03\x04", r"^data.xlsx: unknown file type '.xlsx'; allowed: .csv"),
+]
+
+
+@pytest.mark.parametrize("name, content, match", UPLOADS, ids=[u[0] for u in UPLOADS])
+def test_a_bad_upload_is_a_message_and_the_data_stays(state, name, content, match):
+    before = state.dataset
+    text = _upload(state, name, content)
+    assert re.search(match, text), text
+    assert "Traceback" not in text and "Unexpected" not in text
+    assert state.dataset is before
+    state.data.source = "built-in"  # the next load works
+    assert state.load() and state.data.error == ""
+
+
+def test_upload_messages_name_the_uploaded_file_only(state):
+    for name, content, _ in UPLOADS[:-1]:
+        text = _upload(state, name, content)
+        assert "upload-" not in text and "/tmp" not in text, text
+
+
+def _stats_error(state, **graph) -> str:
+    state.graph.param.update(**graph)
+    assert not state.refresh_stats()
+    return state.graph.stats_error
+
+
+def _run_error(state, **settings) -> str:
+    state.run_state.param.update(**settings)
+    outcome = state.run()
+    assert outcome.result is None
+    assert not state.run_state.running  # the slot is released: Run comes back
+    return state.run_state.error
+
+
+def test_a_similarity_threshold_out_of_range_for_gaussian(state):
+    text = _stats_error(state, metric="gaussian", threshold_kind="sim", threshold_sim=-0.5)
+    assert re.search(r"computing graph statistics: threshold_sim=-0.5 is out of range; "
+                     r"allowed: \(0.0, 1.0\)", text), text
+    assert state.graph.stats is None
+    state.graph.threshold_sim = 0.5
+    assert state.refresh_stats() and state.graph.stats_error == ""
+
+
+@pytest.mark.skipif(not NO_GPU, reason="a GPU answers here")
+def test_asking_for_a_device_where_there_is_none(state):
+    text = _stats_error(state, backend="gpu")
+    assert "backend='gpu' was asked for but no GPU can be used" in text, text
+    assert "backend='gpu' was asked for" in _run_error(state)
+
+
+def test_a_run_without_any_edge(state):
+    state.graph.threshold_sqdist = 1e-9  # isolates every point
+    text = _run_error(state, n_clusters=2)
+    assert re.search(r"every one of the n=200 points is isolated \(no edges\): raise the "
+                     r"threshold", text), text
+
+
+def test_k_above_the_points_with_edges(state):
+    for t in (1e-4, 3e-5, 1e-5, 3e-6, 1e-6):  # a threshold that leaves few points with edges
+        stats = explorer.graph_stats(state.dataset.X, metric="uniform", threshold_sqdist=t,
+                                     backend="cpu", components=False)
+        kept = stats.n - stats.n_isolated
+        if 0 < kept < 64:
+            break
+    assert 0 < kept < 64
+    state.graph.param.update(metric="uniform", threshold_kind="sqdist", threshold_sqdist=t)
+    text = _run_error(state, n_clusters=kept + 1, auto_k=False)
+    assert re.search(rf"n_clusters={kept + 1} is more than the {kept} points that have "
+                     r"neighbours; lower k or raise the threshold", text), text
+
+
+def test_eigensolver_that_does_not_converge_is_a_message(state):
+    text = _run_error(state, eigen_solver="lanczos", eigen_max_iter=1, n_clusters=2)
+    assert re.search(r"Error while the embedding stage: Lanczos \(ARPACK\) did not converge",
+                     text), text
+
+
+@pytest.mark.parametrize("error, match", [
+    (MemoryError("cannot allocate 80 GiB"), r"Out of memory while the graph stage: cannot "
+     r"allocate 80 GiB\. To fit, lower the threshold"),
+    (type("OutOfMemoryError", (Exception,), {})("out of memory allocating 8,000,000,000 bytes"),
+     r"The GPU ran out of memory while the graph stage: out of memory allocating"),
+], ids=["host-memory", "device-memory"])
+def test_out_of_memory_during_a_run_is_a_message_and_the_app_recovers(state, monkeypatch,
+                                                                        error, match):
+    state.run()
+    good = state.result
+    real = explorer.build_graph
+
+    def fail(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(explorer, "build_graph", fail)
+    text = _run_error(state)
+    assert re.search(match, text), text
+    assert state.result is good  # the last result stays on screen
+    monkeypatch.setattr(explorer, "build_graph", real)
+    assert state.run().result is not None and state.run_state.error == ""
+
+
+def test_a_second_run_while_one_is_in_flight_is_refused(state):
+    job = state.prepare_run()
+    with pytest.raises(RuntimeError, match="a run is already in progress"):
+        state.prepare_run()
+    state.apply_run(job())
+    assert state.result is not None and not state.run_state.running
+
+
+def test_nothing_before_data():
+    s = ExplorerState()
+    with pytest.raises(ValueError, match="no data loaded yet"):
+        s.prepare_stats()
+    with pytest.raises(ValueError, match="no data loaded yet"):
+        s.prepare_run()
+
+
+def test_file_source_without_an_upload():
+    s = ExplorerState()
+    s.data.source = "file"
+    with pytest.raises(ValueError, match="source='file' but no file was uploaded"):
+        s.data.prepare_load()
+
+
+# ------------------------------------------------------------- rows of the docs table
+
+
+def _rows():
+    s = ExplorerState()
+    s.data.n_samples = 200
+    s.load()
+    for part, name, value, _ in BOUNDS:
+        try:
+            setattr(getattr(s, part), name, value)
+            yield f"set {part}.{name} = {value!r}", "(no error)"
+        except ValueError as exc:
+            yield f"set {part}.{name} = {value!r}", f"ValueError: {exc}"
+    for name, content, _ in UPLOADS:
+        s.data.set_file(name, content)
+        s.load()
+        yield f"upload `{name}`", s.data.error
+    s.data.source = "built-in"
+    s.load()
+    s.graph.param.update(threshold_kind="sim", threshold_sim=-0.5)
+    s.refresh_stats()
+    yield "gaussian threshold_sim = -0.5 (stats)", s.graph.stats_error
+    s.graph.param.update(threshold_kind="sqdist")
+    if NO_GPU:
+        s.graph.backend = "gpu"
+        s.refresh_stats()
+        yield "backend gpu without a GPU (stats)", s.graph.stats_error
+        s.graph.backend = "auto"
+    s.graph.threshold_sqdist = 1e-9
+    s.run()
+    yield "Run with no edge at all", s.run_state.error
+    s.graph.threshold_sqdist = 1e-5
+    s.run_state.param.update(n_clusters=64)
+    s.run()
+    yield "Run with k = 64 above the points with edges (threshold 1e-5)", s.run_state.error
+    s.graph.threshold_sqdist = 0.01
+    s.run_state.param.update(n_clusters=2, eigen_solver="lanczos", eigen_max_iter=1)
+    s.run()
+    yield "Run, Lanczos with max_iter 1", s.run_state.error
+
+
+if __name__ == "__main__":
+    rows = list(_rows())
+    for bad, text in rows:
+        print(f"| app | state | {bad} | {' '.join(text.split()).replace('|', chr(92) + '|')} |")
+    print(f"<!-- {len(rows)} app rows -->")

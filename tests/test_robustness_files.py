@@ -1,0 +1,292 @@
+"""Malformed CSV, NPY, NPZ and Parquet files: ``explorer.data.read`` either returns a
+finite float32 n×d matrix (n >= 2, d >= 1) or raises ValueError/TypeError whose message
+names the file and the problem, never another exception.
+
+Files are drawn with hypothesis: ragged rows, text columns, NaN/inf, empty fields, empty
+files, one row, header typos, wrong label columns, odd dtypes and shapes, truncated files
+and binary garbage.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from explorer import data as datasets
+
+HYPOTHESIS = settings(max_examples=50, deadline=None,
+                      suppress_health_check=[HealthCheck.too_slow])
+
+NAMES = ["x", "y", "z", "label", "class", "target"]
+
+CELLS = st.one_of(
+    st.floats(-1e3, 1e3, allow_nan=False).map(lambda v: f"{v:.4g}"),
+    st.integers(-50, 50).map(str),
+    st.sampled_from(["", "nan", "NaN", "inf", "-inf", "abc", "NA", "1e400", "0x10", " 3 ",
+                     "1,5", '"2"', "#4", "true"]),
+)
+
+LABELS = st.one_of(st.none(), st.integers(-5, 5), st.sampled_from(NAMES),
+                   st.sampled_from(["lable", "Class", "targte", "0", "-1", "7", ""]))
+
+
+def _typo(name: str, how: int) -> str:
+    if how == 0 or len(name) < 2:
+        return name
+    if how == 1:
+        return name[::-1]
+    if how == 2:
+        return name.upper()
+    return name[1:] + " "
+
+
+@st.composite
+def csv_texts(draw):
+    n_rows = draw(st.integers(0, 6))
+    width = draw(st.integers(1, 4))
+    rows = []
+    for _ in range(n_rows):
+        w = width + draw(st.sampled_from([0, 0, 0, -1, 1]))  # now and then ragged
+        rows.append([draw(CELLS) for _ in range(max(w, 0))])
+    delimiter = draw(st.sampled_from([",", ";", "\t", " "]))
+    lines = [delimiter.join(r) for r in rows]
+    if draw(st.booleans()):  # a header, maybe with typos and a missing or extra name
+        names = [_typo(draw(st.sampled_from(NAMES)), draw(st.integers(0, 3)))
+                 for _ in range(width + draw(st.sampled_from([0, 0, -1, 1])))]
+        lines.insert(0, delimiter.join(names))
+    if draw(st.booleans()):
+        lines.insert(draw(st.integers(0, len(lines))), "# a comment")
+    if draw(st.booleans()):
+        lines.insert(draw(st.integers(0, len(lines))), "")
+    return "\n".join(lines) + draw(st.sampled_from(["", "\n", "\r\n"]))
+
+
+ARRAY_DTYPES = ["float32", "float64", "int16", "uint8", "bool", "complex64", "float16",
+                "<U3", "S2", "datetime64[s]", "object"]
+
+
+@st.composite
+def arrays(draw):
+    shape = tuple(draw(st.lists(st.integers(0, 4), min_size=0, max_size=3)))
+    dtype = draw(st.sampled_from(ARRAY_DTYPES))
+    seed = draw(st.integers(0, 2**16))
+    a = np.random.default_rng(seed).standard_normal(shape) * 10
+    poison = draw(st.sampled_from([None, np.nan, np.inf, -np.inf]))
+    if poison is not None and a.size:
+        a.flat[seed % a.size] = poison
+    if dtype == "object":
+        return np.array(a.tolist() if a.ndim else a.item(), dtype=object)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return a.astype(dtype)
+
+
+def _structured(draw):
+    n = draw(st.integers(0, 4))
+    fields = draw(st.lists(st.sampled_from([("a", "f4"), ("b", "i4"), ("label", "U3"),
+                                            ("c", "c8"), ("d", "f8")]),
+                           min_size=1, max_size=4, unique_by=lambda f: f[0]))
+    rec = np.zeros(n, dtype=fields)
+    for name, kind in fields:
+        if kind == "U3":
+            rec[name] = [draw(st.sampled_from(["p", "q", ""])) for _ in range(n)]
+        else:
+            rec[name] = np.arange(n)
+    return rec
+
+
+def _npy_bytes(a, allow_pickle: bool) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=allow_pickle)
+    return buf.getvalue()
+
+
+@st.composite
+def npy_files(draw):
+    kind = draw(st.sampled_from(["array", "array", "structured", "truncated", "garbage"]))
+    if kind == "garbage":
+        return draw(st.binary(min_size=0, max_size=300))
+    a = _structured(draw) if kind == "structured" else draw(arrays())
+    content = _npy_bytes(a, allow_pickle=a.dtype == object)
+    if kind == "truncated":
+        return content[: draw(st.integers(0, max(len(content) - 1, 0)))]
+    return content
+
+
+@st.composite
+def npz_files(draw):
+    if draw(st.integers(0, 5)) == 0:
+        return draw(st.binary(min_size=0, max_size=300))
+    keys = draw(st.lists(st.sampled_from(["X", "x", "y", "labels", "data", "extra"]),
+                         min_size=0, max_size=3, unique=True))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for key in keys:
+            a = draw(arrays())
+            zf.writestr(f"{key}.npy", _npy_bytes(a, allow_pickle=a.dtype == object))
+    content = buf.getvalue()
+    if draw(st.integers(0, 4)) == 0:
+        return content[: draw(st.integers(0, max(len(content) - 1, 0)))]
+    return content
+
+
+@st.composite
+def parquet_files(draw):
+    if draw(st.integers(0, 5)) == 0:
+        return draw(st.binary(min_size=0, max_size=300))
+    n = draw(st.integers(0, 5))
+    columns = {}
+    for name in draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=4, unique=True)):
+        kind = draw(st.sampled_from(["float", "int", "text", "nan", "bool", "mixed"]))
+        if kind == "float":
+            columns[name] = np.linspace(0, 1, n)
+        elif kind == "int":
+            columns[name] = np.arange(n)
+        elif kind == "text":
+            columns[name] = [draw(st.sampled_from(["a", "b", "3"])) for _ in range(n)]
+        elif kind == "nan":
+            columns[name] = [draw(st.sampled_from([1.0, np.nan, np.inf])) for _ in range(n)]
+        elif kind == "bool":
+            columns[name] = [bool(i % 2) for i in range(n)]
+        else:
+            columns[name] = pd.array([draw(st.sampled_from([1, None])) for _ in range(n)],
+                                     dtype="Int64")
+    buf = io.BytesIO()
+    pd.DataFrame(columns).to_parquet(buf)
+    content = buf.getvalue()
+    if draw(st.integers(0, 4)) == 0:
+        return content[: draw(st.integers(0, max(len(content) - 1, 0)))]
+    return content
+
+
+def _check_read(name: str, content, label_column) -> None:
+    """The property: a valid data set, or ValueError/TypeError naming the file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        if isinstance(content, str):
+            path.write_text(content, encoding="utf-8")
+        else:
+            path.write_bytes(content)
+        try:
+            ds = datasets.read(path, label_column=label_column)
+        except (ValueError, TypeError) as exc:
+            text = str(exc)
+            # The one error that need not name the file: a label_column of a wrong type.
+            named = name in text or (isinstance(exc, TypeError) and "label_column" in text)
+            assert named, f"the message does not name the file: {text}"
+            assert len(text) > len(name) + 10, f"the message says no more than the name: {text}"
+            return
+    assert ds.X.dtype == np.float32 and ds.X.ndim == 2
+    assert ds.n >= 2 and ds.d >= 1 and np.isfinite(ds.X).all()
+    if ds.y is not None:
+        assert ds.y.shape == (ds.n,) and ds.y.min() >= 0
+
+
+@HYPOTHESIS
+@given(text=csv_texts(), label_column=LABELS,
+       suffix=st.sampled_from([".csv", ".tsv", ".txt"]))
+def test_malformed_text_files(text, label_column, suffix):
+    _check_read("drawn" + suffix, text, label_column)
+
+
+@HYPOTHESIS
+@given(content=npy_files(), label_column=LABELS)
+def test_malformed_npy_files(content, label_column):
+    _check_read("drawn.npy", content, label_column)
+
+
+@HYPOTHESIS
+@given(content=npz_files(), label_column=LABELS)
+def test_malformed_npz_files(content, label_column):
+    _check_read("drawn.npz", content, label_column)
+
+
+@HYPOTHESIS
+@given(content=parquet_files(), label_column=LABELS)
+def test_malformed_parquet_files(content, label_column):
+    _check_read("drawn.parquet", content, label_column)
+
+
+@HYPOTHESIS
+@given(content=st.binary(min_size=1, max_size=400),
+       suffix=st.sampled_from([".csv", ".npy", ".npz", ".parquet", ".pq", ".tsv"]))
+def test_binary_garbage(content, suffix):
+    _check_read("garbage" + suffix, content, None)
+
+
+#: Files whose exact message is part of the contract (docs/robustness.md lists them).
+NAMED = [
+    ("empty.csv", "", None, r"empty.csv: the file is empty"),
+    ("one-row.csv", "1,2,3\n", None, r"one-row.csv has n=1 samples"),
+    ("comments.csv", "# only\n# comments\n", None,
+     r"comments.csv: no data rows \(only blank or comment lines\)"),
+    ("ragged.csv", "1,2\n3,4\n5,6,7\n", None, r"ragged.csv: ragged rows"),
+    ("text.csv", "a,b\n1,x\n2,3\n", None, r"text.csv: column 'b' is not numeric"),
+    ("nan.csv", "1,2\nnan,3\n", None, r"nan.csv contains 1 non-finite value"),
+    ("missing.csv", "a,b\n1,\n2,3\n", None, r"missing.csv: column 'b' has 1 missing value"),
+    ("typo.csv", "x,y,lable\n1,2,a\n3,4,b\n", "label", r"typo.csv: label_column='label' is not "
+     r"a column; column names: 'x', 'y', 'lable'"),
+    ("wide.csv", "1,2\n3,4\n", 2, r"wide.csv: label_column=2 is out of range; the file has 2"),
+    ("only-label.csv", "c\na\nb\n", 0, r"only-label.csv: no feature columns besides the label"),
+    ("latin1.csv", "a,b\n1,\xe9\n".encode("latin-1"), None, r"latin1.csv: not a UTF-8 text file"),
+    ("three-d.npy", _npy_bytes(np.zeros((2, 2, 2)), False), None,
+     r"three-d.npy: needs a 2-D array .* got a 3-D array of shape \(2, 2, 2\)"),
+    ("complex.npy", _npy_bytes(np.ones((3, 2), complex), False), None,
+     r"complex.npy must be real-valued; got dtype complex128"),
+    ("strings.npy", _npy_bytes(np.array([["a", "b"], ["c", "d"]]), False), None,
+     r"strings.npy must be numeric; got dtype <U1"),
+    ("complex-field.npy", _npy_bytes(np.zeros(3, dtype=[("a", "f4"), ("c", "c8")]), False),
+     None, r"complex-field.npy: column 'c' is complex \(complex64\); only real numbers"),
+    ("pickle.npy", _npy_bytes(np.array([None, 1], dtype=object), True), None,
+     r"pickle.npy: holds Python objects, which are not loaded \(no pickle\)"),
+    ("garbage.npy", b"\x93NUMPY\x01\x00garbage", None, r"garbage.npy: not a readable NumPy file"),
+    ("no-header.npy", b"just text", None, r"no-header.npy: not a readable NumPy file \(no .npy"),
+    ("garbage.parquet", b"PAR1garbagePAR1", None, r"garbage.parquet: not a readable Parquet"),
+]
+
+
+@pytest.mark.parametrize("name, content, label_column, match", NAMED, ids=[c[0] for c in NAMED])
+def test_named_malformed_files(tmp_path, name, content, label_column, match):
+    path = tmp_path / name
+    if isinstance(content, str):
+        path.write_text(content)
+    else:
+        path.write_bytes(content)
+    with pytest.raises((ValueError, TypeError)) as info:
+        datasets.read(path, label_column=label_column)
+    # dtype problems are TypeErrors (check_data's), everything else ValueErrors
+    wanted = TypeError if re.search(r"must be (numeric|real-valued)", match) else ValueError
+    assert type(info.value) is wanted, repr(info.value)
+    assert re.search(match, str(info.value)), str(info.value)
+
+
+def message(name, content, label_column) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        if isinstance(content, str):
+            path.write_text(content)
+        else:
+            path.write_bytes(content)
+        try:
+            datasets.read(path, label_column=label_column)
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+    return "(no error)"
+
+
+if __name__ == "__main__":  # the file rows of docs/robustness.md
+    for name, content, label_column, _ in NAMED:
+        shown = content if isinstance(content, str) else repr(content[:24])
+        shown = shown.replace("\n", "⏎") if isinstance(content, str) else shown
+        text = " ".join(message(name, content, label_column).split()).replace("|", "\\|")
+        arg = "" if label_column is None else f", label_column={label_column!r}"
+        print(f"| library | `data.read('{name}'{arg})` | `{shown}` | {text} |")
+    print(f"<!-- {len(NAMED)} file rows -->")
