@@ -45,7 +45,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         ``"bruteforce"``, ``"kdtree"`` on the CPU; see :func:`explorer.build_graph`).
     hypo_max_nnz_row, sp_max_nz_pct, mem_use_rate
         CSR-2 and CSR-3 parameters of the core paper, passed to the builder.
-    eigen_solver : {"auto", "dense", "lanczos", "lobpcg"}, default "auto"
+    eigen_solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev"}, default "auto"
     eigen_tol : float, optional
         Residual tolerance of the iterative eigensolvers (default 1e-5).
     eigen_max_iter : int, optional

@@ -1,0 +1,382 @@
+"""Chebyshev-filtered subspace iteration for the top of a normalised adjacency spectrum.
+
+DOCSTRING TO BE WRITTEN
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from ._backend import array_module, sparse_module, to_numpy
+from ._validation import check_choice, check_float, check_int
+
+#: Default stopping tolerance on the residual norm ||A v - θ v|| of each wanted unit
+#: Ritz vector (see the module docstring for what it buys a clustering).
+DEFAULT_TOL = 1e-4
+
+#: Default budget of block products with A (filter steps and Rayleigh-Ritz products).
+DEFAULT_MAX_ITER = 10_000
+
+#: Default largest filter degree: block products between two convergence checks.
+DEFAULT_DEGREE = 128
+
+#: The spectrum of A = D^-1/2 S D^-1/2 lies in [-1, 1] for any non-negative symmetric S.
+SPECTRUM = (-1.0, 1.0)
+
+#: The largest factor by which one filter may separate two directions of the block:
+#: it bounds the condition number of the filtered block, which the Rayleigh-Ritz step
+#: must still resolve in the working precision (see ``_growth``).
+_GROWTH = {np.dtype(np.float32): 1e2, np.dtype(np.float64): 1e2}
+
+#: Relative size (squared singular value) below which a direction of the filtered
+#: block is rounding noise and is dropped (and replaced by a fresh random vector).
+_DROP = {np.dtype(np.float32): 1e-10, np.dtype(np.float64): 1e-13}
+
+#: Below this, residual norms estimated from the Gram matrices (q^T K q - θ², a
+#: difference of numbers near 1 in float64) are rounding noise; the loop then measures
+#: the residuals of the Ritz vectors directly (two n×k products and a norm, on the
+#: device).
+ESTIMATE_FLOOR = 1e-6
+
+#: float32 vectors resolve residual norms down to about 2e-7 (their rounding, and A's
+#: when A is float64); ``dtype=None`` takes float64 on the GPU for tighter tolerances.
+FLOAT32_MIN_TOL = 1e-6
+
+LAYOUTS = ("row", "col")
+
+
+def chebyshev_subspace(
+    A,
+    k,
+    *,
+    block=None,
+    degree=None,
+    tol=DEFAULT_TOL,
+    max_iter=None,
+    random_state=None,
+    v0=None,
+    dtype=None,
+    layout="row",
+    callback=None,
+):
+    """The k largest eigenpairs of a normalised adjacency matrix by Chebyshev-filtered
+    subspace iteration.
+
+    Parameters
+    ----------
+    A : scipy.sparse or cupyx.scipy.sparse matrix of shape (n, n)
+        Symmetric, with its spectrum in [-1, 1] (true of every D^-1/2 S D^-1/2 with
+        S >= 0 symmetric). float32 or float64; a CuPy matrix keeps the work on its GPU.
+    k : int
+        Number of eigenpairs, 1 <= k < n.
+    block : int, optional
+        Vectors in the iterated block, k <= block <= n; default ``k + max(4, k // 2)``.
+    degree : int, optional
+        Largest degree of one Chebyshev filter (block products with A between two
+        convergence checks), >= 1; default :data:`DEFAULT_DEGREE`.
+    tol : float, default :data:`DEFAULT_TOL`
+        Stop when every one of the k wanted Ritz pairs has ``||A v - θ v|| <= tol``
+        (v of unit length; ||A|| <= 1, so this is also relative).
+    max_iter : int, optional
+        Budget of block products with A, >= 1; default :data:`DEFAULT_MAX_ITER`.
+    random_state : int, numpy.random.RandomState or None
+        Seeds the random starting block (drawn on A's device).
+    v0 : array of shape (n,) or (n, j), j <= block, optional
+        Starting vectors (NumPy or CuPy), placed first in the block; the rest is
+        random. A known eigenvector (D^1/2 1 for eigenvalue 1) or a previous solution
+        saves iterations.
+    dtype : {None, "float32", "float64"}
+        Working precision of the iteration; default float32 on the GPU and float64 on
+        the CPU. The final Rayleigh-Ritz step and the residuals are float64 always.
+    layout : {"row", "col"}, default "row"
+        GPU only: storage order of the block handed to cuSPARSE SpMM (see Notes).
+    callback : callable, optional
+        Called once per outer iteration as ``callback(products, ritz_values,
+        residual_norms)`` with NumPy arrays (the residuals of the wanted Ritz pairs,
+        estimated in the working precision).
+
+    Returns
+    -------
+    eigenvalues : numpy.ndarray of shape (k,)
+        The k largest eigenvalues μ of A, descending.
+    V : ndarray of shape (n, k), float64
+        Orthonormal eigenvectors, column i for ``eigenvalues[i]``; NumPy or CuPy like A.
+    iterations : int
+        Block products with A in the iteration (the final float64 check adds one).
+    residual_norms : numpy.ndarray of shape (k,)
+        ``||A v - μ v||`` of each column, recomputed in float64.
+    """
+    xp = array_module(A)
+    sp = sparse_module(xp)
+    if not sp.issparse(A):
+        raise TypeError(
+            "A must be a scipy.sparse or cupyx.scipy.sparse matrix; "
+            f"got {type(A).__module__}.{type(A).__name__}"
+        )
+    if len(A.shape) != 2 or A.shape[0] != A.shape[1] or A.shape[0] < 2:
+        raise ValueError(f"A must be a square n×n matrix with n >= 2; got shape {A.shape}")
+    if A.dtype not in (np.float32, np.float64):
+        raise TypeError(f"A must have dtype float32 or float64; got {A.dtype}")
+    n = A.shape[0]
+    k = check_int(k, "k", low=1, high=n - 1)
+    block = check_int(block, "block", low=k, high=n, allow_none=True)
+    if block is None:
+        block = min(n, max(8, k + max(4, k // 2)))
+    degree = check_int(degree, "degree", low=1, allow_none=True) or DEFAULT_DEGREE
+    tol = check_float(tol, "tol", low=0.0, low_inclusive=False)
+    max_iter = check_int(max_iter, "max_iter", low=1, allow_none=True) or DEFAULT_MAX_ITER
+    check_choice(layout, "layout", LAYOUTS)
+    if dtype is None:
+        work = np.dtype(np.float32 if xp is not np and tol >= FLOAT32_MIN_TOL else np.float64)
+    else:
+        check_choice(str(np.dtype(dtype)), "dtype", ("float32", "float64"))
+        work = np.dtype(dtype)
+        if work == np.float32 and tol < FLOAT32_MIN_TOL:
+            raise ValueError(
+                f"tol={tol:g} is below what dtype='float32' resolves (about 2e-7); use "
+                f"tol >= {FLOAT32_MIN_TOL:g} or dtype='float64'"
+            )
+    rng = check_random_state(random_state)
+
+    ops = _Block(A.tocsr(), xp, work, layout, rng.randint(2**31 - 1))
+    Y = ops.random(n, block)
+    if v0 is not None:
+        v0 = _check_v0(v0, n, block, xp)
+        Y[:, : v0.shape[1]] = v0
+    AY = ops.product(Y)
+    products, p, last = 1, 0, math.inf
+    while True:
+        theta, Q, res = _rayleigh_ritz(to_numpy(ops.gram(Y, AY)), block, k, _DROP[work])
+        if res.shape[0] == k and float(res.max()) <= max(tol, ESTIMATE_FLOOR):
+            res = ops.residuals(Y, AY, Q[:, :k], theta[:k])
+        if callback is not None:
+            callback(products, theta, res)
+        worst = float(res.max()) if res.shape[0] == k else math.inf
+        if worst <= tol or products >= max_iter:
+            break
+        cut = _cut(float(theta[-1]))
+        p = min(_degree(cut, degree, _GROWTH[work]), _steps_to(tol, worst, last, p))
+        p = max(1, min(p, max_iter - products - 1))
+        Y = ops.filter(ops.rotate(Y, Q, block), p, cut)
+        AY = ops.product(Y)
+        products += p + 1
+        last = worst
+
+    mu, V, residuals = ops.final(ops.rotate(Y, Q, Q.shape[1]), k)
+    return mu, V, products, residuals
+
+
+def _check_v0(v0, n, block, xp):
+    v0 = xp.asarray(v0)
+    if v0.ndim == 1:
+        v0 = v0[:, None]
+    if v0.ndim != 2 or v0.shape[0] != n or not 1 <= v0.shape[1] <= block:
+        raise ValueError(f"v0 must have shape (n,) or (n, j) with n={n}, 1 <= j <= block={block}; "
+                         f"got {tuple(v0.shape)}")
+    if not bool(xp.isfinite(v0).all()):
+        raise ValueError("v0 contains non-finite values (NaN or inf)")
+    return v0
+
+
+def _cut(smallest_ritz_value):
+    """Upper end of the damped interval [low, cut]: the smallest Ritz value of the block
+    (every direction the block holds is amplified), kept strictly inside the spectrum's
+    bounds so that the interval has a length and the top lies at or above it."""
+    low, high = SPECTRUM
+    return min(max(smallest_ritz_value, low + 1e-3 * (high - low)), high)
+
+
+def _degree(cut, largest, growth):
+    """Filter degree: the largest at most `largest` whose amplification of the top of
+    the spectrum over `cut` stays within `growth` (T_p(t0) <= growth)."""
+    low, high = SPECTRUM
+    t0 = (2.0 * high - cut - low) / (cut - low)
+    if t0 <= 1.0:
+        return largest
+    return max(1, min(largest, math.floor(math.acosh(growth) / math.acosh(t0))))
+
+
+def _steps_to(tol, now, before, p):
+    """Filter degree expected to take the residual from `now` down to `tol`.
+
+    A degree-p filter divides the unwanted components by about cosh(p φ) (the growth
+    of T_p just outside its interval); φ is read off the decay the previous filter
+    (degree `p`, from `before` to `now`) achieved. Unbounded without such history.
+    Used only to shorten the last filter of a solve, with a 20 % margin.
+    """
+    if not (p and math.isfinite(before) and now < before):
+        return math.inf
+    phi = math.acosh(before / now) / p
+    return math.ceil(1.2 * math.acosh(max(now / tol, 1.0)) / phi) + 1
+
+
+def _rayleigh_ritz(M, b, k, drop):
+    """Ritz pairs of the block from its float64 Gram matrix ``[Y, AY]^T [Y, AY]``.
+
+    Returns the Ritz values (descending), the b×r coefficient matrix Q such that
+    ``Y @ Q`` are orthonormal Ritz vectors (r <= b: directions of the block below
+    `drop` relative size are rounding noise and left out), and the residual norms of
+    the first min(k, r), from ``||A Y q - θ Y q||² = q^T K q - θ²``.
+    """
+    G = M[:b, :b]
+    H = (M[:b, b:] + M[b:, :b]) / 2
+    K = M[b:, b:]
+    # Orthonormalise the block within its span (scaled SVQB: columns to unit length
+    # first so one large column does not hide the others).
+    norms = np.sqrt(np.diag(G))
+    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    s, U = np.linalg.eigh(G * scale[:, None] * scale[None, :])
+    keep = s > drop * max(s[-1], np.finfo(float).tiny)
+    T = (scale[:, None] * U[:, keep]) / np.sqrt(s[keep])
+    theta, Z = np.linalg.eigh(T.T @ H @ T)
+    order = np.argsort(-theta, kind="stable")
+    theta = theta[order]
+    Q = T @ Z[:, order]
+    Qk = Q[:, : min(k, Q.shape[1])]
+    res2 = np.einsum("ij,ij->j", Qk, K @ Qk) - theta[: Qk.shape[1]] ** 2
+    return theta, Q, np.sqrt(np.maximum(res2, 0.0))
+
+
+class _Block:
+    """The array work of one solve on one backend: products with A and block updates.
+
+    Everything here is written against ``xp`` except the product and the fused
+    Chebyshev update, which use cuSPARSE SpMM and one CUDA elementwise kernel on the GPU.
+    """
+
+    def __init__(self, A, xp, work, layout, seed):
+        self.xp = xp
+        self.work = work
+        self.gpu = xp is not np
+        self.A64 = A if A.dtype == np.float64 else A.astype(np.float64)
+        self.A = self.A64 if work == np.float64 else A.astype(work)
+        if self.gpu:
+            from cupyx import cusparse
+
+            # cupyx's SpMM wants a canonical CSR; settle it once, not per product.
+            self.A.sum_duplicates()
+            self.spmm = cusparse.spmm
+        self.row = layout == "row" or not self.gpu
+        self.order = "C" if self.row else "F"
+        self.rs = xp.random.RandomState(seed)
+
+    def random(self, n, b):
+        if self.gpu:
+            Y = self.rs.standard_normal((n, b), dtype=self.work)
+        else:
+            Y = self.rs.standard_normal((n, b)).astype(self.work)
+        return self.xp.asarray(Y, order=self.order)
+
+    def product(self, Y):
+        """A @ Y in the working precision (on the GPU: F-ordered, see Notes)."""
+        if not self.gpu:
+            return self.A @ Y
+        # Zeroed: cuSPARSE is given beta = 0, but 0 * NaN from uninitialised memory
+        # would still be NaN were C read; a memset costs a fraction of the product.
+        out = self.xp.zeros(Y.shape, dtype=self.work, order="F")
+        if self.row:
+            # A row-major block is the transpose of a column-major one: cuSPARSE
+            # reads each neighbour's b values as one contiguous segment.
+            return self.spmm(self.A, Y.T, c=out, transb=True)
+        return self.spmm(self.A, Y, c=out)
+
+    def gram(self, Y, AY):
+        """``[Y, AY]^T [Y, AY]`` in float64 (b Gram, projected matrix and A² Gram)."""
+        n, b = Y.shape
+        Z = self.xp.empty((n, 2 * b), dtype=self.xp.float64)
+        Z[:, :b] = Y
+        Z[:, b:] = AY
+        return Z.T @ Z
+
+    def rotate(self, Y, Q, b):
+        """``Y @ Q`` in the block's layout, topped up with random columns to b."""
+        V = Y @ self.xp.asarray(Q, dtype=self.work)
+        if V.shape[1] < b:
+            V = self.xp.concatenate((V, self.random(V.shape[0], b - V.shape[1])), axis=1)
+        return self.xp.asarray(V, order=self.order)
+
+    def filter(self, V, p, cut):
+        """``P(A) V`` for the degree-p Chebyshev polynomial of [low, cut], scaled to 1
+        at the top of the spectrum (so nothing grows and the damped part shrinks).
+
+        With t(x) = (x - c) / e mapping [low, cut] onto [-1, 1] and t0 = t(high),
+        P = T_p(t(x)) / T_p(t0); the three-term recurrence runs on the ratios
+        r_j = T_{j-1}(t0) / T_j(t0), which stay in (0, 1].
+        """
+        low, high = SPECTRUM
+        e = (cut - low) / 2.0
+        c = (cut + low) / 2.0
+        t0 = (high - c) / e
+        r = 1.0 / t0
+        Y = self.combine(None, self.product(V), V, r / e, -c * r / e, 0.0)
+        prev = V
+        for _ in range(1, p):
+            r_next = 1.0 / (2.0 * t0 - r)
+            a = 2.0 * r_next / e
+            # Y_{j+1} = a (A Y_j - c Y_j) - r_j r_{j+1} Y_{j-1}, written over Y_{j-1}.
+            prev, Y = Y, self.combine(prev, self.product(Y), Y, a, -a * c, -r * r_next)
+            r = r_next
+        return Y
+
+    def combine(self, out, ay, y, alpha, beta, gamma):
+        """``alpha * ay + beta * y + gamma * out``, into `out` (a new array if None)."""
+        if self.gpu:
+            if out is None:
+                return _axpby_kernel()(ay, y, alpha, beta, self.xp.empty_like(y))
+            return _step_kernel()(ay, y, alpha, beta, gamma, out)
+        ay *= alpha
+        ay += beta * y
+        if out is None:
+            return ay
+        out *= gamma
+        out += ay
+        return out
+
+    def residuals(self, Y, AY, Q, theta):
+        """Residual norms of the Ritz pairs ``(Y @ Q, theta)``, measured directly."""
+        xp = self.xp
+        Q = xp.asarray(Q, dtype=self.work)
+        R = AY @ Q - (Y @ Q) * xp.asarray(theta, dtype=self.work)
+        return to_numpy(xp.linalg.norm(R, axis=0)).astype(np.float64)
+
+    def final(self, V, k):
+        """Rayleigh-Ritz of the block V in float64: eigenvalues, vectors, residuals."""
+        xp = self.xp
+        V = V.astype(xp.float64)
+        AV = self.A64 @ V
+        M = to_numpy(self.gram(V, AV))
+        theta, Q, _ = _rayleigh_ritz(M, V.shape[1], k, _DROP[np.dtype(np.float64)])
+        Qk = xp.asarray(Q[:, :k])
+        V = V @ Qk
+        AV = AV @ Qk
+        mu = theta[:k]
+        residuals = to_numpy(xp.linalg.norm(AV - V * xp.asarray(mu), axis=0))
+        return mu, V, residuals
+
+
+@functools.lru_cache(maxsize=1)
+def _step_kernel():
+    import cupy
+
+    return cupy.ElementwiseKernel(
+        "T ay, T y, float64 alpha, float64 beta, float64 gamma",
+        "T out",
+        "out = (T)(alpha * (double)ay + beta * (double)y + gamma * (double)out)",
+        "explorer_chebyshev_step",
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _axpby_kernel():
+    import cupy
+
+    return cupy.ElementwiseKernel(
+        "T ay, T y, float64 alpha, float64 beta",
+        "T out",
+        "out = (T)(alpha * (double)ay + beta * (double)y)",
+        "explorer_chebyshev_first",
+    )
