@@ -283,6 +283,7 @@ def spectral_embedding(
             A, n_components, tol=tol_used, max_iter=max_iter,
             random_state=rng.randint(2**31 - 1), v0=xp.sqrt(degree),
         )
+        mu = xp.asarray(mu)  # eigenvalues come back on the host; V stays on A's device
     else:
         tol_used = DEFAULT_TOL if tol is None else tol
         iters = DEFAULT_LOBPCG_MAX_ITER if max_iter is None else max_iter
