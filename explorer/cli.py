@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = run.add_argument_group("clustering")
     c.add_argument("--n-clusters", type=_n_clusters,
                    help="k, or 'auto' (eigengap); default: the data's classes, else auto")
-    c.add_argument("--eigen-solver", default="auto", help="auto, dense, lanczos, lobpcg or chebyshev")
+    c.add_argument("--eigen-solver", default="auto",
+                   help="auto, dense, lanczos, lobpcg or chebyshev")
     c.add_argument("--eigen-tol", type=float, help="eigensolver residual tolerance")
     c.add_argument("--eigen-max-iter", type=int, help="eigensolver iteration limit")
     c.add_argument("--n-init", type=int, default=10, help="k-means restarts (default 10)")
