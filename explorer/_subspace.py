@@ -1,6 +1,121 @@
 """Chebyshev-filtered subspace iteration for the top of a normalised adjacency spectrum.
 
-DOCSTRING TO BE WRITTEN
+:func:`chebyshev_subspace` computes the k largest eigenpairs of A = D^-1/2 S D^-1/2
+(the k smallest of L_sym = I - A) with one code path for NumPy/SciPy and CuPy: only
+the block product with A and one fused vector update differ by backend.
+
+Algorithm
+---------
+A block Y of b >= k vectors (random, or given starting vectors first). Each outer
+iteration:
+
+1. **Rayleigh-Ritz from one small matrix.** With AY, the float64 Gram matrix
+   M = [Y, AY]^T [Y, AY] (2b × 2b) holds everything: G = Y^T Y, H = Y^T A Y and
+   K = (AY)^T (AY). On the host, G is orthonormalised within the span (scaled SVQB;
+   directions that are rounding noise are dropped and refilled with random vectors),
+   H projected and diagonalised: Ritz values θ_1 >= ... >= θ_b and coefficients Q
+   with Y Q orthonormal; the residual of each Ritz pair is sqrt(q^T K q - θ²). One
+   transfer of 4b² numbers, so **one host synchronisation per outer iteration**; when
+   the estimates fall below :data:`ESTIMATE_FLOOR` (where the subtraction loses its
+   digits) the residuals are measured directly instead.
+2. **Stop** when the k wanted residual norms are all <= `tol`.
+3. **Filter.** Y <- P(A) (Y Q) with P(x) = T_p(t(x)) / T_p(t(1)), the degree-p
+   Chebyshev polynomial of the interval [-1, cut] (t maps it onto [-1, 1]) scaled to
+   1 at the top of the spectrum; cut = θ_b, the smallest Ritz value of the block. P
+   is bounded by 1 on [-1, 1] and damps everything below the cut by 1 / T_p(t(1)),
+   so the wanted directions keep their size and nothing overflows in float32. Three-
+   term recurrence: each of the p steps is one SpMM and one fused update
+   ``Y_{j+1} = α A Y_j + β Y_j + γ Y_{j-1}`` written over Y_{j-1} (a CUDA elementwise
+   kernel on the GPU).
+4. **Degree.** The largest p <= `degree` with T_p(t(1)) <= 100: each filter divides
+   the unwanted components by at most 100 relative to the top, which keeps the
+   filtered block well conditioned for step 1 (float32) and checks progress often
+   enough not to overshoot `tol` by much; early on (cut far below 1) that is a few
+   steps, near convergence (cut within ~1e-3 of 1) the cap `degree`. The last filter
+   is shortened to the degree the previous one's decay says will reach `tol`.
+
+A final Rayleigh-Ritz in float64 (with A in float64) returns the eigenvalues, the
+orthonormal vectors and their residual norms.
+
+Why this method (numbers)
+-------------------------
+The wanted eigenvalue of a clustered graph is 1 with multiplicity c (c components),
+and the next eigenvalues are close: syn4d at 2·10⁵ points (σ = 0.01, threshold
+0.0018, 22 nonzeros per row, 4 components) has 1 - μ_5..μ_20 = 1.40e-3..1.53e-3 (the
+first smooth mode of each box, 4 directions × 4 boxes), at 10⁶ (the paper's Syn1M)
+1 - μ_5 = 1.96e-3. Measured on 2 shared CPU cores, tol = 1e-4 (ARI of k-means on the
+embedding in brackets):
+
+====================  ==========================================  ================
+solver                syn4d 2·10⁵ (k = 4)                         moons 2·10⁴ (k=2)
+====================  ==========================================  ================
+this, float32         201 products, 11.8 s (1.000)                153 products
+this, float64         227 products, 55 s* (1.000)                 141 products
+SciPy eigsh (ARPACK)  48 s, found 1 of the 4 unit eigenvalues     3.0 s, 1 of 2
+                      (0.068)                                     (0.22)
+SciPy lobpcg, b = 6   602 iterations, 522 s (1.000)               271 it., 6.3 s
+====================  ==========================================  ================
+
+(* with another job on the second core.) Single-vector Lanczos misses copies of a
+repeated eigenvalue, so a block method is needed; LOBPCG is one, but each iteration
+orthogonalises and solves a 3b-dimensional Rayleigh-Ritz problem and synchronises
+with the host several times, and library LOBPCGs wait for the extra block vectors,
+which converge last. Here a product costs one SpMM plus one pass over 4 n×b arrays,
+and the host is consulted once every p (up to `degree`) products: about 8 times in a
+~200-product solve. Chebyshev acceleration has the sqrt(gap) rate per product of
+Krylov methods on an interval: damping the unwanted components by 10⁴ relative to
+the wanted ones with 1 - μ_5 = 1.4e-3 takes T_p(t(1)) >= 10⁴, p >= ln(2·10⁴) /
+acosh(1 + 1.4e-3) ≈ 190 products even with the cut at μ_5 from the start; the
+solver takes ~200. Locking converged vectors is not done: the wanted vectors share the eigenvalue
+1 and converge together, and on the GPU a row-major SpMM with b <= 8 float32 columns
+reads one 32-byte sector per nonzero whatever b is, so shrinking the block saves
+nothing. The lower end of the damped interval stays at -1: these graphs have
+eigenvalues there (syn4d 2·10⁵: μ_min = -0.9946), so no tighter bound would help.
+
+Tolerance for clustering
+------------------------
+`tol` bounds the residual norm ||A v - θ v|| of each wanted unit Ritz vector (||A||
+<= 1, so it is also relative). What k-means needs is the angle between the computed
+span and the eigenspace, and Davis-Kahan bounds its sine by the residual over the
+gap to the next eigenvalue: sin ∠ <= ||R|| / (1 - μ_{k+1}). The eigenvalues are
+accurate to about ||R||² / gap. Measured on Syn1M (n = 10⁶, k = 4, float32):
+
+=========  ========  =================  ==========  =============
+tol        products  largest residual   sin ∠       ARI (k-means)
+=========  ========  =================  ==========  =============
+1e-3       105       8.8e-4             0.45        0.977
+3e-4       163       8.4e-5             0.042       1.000
+1e-4       190       2.2e-5             0.011       1.000
+1e-5       225       5.4e-6             0.0028      1.000
+=========  ========  =================  ==========  =============
+
+(sin ∠ against the exact eigenspace, D^1/2 times the component indicators; the
+bound residual / gap, with 1 - μ_5 = 1.96e-3, predicts each row.) So a residual of
+1e-3 is *not* enough on the paper's own data set: it leaves the computed span 27°
+from the eigenspace, and k-means no longer recovers the clusters exactly. Rows of
+D^-1/2 V tolerate a modest angle because the vectors that contaminate the span are
+the smooth modes of the clusters themselves: mixed into the indicator vectors they
+mostly rescale the rows of a cluster (which the unit-row normalisation removes) and
+only rotate them within a narrow cone; an angle of a few degrees changes no label.
+:data:`DEFAULT_TOL` = 1e-4 guarantees an angle below 3° for gaps down to 2e-3 and
+below 6° down to 1e-3, for 80 % more products than 1e-3; 1e-5 costs another 20 % and
+keeps the zero eigenvalues of disconnected graphs below 1e-7, as the eigengap
+heuristic's zero test (1e-6) needs.
+
+Precision and the GPU product
+-----------------------------
+On the GPU the iteration runs in float32 (`dtype`): the SpMM is bound by memory
+traffic, and float32 halves the bytes of the values and of each gathered block row.
+It is safe because P is bounded by 1, the Ritz values and residual estimates come
+from float64 Gram matrices of the float32 block, and the final Rayleigh-Ritz step is
+float64; float32 vectors resolve residuals down to about 2e-7, so tolerances below
+:data:`FLOAT32_MIN_TOL` run in float64. The product is cuSPARSE's generic SpMM
+(``cupyx.cusparse.spmm``, ``CUSPARSE_SPMM_ALG_DEFAULT``), which ``A @ Y`` also
+reaches (``csrmm2`` is gone from CUDA >= 11) after copying Y to column-major order.
+``layout="row"`` keeps the block row-major and hands cuSPARSE its transpose with
+``transb``: each nonzero then gathers one contiguous row of b values (32 bytes for
+b = 8) instead of b scattered values; ``"col"`` is the column-major path ``A @ Y``
+takes. ``benchmarks/eigen.py`` times both.
 """
 
 from __future__ import annotations
@@ -15,22 +130,27 @@ from ._backend import array_module, sparse_module, to_numpy
 from ._validation import check_choice, check_float, check_int
 
 #: Default stopping tolerance on the residual norm ||A v - θ v|| of each wanted unit
-#: Ritz vector (see the module docstring for what it buys a clustering).
+#: Ritz vector (module docstring, "Tolerance for clustering").
 DEFAULT_TOL = 1e-4
 
 #: Default budget of block products with A (filter steps and Rayleigh-Ritz products).
 DEFAULT_MAX_ITER = 10_000
 
-#: Default largest filter degree: block products between two convergence checks.
+#: Default largest filter degree (block products between two convergence checks).
+#: Small gaps need long filters: T_p grows only once p·acosh(t) exceeds ~1. On moons
+#: (2·10⁴ points, 1 - μ_3 ≈ 1e-5) at tol 1e-5 the caps 32 / 64 / 128 took 778 / 379 /
+#: 329 products; on syn4d (2·10⁵) 265 / 250 / 255, where the growth bound decides.
 DEFAULT_DEGREE = 128
 
 #: The spectrum of A = D^-1/2 S D^-1/2 lies in [-1, 1] for any non-negative symmetric S.
 SPECTRUM = (-1.0, 1.0)
 
-#: The largest factor by which one filter may separate two directions of the block:
-#: it bounds the condition number of the filtered block, which the Rayleigh-Ritz step
-#: must still resolve in the working precision (see ``_growth``).
-_GROWTH = {np.dtype(np.float32): 1e2, np.dtype(np.float64): 1e2}
+#: The largest factor by which one filter may amplify the top of the spectrum over
+#: the cut, T_p(t(1)): it bounds the condition number of the filtered block (which the
+#: Rayleigh-Ritz step must resolve in the working precision) and the progress between
+#: two checks (hence the overshoot past `tol`). 1e2 and 1e3 took 255 and 250 products
+#: on syn4d (tol 1e-5), 329 and 387 on moons.
+_GROWTH = 1e2
 
 #: Relative size (squared singular value) below which a direction of the filtered
 #: block is rounding noise and is dropped (and replaced by a fresh random vector).
@@ -74,7 +194,11 @@ def chebyshev_subspace(
     k : int
         Number of eigenpairs, 1 <= k < n.
     block : int, optional
-        Vectors in the iterated block, k <= block <= n; default ``k + max(4, k // 2)``.
+        Vectors in the iterated block, k <= block <= n; default
+        ``max(8, k + max(4, k // 2))`` (capped at n). Extra vectors widen the gap the
+        filter works on: on moons (k = 2) blocks of 4 / 6 / 8 took 256 / 291 / 141
+        products at tol 1e-4; on the GPU a row of 8 float32 values is one 32-byte
+        sector, so blocks up to 8 cost the same per product.
     degree : int, optional
         Largest degree of one Chebyshev filter (block products with A between two
         convergence checks), >= 1; default :data:`DEFAULT_DEGREE`.
@@ -90,14 +214,17 @@ def chebyshev_subspace(
         random. A known eigenvector (D^1/2 1 for eigenvalue 1) or a previous solution
         saves iterations.
     dtype : {None, "float32", "float64"}
-        Working precision of the iteration; default float32 on the GPU and float64 on
-        the CPU. The final Rayleigh-Ritz step and the residuals are float64 always.
+        Working precision of the iteration; default float32 on the GPU (float64 when
+        `tol` < :data:`FLOAT32_MIN_TOL`) and float64 on the CPU. The final
+        Rayleigh-Ritz step and the residuals are float64 always.
     layout : {"row", "col"}, default "row"
-        GPU only: storage order of the block handed to cuSPARSE SpMM (see Notes).
+        GPU only: storage order of the block handed to cuSPARSE SpMM (module
+        docstring, "Precision and the GPU product"); the CPU is always row-major.
     callback : callable, optional
-        Called once per outer iteration as ``callback(products, ritz_values,
-        residual_norms)`` with NumPy arrays (the residuals of the wanted Ritz pairs,
-        estimated in the working precision).
+        Called once per outer iteration (at each convergence check) as
+        ``callback(products, ritz_values, residual_norms)``: block products so far,
+        all Ritz values (NumPy, descending) and the residual norms of the wanted
+        Ritz pairs (NumPy; estimated from the Gram matrices, or measured near `tol`).
 
     Returns
     -------
@@ -108,7 +235,23 @@ def chebyshev_subspace(
     iterations : int
         Block products with A in the iteration (the final float64 check adds one).
     residual_norms : numpy.ndarray of shape (k,)
-        ``||A v - μ v||`` of each column, recomputed in float64.
+        ``||A v - μ v||`` of each column, recomputed in float64. Not converging
+        within `max_iter` raises nothing: compare these with `tol`.
+
+    Raises
+    ------
+    TypeError
+        If `A` is not a SciPy or CuPy sparse matrix of dtype float32 or float64.
+    ValueError
+        If `A` is not square or an argument is out of range (`tol` below
+        :data:`FLOAT32_MIN_TOL` with ``dtype="float32"`` included).
+
+    Notes
+    -----
+    The algorithm, the measurements that chose it and its defaults, and what `tol`
+    means for a clustering are in the module docstring. `A` is used as given: its
+    symmetry and spectrum are not checked (:func:`explorer.embedding.spectral_embedding`
+    validates the similarity matrix it builds A from).
     """
     xp = array_module(A)
     sp = sparse_module(xp)
@@ -159,7 +302,7 @@ def chebyshev_subspace(
         if worst <= tol or products >= max_iter:
             break
         cut = _cut(float(theta[-1]))
-        p = min(_degree(cut, degree, _GROWTH[work]), _steps_to(tol, worst, last, p))
+        p = min(_degree(cut, degree, _GROWTH), _steps_to(tol, worst, last, p))
         p = max(1, min(p, max_iter - products - 1))
         Y = ops.filter(ops.rotate(Y, Q, block), p, cut)
         AY = ops.product(Y)

@@ -264,7 +264,8 @@ def test_rayleigh_ritz_of_a_known_block(rng):
     lam = np.linspace(-0.9, 0.95, n)
     A = (Qfull * lam) @ Qfull.T
     top = Qfull[:, -b:]
-    Y = top @ rng.standard_normal((b, b))  # same span, not orthonormal
+    # Same span, not orthonormal: a rotation and column scales up to 6 apart.
+    Y = top @ np.linalg.qr(rng.standard_normal((b, b)))[0] @ np.diag([1.0, 2.0, 0.5, 3.0])
     Z = np.hstack([Y, A @ Y])
     theta, Q, res = _rayleigh_ritz(Z.T @ Z, b, 2, 1e-13)
     np.testing.assert_allclose(theta, lam[::-1][:b], atol=1e-12)
