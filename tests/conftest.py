@@ -58,3 +58,29 @@ def pytest_runtest_makereport(item, call):
         report.sections.append(
             ("random data", f"replay with EXPLORER_TEST_SEED={RUN_ENTROPY} pytest '{item.nodeid}'")
         )
+
+
+@pytest.fixture
+def poisoned():
+    """Every new CuPy allocation is filled with 0xFF bytes while the test runs.
+
+    An output element a kernel forgets to write then reads as NaN (float32) or -1
+    (int32) instead of a lucky zero. Every malloc is poisoned, so the default pool's
+    reused blocks are too; a pool per test would hold earlier tests' memory until
+    collected (the 2**31-nonzero test then runs out).
+    """
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+
+    def malloc(size):
+        mem = pool.malloc(size)
+        if size:
+            mem.memset_async(0xFF, size)
+        return mem
+
+    cupy.cuda.set_allocator(malloc)
+    try:
+        yield
+    finally:
+        cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)

@@ -22,26 +22,6 @@ from explorer.graph._reference import reference_csr
 from explorer.testing import assert_same_graph, check_canonical
 
 
-@pytest.fixture
-def poisoned():
-    """Every new CuPy allocation is filled with 0xFF bytes while the test runs."""
-    import cupy
-
-    pool = cupy.cuda.MemoryPool()
-
-    def malloc(size):
-        mem = pool.malloc(size)
-        if size:
-            mem.memset_async(0xFF, size)
-        return mem
-
-    cupy.cuda.set_allocator(malloc)
-    try:
-        yield
-    finally:
-        cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
-
-
 @pytest.fixture(scope="module")
 def digits():
     """MNIST-shaped data (784 features in [0, 1]), with a zero row and a duplicate."""

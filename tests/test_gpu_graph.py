@@ -28,29 +28,11 @@ from explorer.graph import (  # noqa: E402
 from explorer.graph._reference import pair_values, reference_csr  # noqa: E402
 from explorer.testing import assert_same_graph, check_canonical  # noqa: E402
 
-pytestmark = pytest.mark.gpu
+# Every test runs with poisoned allocations (tests/conftest.py).
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("poisoned")]
 
 METHODS = _gpu.PAPER_METHODS  # grid and gemm: tests/test_gpu_grid.py, test_gpu_gemm.py
 KINDS = ("gaussian-sqdist", "gaussian-sim", "cosine-sim", "uniform-sqdist")
-
-
-# --------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(autouse=True)
-def poisoned():
-    """Fill every new device allocation with 0xFF bytes for the test's duration."""
-    pool = cupy.get_default_memory_pool()
-
-    def alloc(size):
-        mem = pool.malloc(size)
-        if size:
-            cupy.cuda.runtime.memsetAsync(mem.ptr, 0xFF, size, cupy.cuda.get_current_stream().ptr)
-        return mem
-
-    cupy.cuda.set_allocator(alloc)
-    yield
-    cupy.cuda.set_allocator(pool.malloc)
 
 
 # --------------------------------------------------------------------------- data

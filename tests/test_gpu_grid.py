@@ -23,30 +23,6 @@ from explorer.graph._reference import reference_csr
 from explorer.testing import assert_same_graph, check_canonical
 
 
-@pytest.fixture
-def poisoned():
-    """Every new CuPy allocation is filled with 0xFF bytes while the test runs.
-
-    An output element a kernel forgets to write then reads as NaN (float32) or -1
-    (int32) instead of a lucky zero.
-    """
-    import cupy
-
-    pool = cupy.cuda.MemoryPool()
-
-    def malloc(size):
-        mem = pool.malloc(size)
-        if size:
-            mem.memset_async(0xFF, size)
-        return mem
-
-    cupy.cuda.set_allocator(malloc)
-    try:
-        yield
-    finally:
-        cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
-
-
 def threshold_for_degree(X, degree, rng):
     """A squared-distance cutoff giving about `degree` neighbours per point."""
     n = X.shape[0]
