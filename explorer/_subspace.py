@@ -15,9 +15,9 @@ iteration:
    directions that are rounding noise are dropped and refilled with random vectors),
    H projected and diagonalised: Ritz values θ_1 >= ... >= θ_b and coefficients Q
    with Y Q orthonormal; the residual of each Ritz pair is sqrt(q^T K q - θ²). One
-   transfer of 4b² numbers, so **one host synchronisation per outer iteration**; when
-   the estimates fall below :data:`ESTIMATE_FLOOR` (where the subtraction loses its
-   digits) the residuals are measured directly instead.
+   transfer of 4b² numbers, so **one host synchronisation per outer iteration**; for
+   a `tol` below :data:`ESTIMATE_FLOOR`, where the subtraction loses its digits, the
+   residuals are measured directly once the estimates reach that floor.
 2. **Stop** when the k wanted residual norms are all <= `tol`.
 3. **Filter.** Y <- P(A) (Y Q) with P(x) = T_p(t(x)) / T_p(t(1)), the degree-p
    Chebyshev polynomial of the interval [-1, cut] (t maps it onto [-1, 1]) scaled to
@@ -40,37 +40,45 @@ orthonormal vectors and their residual norms.
 Why this method (numbers)
 -------------------------
 The wanted eigenvalue of a clustered graph is 1 with multiplicity c (c components),
-and the next eigenvalues are close: syn4d at 2·10⁵ points (σ = 0.01, threshold
-0.0018, 22 nonzeros per row, 4 components) has 1 - μ_5..μ_20 = 1.40e-3..1.53e-3 (the
-first smooth mode of each box, 4 directions × 4 boxes), at 10⁶ (the paper's Syn1M)
-1 - μ_5 = 1.96e-3. Measured on 2 shared CPU cores, tol = 1e-4 (ARI of k-means on the
-embedding in brackets):
+and the next eigenvalues are close: on the paper's Syn1M graph 1 - μ_5 = 1.96e-3, on
+Syn5M 1.40e-3, on syn4d at 2·10⁵ points (σ = 0.01, threshold 0.0018) 1.40e-3..1.53e-3
+for μ_5..μ_20 (the first smooth mode of each box: 4 directions × 4 boxes).
+Single-vector Lanczos misses copies of a repeated eigenvalue, so the solver must be a
+block method. Eigensolver + k-means on an NVIDIA H200 (benchmarks/results/eigen.json:
+CUDA events, median of 3; LOBPCG at the paper's tolerances 1e-3 / 1e-4):
 
-====================  ==========================================  ================
-solver                syn4d 2·10⁵ (k = 4)                         moons 2·10⁴ (k=2)
-====================  ==========================================  ================
-this, float32         201 products, 11.8 s (1.000)                153 products
-this, float64         227 products, 55 s* (1.000)                 141 products
-SciPy eigsh (ARPACK)  48 s, found 1 of the 4 unit eigenvalues     3.0 s, 1 of 2
-                      (0.068)                                     (0.22)
-SciPy lobpcg, b = 6   602 iterations, 522 s (1.000)               271 it., 6.3 s
-====================  ==========================================  ================
+=======================  ====================================  ======================
+seconds (ARI)            Syn1M: 10⁶ rows, 23 nonzeros/row      Syn5M: 5·10⁶, 29/row
+=======================  ====================================  ======================
+this, tol 1e-4, float32  0.153 + 0.070 = 0.222 (1.000);        1.063 + 0.345 = 1.408
+                         193 products, 7 host syncs            (1.000); 217 products
+this, tol 1e-5           0.184 + 0.071 = 0.256 (1.000)         1.256 + 0.347 = 1.603
+explorer's LOBPCG        0.905 + 0.069 = 0.974 (1.000)         7.01 + 0.35 = 7.36
+cupyx lobpcg, b = k + 2  1.509 + 0.066 = 1.574 (1.000)         12.84 + 0.35 = 13.19
+cupyx eigsh (Lanczos)    0.111 + 0.468 (0.257: 1 of 4 zeros)   0.683 + 2.93 (0.336)
+=======================  ====================================  ======================
 
-(* with another job on the second core.) Single-vector Lanczos misses copies of a
-repeated eigenvalue, so a block method is needed; LOBPCG is one, but each iteration
-orthogonalises and solves a 3b-dimensional Rayleigh-Ritz problem and synchronises
-with the host several times, and library LOBPCGs wait for the extra block vectors,
+On 2 CPU cores shared with other jobs (benchmarks/results/eigen-cpu.json, one run
+each, so the times are rough), tol 1e-4: syn4d 2·10⁵, k = 4: this 220 products,
+96 s (45 s in float32), explorer's LOBPCG 224 iterations, 312 s, SciPy's lobpcg
+(300 iterations) 152 s, ARPACK 20 s but ARI 0.41 (2 of 4 zeros); moons 2·10⁴,
+k = 2: 141 products, 4.6 s (2.4 s), 18.7 s, 10.2 s, and ARPACK 8.1 s with ARI 0.00.
+
+An LOBPCG iteration orthogonalises and solves a 3b-dimensional Rayleigh-Ritz problem
+and synchronises with the host several times (8 ms an iteration on Syn1M, against
+0.7 ms for one product here), and library LOBPCGs wait for the extra block vectors,
 which converge last. Here a product costs one SpMM plus one pass over 4 n×b arrays,
-and the host is consulted once every p (up to `degree`) products: about 8 times in a
-~200-product solve. Chebyshev acceleration has the sqrt(gap) rate per product of
-Krylov methods on an interval: damping the unwanted components by 10⁴ relative to
-the wanted ones with 1 - μ_5 = 1.4e-3 takes T_p(t(1)) >= 10⁴, p >= ln(2·10⁴) /
-acosh(1 + 1.4e-3) ≈ 190 products even with the cut at μ_5 from the start; the
-solver takes ~200. Locking converged vectors is not done: the wanted vectors share the eigenvalue
-1 and converge together, and on the GPU a row-major SpMM with b <= 8 float32 columns
-reads one 32-byte sector per nonzero whatever b is, so shrinking the block saves
-nothing. The lower end of the damped interval stays at -1: these graphs have
-eigenvalues there (syn4d 2·10⁵: μ_min = -0.9946), so no tighter bound would help.
+and the host is consulted once every p (up to `degree`) products: 7 times in the
+193-product Syn1M solve, whose time is 92 % SpMM (193 × 0.73 ms of 153 ms).
+Chebyshev acceleration has the sqrt(gap) rate per product of Krylov methods on an
+interval: damping the unwanted components by 10⁴ relative to the wanted ones with
+1 - μ_5 = 1.4e-3 takes T_p(t(1)) >= 10⁴, p >= ln(2·10⁴) / acosh(1 + 1.4e-3) ≈ 190
+products even with the cut at μ_5 from the start; the solver takes ~200. Locking
+converged vectors is not done: the wanted vectors share the eigenvalue 1 and converge
+together, and on the GPU a row-major SpMM with b <= 8 float32 columns reads one
+32-byte sector per nonzero whatever b is, so shrinking the block saves nothing. The
+lower end of the damped interval stays at -1: these graphs have eigenvalues there
+(syn4d 2·10⁵: μ_min = -0.9946), so no tighter bound would help.
 
 Tolerance for clustering
 ------------------------
@@ -100,7 +108,8 @@ only rotate them within a narrow cone; an angle of a few degrees changes no labe
 :data:`DEFAULT_TOL` = 1e-4 guarantees an angle below 3° for gaps down to 2e-3 and
 below 6° down to 1e-3, for 80 % more products than 1e-3; 1e-5 costs another 20 % and
 keeps the zero eigenvalues of disconnected graphs below 1e-7, as the eigengap
-heuristic's zero test (1e-6) needs.
+heuristic's zero test (1e-6) needs (at 1e-4 they can come out near 1e-5 when the
+next eigenvalue is within 1e-3).
 
 Precision and the GPU product
 -----------------------------
@@ -115,7 +124,8 @@ reaches (``csrmm2`` is gone from CUDA >= 11) after copying Y to column-major ord
 ``layout="row"`` keeps the block row-major and hands cuSPARSE its transpose with
 ``transb``: each nonzero then gathers one contiguous row of b values (32 bytes for
 b = 8) instead of b scattered values; ``"col"`` is the column-major path ``A @ Y``
-takes. ``benchmarks/eigen.py`` times both.
+takes. On an H200 one float32 product (b = 8) took 0.73 ms row-major and 1.46 ms
+column-major on Syn1M, 4.5 and 24.6 ms on Syn5M (benchmarks/eigen.py, ``product_ms``).
 """
 
 from __future__ import annotations
@@ -138,7 +148,7 @@ DEFAULT_MAX_ITER = 10_000
 
 #: Default largest filter degree (block products between two convergence checks).
 #: Small gaps need long filters: T_p grows only once p·acosh(t) exceeds ~1. On moons
-#: (2·10⁴ points, 1 - μ_3 ≈ 1e-5) at tol 1e-5 the caps 32 / 64 / 128 took 778 / 379 /
+#: (2·10⁴ points, 1 - μ_3 = 1.3e-4) at tol 1e-5 the caps 32 / 64 / 128 took 778 / 379 /
 #: 329 products; on syn4d (2·10⁵) 265 / 250 / 255, where the growth bound decides.
 DEFAULT_DEGREE = 128
 
@@ -157,9 +167,9 @@ _GROWTH = 1e2
 _DROP = {np.dtype(np.float32): 1e-10, np.dtype(np.float64): 1e-13}
 
 #: Below this, residual norms estimated from the Gram matrices (q^T K q - θ², a
-#: difference of numbers near 1 in float64) are rounding noise; the loop then measures
-#: the residuals of the Ritz vectors directly (two n×k products and a norm, on the
-#: device).
+#: difference of numbers near 1 in float64) lose their digits; for a `tol` below it the
+#: loop measures the residuals of the Ritz vectors directly once the estimates get
+#: there (two n×k products and a norm on the device, and one more host sync).
 ESTIMATE_FLOOR = 1e-6
 
 #: float32 vectors resolve residual norms down to about 2e-7 (their rounding, and A's
@@ -211,8 +221,10 @@ def chebyshev_subspace(
         Seeds the random starting block (drawn on A's device).
     v0 : array of shape (n,) or (n, j), j <= block, optional
         Starting vectors (NumPy or CuPy), placed first in the block; the rest is
-        random. A known eigenvector (D^1/2 1 for eigenvalue 1) or a previous solution
-        saves iterations.
+        random. An exact eigenvector is recognised at the first check (D^1/2 1 for
+        eigenvalue 1 alone saved no products on moons, blobs and syn4d graphs: the
+        other wanted vectors set the pace); a solution for a nearby graph is a good
+        start.
     dtype : {None, "float32", "float64"}
         Working precision of the iteration; default float32 on the GPU (float64 when
         `tol` < :data:`FLOAT32_MIN_TOL`) and float64 on the CPU. The final
@@ -276,8 +288,12 @@ def chebyshev_subspace(
     if dtype is None:
         work = np.dtype(np.float32 if xp is not np and tol >= FLOAT32_MIN_TOL else np.float64)
     else:
-        check_choice(str(np.dtype(dtype)), "dtype", ("float32", "float64"))
-        work = np.dtype(dtype)
+        try:
+            work = np.dtype(dtype)
+        except TypeError:
+            work = None
+        if work not in (np.float32, np.float64):
+            raise ValueError(f"dtype={dtype!r} is not allowed; use None, 'float32' or 'float64'")
         if work == np.float32 and tol < FLOAT32_MIN_TOL:
             raise ValueError(
                 f"tol={tol:g} is below what dtype='float32' resolves (about 2e-7); use "
@@ -294,16 +310,16 @@ def chebyshev_subspace(
     products, p, last = 1, 0, math.inf
     while True:
         theta, Q, res = _rayleigh_ritz(to_numpy(ops.gram(Y, AY)), block, k, _DROP[work])
-        if res.shape[0] == k and float(res.max()) <= max(tol, ESTIMATE_FLOOR):
+        if tol < ESTIMATE_FLOOR and res.shape[0] == k and float(res.max()) <= ESTIMATE_FLOOR:
             res = ops.residuals(Y, AY, Q[:, :k], theta[:k])
         if callback is not None:
             callback(products, theta, res)
         worst = float(res.max()) if res.shape[0] == k else math.inf
-        if worst <= tol or products >= max_iter:
+        if worst <= tol or products + 2 > max_iter:  # a filter needs 1 + 1 products
             break
         cut = _cut(float(theta[-1]))
         p = min(_degree(cut, degree, _GROWTH), _steps_to(tol, worst, last, p))
-        p = max(1, min(p, max_iter - products - 1))
+        p = max(1, min(p, max_iter - products - 1))  # >= 1: see the check above
         Y = ops.filter(ops.rotate(Y, Q, block), p, cut)
         AY = ops.product(Y)
         products += p + 1

@@ -68,8 +68,12 @@ def sin_angle(V, W):
     return math.sqrt(max(0.0, 1.0 - float(s.min()) ** 2))
 
 
-def check_solution(A, k, mu, V, residuals, tol):
-    """What every solution must satisfy, checked against a dense float64 reference."""
+def check_solution(A, k, mu, V, residuals, tol, slack=0.0):
+    """What every solution must satisfy, checked against a dense float64 reference.
+
+    `slack`: how far the float64 residuals may exceed `tol` when the iteration judged
+    convergence in float32 (its rounding, about 2e-7).
+    """
     ref_mu, ref_V, next_mu = dense_top(A, k)
     assert mu.shape == (k,) and V.shape == (A.shape[0], k) and residuals.shape == (k,)
     assert V.dtype == np.float64 and np.all(np.diff(mu) <= 0)
@@ -78,7 +82,7 @@ def check_solution(A, k, mu, V, residuals, tol):
     np.testing.assert_allclose(
         residuals, np.linalg.norm(A @ V - V * mu, axis=0), rtol=1e-6, atol=1e-12
     )
-    assert residuals.max() <= tol
+    assert residuals.max() <= tol + slack
     # k Ritz pairs with residual matrix R lie within ||R||_2 <= sqrt(k) tol of k
     # eigenvalues (Kahan), and Ritz values never exceed the eigenvalues they match.
     np.testing.assert_allclose(mu, ref_mu, rtol=0, atol=math.sqrt(k) * tol)
@@ -99,7 +103,7 @@ def test_matches_the_dense_reference(sizes, k, dtype, rng):
     mu, V, iterations, residuals = chebyshev_subspace(
         A, k, tol=tol, dtype=dtype, random_state=rng.integers(2**31)
     )
-    check_solution(A, k, mu, V, residuals, tol)
+    check_solution(A, k, mu, V, residuals, tol, slack=1e-6 if dtype == "float32" else 0.0)
     assert 1 <= iterations <= 10_000
 
 
@@ -139,17 +143,17 @@ def test_random_graphs(sizes, extra, seed, float32):
     A = A.astype(np.float32) if float32 else A
     tol = 1e-5
     mu, V, _, residuals = chebyshev_subspace(A, k, tol=tol, random_state=seed)
-    check_solution(A.astype(np.float64), k, mu, V, residuals, 1.5 * tol if float32 else tol)
+    check_solution(A.astype(np.float64), k, mu, V, residuals, tol)
 
 
 # ---------------------------------------------------------------------- behaviour
 
 
 def test_deterministic_with_random_state(rng):
-    A, *_ = rectangles(rng, [300, 300])
-    first = chebyshev_subspace(A, 3, random_state=7)
-    again = chebyshev_subspace(A, 3, random_state=7)
-    other = chebyshev_subspace(A, 3, random_state=8)
+    A, *_ = rectangles(rng, [300, 200])
+    first = chebyshev_subspace(A, 2, random_state=7)
+    again = chebyshev_subspace(A, 2, random_state=7)
+    other = chebyshev_subspace(A, 2, random_state=8)
     for a, b in zip(first, again, strict=True):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(first[1], other[1])
@@ -166,7 +170,8 @@ def test_input_and_working_precisions(input_dtype, work, rng):
     )
     assert isinstance(mu, np.ndarray) and isinstance(V, np.ndarray) and V.dtype == np.float64
     # The reference is the float64 matrix the (possibly float32) input rounds from.
-    check_solution(A.astype(input_dtype).astype(np.float64), 4, mu, V, residuals, tol)
+    check_solution(A.astype(input_dtype).astype(np.float64), 4, mu, V, residuals, tol,
+                   slack=1e-6 if work == "float32" else 0.0)
 
 
 def test_a_starting_vector_is_used(rng):
@@ -180,12 +185,16 @@ def test_a_starting_vector_is_used(rng):
     assert sin_angle(V[:, :1], np.sqrt(degree)[:, None]) < 1e-6
 
 
-def test_the_budget_is_respected_and_reported(rng):
+@pytest.mark.parametrize("max_iter", [1, 2, 3, 30])
+def test_the_budget_is_respected_and_reported(max_iter, rng):
     A, *_ = rectangles(rng, [400, 400])
-    mu, V, iterations, residuals = chebyshev_subspace(A, 3, tol=1e-12, max_iter=30, random_state=0)
-    assert iterations <= 30
+    mu, V, iterations, residuals = chebyshev_subspace(
+        A, 3, tol=1e-12, max_iter=max_iter, random_state=0
+    )
+    assert iterations <= max_iter and iterations >= max_iter - 1
     assert residuals.max() > 1e-12  # stopped by the budget, not converged
     np.testing.assert_allclose(V.T @ V, np.eye(3), atol=1e-10)
+    np.testing.assert_allclose(residuals, np.linalg.norm(A @ V - V * mu, axis=0), rtol=1e-6)
 
 
 def test_callback_sees_every_check(rng):
@@ -305,8 +314,12 @@ def test_invalid_arguments_are_named(rng):
         chebyshev_subspace(A, 2, degree=0)
     with pytest.raises(ValueError, match="max_iter"):
         chebyshev_subspace(A, 2, max_iter=0)
-    with pytest.raises(ValueError, match="dtype"):
+    with pytest.raises(ValueError, match="dtype='float16' is not allowed"):
         chebyshev_subspace(A, 2, dtype="float16")
+    with pytest.raises(ValueError, match="dtype='banana' is not allowed"):
+        chebyshev_subspace(A, 2, dtype="banana")
+    with pytest.raises(ValueError, match="below what dtype='float32' resolves"):
+        chebyshev_subspace(A, 2, tol=1e-7, dtype="float32")
     with pytest.raises(ValueError, match="layout"):
         chebyshev_subspace(A, 2, layout="diagonal")
     with pytest.raises(ValueError, match="v0 must have shape"):
@@ -334,7 +347,7 @@ def test_cupy_matches_scipy(layout, dtype, rng):
                              random_state=0)
     assert isinstance(gpu[1], cupy.ndarray) and isinstance(gpu[0], np.ndarray)
     V = cupy.asnumpy(gpu[1])
-    check_solution(A, 4, gpu[0], V, gpu[3], tol)
+    check_solution(A, 4, gpu[0], V, gpu[3], tol, slack=1e-6 if dtype is None else 0.0)
     assert sin_angle(V, cpu[1]) <= 4 * tol / (dense_top(A, 4)[0][-1] - dense_top(A, 4)[2])
 
 
