@@ -12,6 +12,7 @@ from sklearn.utils import check_random_state
 from ._backend import array_module, resolve_backend, to_numpy
 from ._validation import check_choice, check_float, check_int
 from .embedding import (
+    EIGENGAP_TOL,
     SOLVERS,
     auto_k_max,
     eigengap_k,
@@ -47,7 +48,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         CSR-2 and CSR-3 parameters of the core paper, passed to the builder.
     eigen_solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev"}, default "auto"
     eigen_tol : float, optional
-        Residual tolerance of the iterative eigensolvers (default 1e-5).
+        Residual tolerance of the iterative eigensolvers. Default: the solver's own
+        (1e-5 for LOBPCG and Lanczos, 1e-4 for Chebyshev), and at most
+        :data:`~explorer.embedding.EIGENGAP_TOL` (1e-5) with ``n_clusters="auto"``,
+        whose eigengap test needs the zero eigenvalues accurate.
     eigen_max_iter : int, optional
         Iteration limit of the eigensolver (solver default when None).
     n_init : int, default 10
@@ -194,7 +198,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             csr,
             auto_k_max(m) if auto else self.n_clusters,
             solver=self.eigen_solver,
-            tol=self.eigen_tol,
+            tol=EIGENGAP_TOL if auto and self.eigen_tol is None else self.eigen_tol,
             max_iter=self.eigen_max_iter,
             random_state=rng,
         )

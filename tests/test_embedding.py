@@ -69,7 +69,7 @@ def principal_cosines(U, V):
 # ------------------------------------------------------------------- the embedding
 
 
-@pytest.mark.parametrize("solver", ["dense", "lanczos", "lobpcg"])
+@pytest.mark.parametrize("solver", ["dense", "lanczos", "lobpcg", "chebyshev"])
 def test_each_solver_matches_the_dense_reference_on_a_connected_graph(solver, rng):
     csr, _ = blob_graph(rng, [500], box=RECT)
     k = 4
@@ -94,10 +94,10 @@ def test_each_solver_matches_the_dense_reference_on_a_connected_graph(solver, rn
         assert emb.iterations > 0 and emb.tol == 1e-9
 
 
-@pytest.mark.parametrize("solver", ["dense", "lobpcg"])
+@pytest.mark.parametrize("solver", ["dense", "lobpcg", "chebyshev"])
 def test_a_repeated_zero_eigenvalue_is_found_whole(solver, rng):
     # Three components: eigenvalue 0 of L_sym three times. Lanczos may return only some
-    # copies (see spectral_embedding Notes); the dense solver and LOBPCG must not.
+    # copies (see spectral_embedding Notes); the dense and block solvers must not.
     csr, truth = blob_graph(rng, [150, 120, 130])
     emb = spectral_embedding(csr, 5, solver=solver, tol=1e-8, random_state=1)
     lam_ref, _, _, _, _ = reference(csr, 5)
@@ -324,7 +324,7 @@ def test_auto_k_max():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("solver", ["dense", "lanczos", "lobpcg"])
+@pytest.mark.parametrize("solver", ["dense", "lanczos", "lobpcg", "chebyshev"])
 def test_cupy_matches_scipy(solver, rng):
     cupy = pytest.importorskip("cupy")
     import cupyx.scipy.sparse as csp

@@ -14,7 +14,13 @@ from sklearn.utils import check_random_state
 import explorer
 from explorer import metrics
 from explorer._backend import array_module, resolve_backend, to_numpy
-from explorer.embedding import SOLVERS, auto_k_max, eigengap_k, spectral_embedding
+from explorer.embedding import (
+    EIGENGAP_TOL,
+    SOLVERS,
+    auto_k_max,
+    eigengap_k,
+    spectral_embedding,
+)
 
 from ._errors import describe_error
 
@@ -250,8 +256,9 @@ class RunState(param.Parameterized):
         m = auto_k_max(n_kept) if auto else min(n_kept, max(k_fixed, _eigenpairs(s, graph.n)))
         # One random stream for the embedding and k-means, as SpectralClustering.fit.
         rng = check_random_state(s["random_state"])
+        tol = EIGENGAP_TOL if auto and s["eigen_tol"] is None else s["eigen_tol"]
         emb = spectral_embedding(
-            csr, m, solver=s["eigen_solver"], tol=s["eigen_tol"], max_iter=s["eigen_max_iter"],
+            csr, m, solver=s["eigen_solver"], tol=tol, max_iter=s["eigen_max_iter"],
             random_state=rng,
         )
         k_suggested = eigengap_k(emb.eigenvalues)
