@@ -217,6 +217,60 @@ __global__ void grid_bin(const float* __restrict__ X, int n,
     slot[i] = atomicAdd(cell_count + cell, 1);
 }
 
+// --- bounding box --------------------------------------------------------------
+// Per block: the min and max of every feature over the rows it strides across, written
+// to lo/hi[blockIdx.x * GRID_DIM + k]; the launcher reduces the blocks' rows. One read
+// of X at bandwidth, where CuPy's X.min(axis=0) (d outputs, few blocks) took 60 % of
+// a Syn1M build (4.4 of 7.2 ms on an H200).
+extern "C" __global__ void grid_bbox(const float* __restrict__ X, int n,
+                                     float* __restrict__ lo, float* __restrict__ hi)
+{
+    __shared__ float block_lo[32][GRID_DIM];
+    __shared__ float block_hi[32][GRID_DIM];
+    float mn[GRID_DIM], mx[GRID_DIM];
+#pragma unroll
+    for (int k = 0; k < GRID_DIM; ++k) {
+        mn[k] = __int_as_float(0x7f800000);   // +inf
+        mx[k] = __int_as_float(0xff800000);   // -inf
+    }
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        float x[GRID_DIM];
+        load_point(X, i, x);
+#pragma unroll
+        for (int k = 0; k < GRID_DIM; ++k) {
+            mn[k] = fminf(mn[k], x[k]);
+            mx[k] = fmaxf(mx[k], x[k]);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < GRID_DIM; ++k) {
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            mn[k] = fminf(mn[k], __shfl_down_sync(0xffffffffu, mn[k], offset));
+            mx[k] = fmaxf(mx[k], __shfl_down_sync(0xffffffffu, mx[k], offset));
+        }
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) {
+#pragma unroll
+        for (int k = 0; k < GRID_DIM; ++k) {
+            block_lo[warp][k] = mn[k];
+            block_hi[warp][k] = mx[k];
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < GRID_DIM) {
+        const int k = threadIdx.x;
+        float a = block_lo[0][k], b = block_hi[0][k];
+        for (int w = 1; w < (int)(blockDim.x >> 5); ++w) {
+            a = fminf(a, block_lo[w][k]);
+            b = fmaxf(b, block_hi[w][k]);
+        }
+        lo[blockIdx.x * GRID_DIM + k] = a;
+        hi[blockIdx.x * GRID_DIM + k] = b;
+    }
+}
+
 extern "C" __global__ void grid_scatter(const float* __restrict__ X, int n,
                                         const int* __restrict__ cell_of,
                                         const int* __restrict__ slot,

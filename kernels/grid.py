@@ -364,6 +364,23 @@ def _check_options(d: int, cell_dims, table_size) -> None:
     check_int(table_size, "table_size", low=1, high=MAX_TABLE, allow_none=True)
 
 
+#: Blocks of the bounding-box pass per multiprocessor (each strides over many rows).
+_BBOX_BLOCKS_PER_SM = 4
+
+
+def _bounding_box(X) -> np.ndarray:
+    """(2, d) float64 on the host: the min and max of every feature of X."""
+    import cupy
+
+    n, d = X.shape
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    blocks = max(1, min(-(-n // _BLOCK), sms * _BBOX_BLOCKS_PER_SM))
+    lo = cupy.empty((blocks, d), dtype=cupy.float32)
+    hi = cupy.empty((blocks, d), dtype=cupy.float32)
+    _kernel(d, "grid_bbox")((blocks,), (_BLOCK,), (X, np.int32(n), lo, hi))
+    return cupy.stack([lo.min(axis=0), hi.max(axis=0)]).get().astype(np.float64)
+
+
 @dataclass
 class _Binned:
     plan: GridPlan
@@ -380,7 +397,7 @@ def _bin(X, params: GraphParams, cell_dims, table_size, timer: StageTimer) -> _B
 
     n, d = X.shape
     with timer("bbox"):
-        box = cupy.stack([X.min(axis=0), X.max(axis=0)]).get().astype(np.float64)
+        box = _bounding_box(X)
     plan = plan_grid(box[0], box[1], n, params.sqdist_cutoff, cell_dims=cell_dims,
                      table_size=table_size)
     with timer("bin"):

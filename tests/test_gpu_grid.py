@@ -87,6 +87,22 @@ def test_random_clusters_every_dimension(poisoned, rng, d, metric):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 8])
+@pytest.mark.parametrize("n", [1, 2, 255, 257, 1_000_003])
+def test_bounding_box_equals_numpy(poisoned, rng, d, n):
+    import cupy
+    from explorer.kernels.grid import _bounding_box
+
+    X = (rng.standard_normal((n, d)) * rng.uniform(0.1, 100, d) + rng.uniform(-50, 50, d))
+    X = X.astype(np.float32)
+    # Extremes at the first and last rows too (the ends of the strided walk).
+    X[0, 0], X[-1, -1] = -1e6, 1e6
+    box = _bounding_box(cupy.asarray(X))
+    assert box.dtype == np.float64 and box.shape == (2, d)
+    np.testing.assert_array_equal(box, np.stack([X.min(axis=0), X.max(axis=0)]))
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("d", [1, 2, 3, 4, 6])
 def test_points_on_cell_boundaries_and_ties(poisoned, rng, d):
     """A lattice of step ε/2 (ε a power of two): many pairs exactly at distance ε,
