@@ -1,0 +1,111 @@
+"""The fused k-means step (kernels/kmeans.cu) against a float64 reference, and KMeans on
+the GPU at small and large k (fused and GEMM paths) against the CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer.kmeans import KMeans
+
+pytestmark = pytest.mark.gpu
+
+
+def reference_step(X, C):
+    """float64: squared distances of every row to every centre, sorted two best."""
+    X64, C64 = X.astype(np.float64), C.astype(np.float64)
+    D = (X64 * X64).sum(1)[:, None] - 2.0 * X64 @ C64.T + (C64 * C64).sum(1)[None, :]
+    order = np.argsort(D, axis=1, kind="stable")
+    rows = np.arange(X.shape[0])
+    return D, D[rows, order[:, 0]], D[rows, order[:, 1]] if C.shape[0] > 1 else None
+
+
+@pytest.mark.parametrize(("n", "d", "k"), [(1, 1, 1), (257, 3, 4), (10_007, 4, 4),
+                                           (5_000, 16, 17), (3_001, 64, 64), (2_000, 1, 80)])
+def test_fused_step_matches_float64(n, d, k, rng, poisoned):
+    import cupy
+    from explorer.kernels.kmeans import fused_step_fits, kmeans_step
+
+    assert fused_step_fits(k, d)
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    C = X[rng.choice(n, size=k, replace=n < k)] + 0.1 * rng.standard_normal((k, d))
+    x_sq = np.einsum("ij,ij->i", X, X)
+    labels, mind, sums = kmeans_step(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(C),
+                                     want_sums=True)
+    labels, mind, sums = labels.get(), mind.get(), sums.get()
+    assert labels.dtype == np.int32 and labels.min() >= 0 and labels.max() < k
+
+    D, best, second = reference_step(X, C.astype(np.float32))
+    # The chosen centre is the nearest, up to float32 rounding of the distances.
+    scale = 1e-5 * (x_sq + (C.astype(np.float32) ** 2).sum(1).max() + 1.0)
+    chosen = D[np.arange(n), labels]
+    assert np.all(chosen - best <= scale)
+    if second is not None:
+        clear = second - best > 2 * scale
+        np.testing.assert_array_equal(labels[clear], D[clear].argmin(axis=1))
+    np.testing.assert_allclose(mind, np.maximum(chosen, 0.0), rtol=1e-4, atol=scale.max())
+
+    # Sums and counts: float64 sums of the rows the kernel assigned, to float64 rounding.
+    want = np.zeros((k, d + 1))
+    np.add.at(want[:, :d], labels, X.astype(np.float64))
+    np.add.at(want[:, d], labels, 1.0)
+    np.testing.assert_array_equal(want[:, d], sums[:, d])
+    np.testing.assert_allclose(sums[:, :d], want[:, :d], rtol=1e-12, atol=1e-9)
+
+
+def test_fused_step_without_sums(rng, poisoned):
+    import cupy
+    from explorer.kernels.kmeans import kmeans_step
+
+    X = rng.standard_normal((999, 5)).astype(np.float32)
+    C = X[:7]
+    x_sq = np.einsum("ij,ij->i", X, X)
+    labels, mind, sums = kmeans_step(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(C),
+                                     want_sums=False)
+    assert sums is None
+    np.testing.assert_array_equal(labels.get()[:7], np.arange(7))
+    assert np.isfinite(mind.get()).all() and (mind.get()[:7] <= 1e-4).all()
+
+
+@pytest.mark.parametrize(("k", "d"), [(4, 4), (64, 64), (300, 8)])
+def test_kmeans_gpu_matches_cpu(k, d, rng):
+    # (300, 8): k·(d+1) = 2700 fits the fused step; also checked with the GEMM path by
+    # a k beyond it in the next test.
+    import cupy
+
+    centres = rng.uniform(-20, 20, size=(k, d))
+    X = (centres[rng.integers(k, size=20 * k)] + rng.standard_normal((20 * k, d))).astype(
+        np.float32)
+    init = X[rng.choice(X.shape[0], size=k, replace=False)]
+    cpu = KMeans(k, init=init, max_iter=50).fit(X)
+    gpu = KMeans(k, init=cupy.asarray(init), max_iter=50).fit(cupy.asarray(X))
+    assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-4)
+    agree = np.mean(cupy.asnumpy(gpu.labels_) == cpu.labels_)
+    assert agree > 0.999
+
+
+def test_kmeans_gpu_at_k_in_the_thousands(rng):
+    import cupy
+    from explorer.kernels.kmeans import fused_step_fits
+
+    k, d = 2048, 16
+    assert not fused_step_fits(k, d)  # the GEMM path
+    centres = rng.uniform(-100, 100, size=(k, d))
+    X = (centres[rng.integers(k, size=30 * k)] + rng.standard_normal((30 * k, d))).astype(
+        np.float32)
+    init = X[rng.choice(X.shape[0], size=k, replace=False)]
+    cpu = KMeans(k, init=init, max_iter=20).fit(X)
+    gpu = KMeans(k, init=cupy.asarray(init), max_iter=20).fit(cupy.asarray(X))
+    labels = cupy.asnumpy(gpu.labels_)
+    assert np.mean(labels == cpu.labels_) > 0.999
+    assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-4)
+    # Consistent with its centres: predict gives the labels (up to float32 near-ties:
+    # predict centres the data differently), and the inertia is theirs.
+    C = cupy.asnumpy(gpu.cluster_centers_).astype(np.float64)
+    predicted = cupy.asnumpy(gpu.predict(cupy.asarray(X)))
+    differ = np.flatnonzero(predicted != labels)
+    assert differ.size <= 1e-3 * X.shape[0]
+    d_label = ((X[differ] - C[labels[differ]]) ** 2).sum(axis=1)
+    d_predicted = ((X[differ] - C[predicted[differ]]) ** 2).sum(axis=1)
+    np.testing.assert_allclose(d_label, d_predicted, rtol=1e-4, atol=1e-3)
+    assert gpu.inertia_ == pytest.approx(float(((X - C[labels]) ** 2).sum()), rel=1e-5)
