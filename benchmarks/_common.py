@@ -20,10 +20,15 @@ from pathlib import Path
 
 from explorer._environment import environment_info
 
-__all__ = ["RESULTS", "environment_info", "summary", "time_cpu", "time_gpu", "timer",
-           "write_result"]
+__all__ = ["RESULTS", "device_name", "environment_info", "summary", "time_cpu", "time_gpu",
+           "timer", "write_result"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def device_name(environment: dict) -> str:
+    """The GPU's name in a result's ``environment`` (also the older flat records)."""
+    return environment.get("gpu", {}).get("name") or environment.get("device", "unknown")
 
 
 class _Elapsed:

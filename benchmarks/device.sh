@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# One device call: check the environment, run the GPU tests, run the paper-tables
-# benchmark, and leave every result file in OUT (at most 7 files, flat):
-#   env.txt  install.log  gpu-tests.log  gpu-tests.xml  bench.log  paper-tables.json
+# One device call: check the environment, run the GPU tests, run a benchmark, and
+# leave every result file in OUT (at most 7 files, flat):
+#   env.txt  install.log  gpu-tests.log  gpu-tests.xml  bench.log  <benchmark>.json
 #
-# usage: benchmarks/device.sh OUT [--quick | --full] [--no-tests] [--no-bench]
-#   --quick (default)  Syn1M and MNIST60K, 3 runs each, plus the counting-pass and
-#                      denseToCSR measurements
-#   --full             every shape of the paper's Tables 3, 5, 6 (< 9 minutes on an H100)
+# usage: benchmarks/device.sh OUT [--quick | --full | --fast] [--no-tests] [--no-bench]
+#   --quick (default)  paper tables: Syn1M and MNIST60K, 3 runs each, plus the
+#                      counting-pass and denseToCSR measurements
+#   --full             paper tables: every shape of Tables 3, 5, 6 (< 9 minutes on an H100)
+#   --fast             benchmarks/fast.py: grid/gemm builds, eigensolver + k-means on
+#                      the four shapes, k-means alone (fast.json; ~4 minutes)
 # Time limits (seconds): TEST_TIMEOUT (default 300), BENCH_BUDGET (default 420, the
 # benchmark stops starting new work past it), BENCH_TIMEOUT (default 540, hard stop).
 # TEST_K: a pytest -k expression to run only some GPU tests; BENCH_ARGS: more options
 # for benchmarks/paper_tables.py (e.g. "--shapes Syn5M --name paper-tables-syn5m").
 set -u
-OUT=${1:?usage: benchmarks/device.sh OUT [--quick|--full] [--no-tests] [--no-bench]}
+OUT=${1:?usage: benchmarks/device.sh OUT [--quick|--full|--fast] [--no-tests] [--no-bench]}
 shift
 MODE=--quick TESTS=1 BENCH=1
 for arg in "$@"; do
   case $arg in
-    --quick|--full) MODE=$arg ;;
+    --quick|--full|--fast) MODE=$arg ;;
     --no-tests) TESTS=0 ;;
     --no-bench) BENCH=0 ;;
     *) echo "unknown option $arg" >&2; exit 2 ;;
@@ -60,8 +62,13 @@ if [[ $TESTS == 1 ]]; then
 fi
 if [[ $BENCH == 1 ]]; then
   # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
-  timeout -k 10 "${BENCH_TIMEOUT:-540}" "$PY" benchmarks/paper_tables.py "$MODE" \
-    --budget "${BENCH_BUDGET:-420}" --out "$OUT" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
+  if [[ $MODE == --fast ]]; then
+    timeout -k 10 "${BENCH_TIMEOUT:-540}" "$PY" benchmarks/fast.py --out "$OUT" \
+      ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
+  else
+    timeout -k 10 "${BENCH_TIMEOUT:-540}" "$PY" benchmarks/paper_tables.py "$MODE" \
+      --budget "${BENCH_BUDGET:-420}" --out "$OUT" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
+  fi
   echo "benchmark exit status $?" >> "$OUT/bench.log"
 fi
 
@@ -70,5 +77,7 @@ if [[ $TESTS == 1 ]]; then
   echo "== GPU tests"; grep -E "passed|failed|error|FAILED|ERROR|exit status" "$OUT/gpu-tests.log" | tail -n 40
 fi
 if [[ $BENCH == 1 ]]; then
-  echo "== benchmark"; sed -n '/^== paper tables/,$p' "$OUT/bench.log"; tail -n 3 "$OUT/bench.log"
+  echo "== benchmark"
+  if [[ $MODE == --fast ]]; then cat "$OUT/bench.log"
+  else sed -n '/^== paper tables/,$p' "$OUT/bench.log"; tail -n 3 "$OUT/bench.log"; fi
 fi

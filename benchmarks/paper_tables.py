@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import re
 import statistics
 import sys
@@ -30,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import device_name, environment_info
 
 #: The paper's settings (Table 2) and figures (Tables 3, 5, 6; RTX 3090, CUDA 11.5).
 SHAPES = {
@@ -86,25 +86,6 @@ QUICK = ("Syn1M", "MNIST60K")
 
 #: Rows of the warm-up slice: every kernel of every variant compiles on it.
 WARMUP_ROWS = 4096
-
-
-def environment() -> dict:
-    import cupy
-
-    dev = cupy.cuda.Device()
-    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-    return {
-        "device": name,
-        "multiprocessors": int(props["multiProcessorCount"]),
-        "memory_GiB": round(dev.mem_info[1] / 2**30, 1),
-        "driver": cupy.cuda.runtime.driverGetVersion(),
-        "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
-        "cupy": cupy.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "host": platform.node(),
-    }
 
 
 def _free_device_memory():
@@ -373,7 +354,7 @@ def main(argv=None) -> int:
     out_path = Path(args.out) / f"{args.name}.json"
     out_path.parent.mkdir(parents=True, exist_ok=True)
     report = {
-        "environment": environment(),
+        "environment": environment_info("gpu"),
         "protocol": (
             "CUDA events around each build_gpu call (operand layout, every pass, scans, "
             "allocations and the CSR hand-over; data already on the device); all kernels "
@@ -440,7 +421,7 @@ def main(argv=None) -> int:
 
 def print_summary(report: dict) -> None:
     env = report["environment"]
-    print(f"\n== paper tables on {env['device']} (paper: RTX 3090) ==")
+    print(f"\n== paper tables on {device_name(env)} (paper: RTX 3090) ==")
     print(f"{'shape':11s} {'build':12s} {'ours s':>9s} {'paper s':>9s} {'speed-up':>9s}"
           f" {'pairs/s':>10s}")
     for name, res in report["shapes"].items():

@@ -19,6 +19,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from _common import device_name  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -59,7 +60,7 @@ def main() -> int:
     times = ours(shapes)
     for name, entry in fast["shapes"].items():
         times.setdefault(entry["method"], {})[name] = entry["build_s"]
-    device = fast["environment"]["device"]
+    device = device_name(fast["environment"])
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     styles = {"csr1": "o-", "csr2 (best)": "s-", "csr3": "^-", "grid": "D-", "gemm": "D-"}
