@@ -116,3 +116,33 @@ def sparse_module(xp) -> ModuleType:
     import cupyx.scipy.sparse
 
     return cupyx.scipy.sparse
+
+
+#: Rows per block of :func:`column_sums` (bounds its float64 copy to ~128 MiB per
+#: column on the GPU, 32 MiB on the CPU).
+_COLUMN_BLOCK = {"cpu": 1 << 22, "gpu": 1 << 24}
+
+
+def column_sums(M, xp=None):
+    """float64 sums of the columns of an n×m array (NumPy or CuPy), m small.
+
+    A product with a vector of ones, over blocks of rows: CuPy's ``sum(axis=0)`` over
+    few columns runs in a handful of blocks (about 3 ms per 10⁶ rows of 4 columns on
+    an H200, which made k-means++ seeding at n = 5·10⁶ take seconds), while the
+    product is a pass at bandwidth. Values are widened one block at a time.
+    """
+    xp = array_module(M) if xp is None else xp
+    n = M.shape[0]
+    total = xp.zeros(M.shape[1], dtype=xp.float64)
+    step = max(1, _COLUMN_BLOCK["cpu" if xp is np else "gpu"] // max(1, M.shape[1]))
+    ones = xp.ones(min(n, step), dtype=xp.float64)
+    for start in range(0, n, step):
+        block = M[start : start + step].astype(xp.float64, copy=False)
+        total += ones[: block.shape[0]] @ block
+    return total
+
+
+def column_norms(M, xp=None):
+    """Euclidean norms of the columns of an n×m array, as float64 (see :func:`column_sums`)."""
+    xp = array_module(M) if xp is None else xp
+    return xp.sqrt(column_sums(M * M, xp))

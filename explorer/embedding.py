@@ -17,6 +17,7 @@ sparse-linear-algebra module differs.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from . import _subspace
-from ._backend import array_module, sparse_module, to_numpy
+from ._backend import array_module, column_norms, sparse_module, to_numpy
+from ._csr import block_rows, cast_values, csr_from_arrays, row_blocks, with_values
 from ._validation import check_choice, check_float, check_int
 
 SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "chebyshev")
@@ -60,6 +62,7 @@ EIGENGAP_TOL = 1e-5
 #: Upper bound on the eigenpairs ``n_clusters="auto"`` computes before the eigengap
 #: heuristic picks k among them.
 AUTO_K_MAX = 20
+
 
 
 class ConvergenceError(ValueError, RuntimeError):
@@ -244,6 +247,12 @@ def spectral_embedding(
     would blur the eigengap and stall convergence. The matrix-vector products are
     memory-bound, so float64 values cost about 1.5x the float32 time.
 
+    **Memory.** Besides `csr`, the stage holds the float64 values of A (8 B per
+    nonzero; A shares `csr`'s index arrays, so int64 indices stay int64 and are not
+    copied) and, for Chebyshev on the GPU, their float32 copy (4 B per nonzero); the
+    passes that need each entry's row work on blocks of :data:`~explorer._csr.ENTRY_BLOCK` entries.
+    Isolated vertices cost one more matrix without them.
+
     **More components than k.** Then the k smallest eigenvalues are all 0 and any k
     vectors of the span of the component indicators are a valid answer; the
     embedding separates components, not geometry. Raise the threshold (or σ) until
@@ -259,7 +268,9 @@ def spectral_embedding(
     n = csr.shape[0]
 
     t0 = _now(xp)
-    S = csr.astype(xp.float64)
+    # float64 values on csr's own index arrays: the one copy of the matrix the stage
+    # makes (8 B per nonzero), later scaled in place into A.
+    S = with_values(csr, csr.data.astype(xp.float64))
     _check_symmetric(S, xp)
     degree = _degrees(S, xp)
     isolated = degree <= 0
@@ -275,7 +286,7 @@ def spectral_embedding(
         S = _submatrix(S, keep, xp)
         degree = degree[keep]
     dinv = 1.0 / xp.sqrt(degree)
-    A = _scale_symmetric(S, dinv, xp)
+    A = _scale_symmetric(S, dinv, xp, inplace=True)
     t1 = _now(xp)
 
     used = _resolve_solver(solver, m, n_components, xp)
@@ -297,8 +308,8 @@ def spectral_embedding(
         mu, V, iterations = _solve_lobpcg(A, n_components, degree, tol_used, iters, rng, xp)
     t2 = _now(xp)
 
-    V = V / xp.linalg.norm(V, axis=0)
-    residuals = to_numpy(xp.linalg.norm(A @ V - V * mu, axis=0))
+    V = V / column_norms(V, xp)
+    residuals = to_numpy(column_norms(A @ V - V * mu, xp))
     if tol_used is not None and float(residuals.max()) > 2 * tol_used:
         warnings.warn(
             f"eigensolver {used!r} stopped with residual norm {float(residuals.max()):.2e} "
@@ -418,9 +429,11 @@ def _linalg_module(xp):
 
 
 def _check_affinity(csr):
-    """Validate the similarity matrix and return it as CSR (same device).
+    """Validate the similarity matrix and return it as canonical CSR (same device).
 
-    Symmetry is checked later, on the float64 copy the embedding computes with.
+    Symmetry is checked later, on the float64 values the embedding computes with. The
+    result shares the caller's arrays when they are canonical already (the builders'
+    are); otherwise it is a canonical copy with the same index dtype.
     """
     xp = array_module(csr)
     if not sparse_module(xp).issparse(csr):
@@ -432,15 +445,26 @@ def _check_affinity(csr):
         raise ValueError(f"csr must be a square n×n matrix with n >= 2; got shape {csr.shape}")
     csr = csr.tocsr()
     if csr.nnz:
-        data = csr.data
-        if not bool(xp.isfinite(data).all()):
+        # min and max propagate NaN and reach ±inf: two reductions, where
+        # isfinite(data) would first make a mask of 1 B per nonzero (2.2 GB at 2.2·10⁹).
+        low, high = float(csr.data.min()), float(csr.data.max())
+        if not (math.isfinite(low) and math.isfinite(high)):
             raise ValueError("csr contains non-finite weights (NaN or inf)")
-        low = float(data.min())
         if low < 0:
             raise ValueError(
                 f"csr has negative weights (min {low:g}); similarity weights must be >= 0 "
                 "(with metric='cosine' use threshold_sim >= 0)"
             )
+    if not csr.has_canonical_format:
+        # Sorted, duplicate-free rows: what cuSPARSE's products require and what lets
+        # the passes below share the index arrays. Summed on a copy, so the caller's
+        # matrix stays as given; the copy keeps the caller's index dtype, which
+        # sum_duplicates may have narrowed.
+        fixed = csr.copy()
+        fixed.sum_duplicates()
+        idx = csr.indices.dtype
+        csr = csr_from_arrays(fixed.data, fixed.indices.astype(idx, copy=False),
+                              fixed.indptr.astype(idx, copy=False), csr.shape, canonical=True)
     return csr
 
 
@@ -463,35 +487,72 @@ def _check_symmetric(S, xp) -> None:
 
 
 def _degrees(S, xp):
-    """Row sums of S in float64 (as a 1-D array on S's device)."""
-    if S.dtype != xp.float64:
-        S = S.astype(xp.float64)
+    """Row sums of S in float64 (as a 1-D array on S's device).
+
+    Only the values are widened; the index arrays are S's own (``astype`` would copy
+    them too: 17.7 GB more for int64 indices at 2.2·10⁹ nonzeros).
+    """
+    S = cast_values(S, xp.float64)
     return S @ xp.ones(S.shape[1], dtype=xp.float64)
 
 
-def _row_indices(S, xp):
-    """Row index of every stored entry of a CSR matrix, in storage order."""
-    return xp.searchsorted(S.indptr[1:], xp.arange(S.nnz), side="right")
-
-
 def _submatrix(S, keep, xp):
-    """S restricted to rows and columns `keep` (ascending vertex ids)."""
-    sp = sparse_module(xp)
-    new_id = xp.full(S.shape[0], -1, dtype=xp.int64)
-    new_id[keep] = xp.arange(keep.shape[0])
-    rows = new_id[_row_indices(S, xp)]
-    cols = new_id[S.indices]
-    # Dropped vertices have degree 0, so their stored entries (if any) are zeros.
-    ok = (rows >= 0) & (cols >= 0)
+    """S restricted to rows and columns `keep` (ascending vertex ids), canonical, with
+    S's index dtype.
+
+    Dropped vertices have degree 0, so their stored entries (if any) are zeros, and so
+    are the entries of kept rows in their columns: all are left out. Two passes over
+    blocks of rows (count, then fill) keep the scratch to one block whatever nnz is.
+    """
+    n = S.shape[0]
     m = int(keep.shape[0])
-    return sp.coo_matrix((S.data[ok], (rows[ok], cols[ok])), shape=(m, m)).tocsr()
+    idx = S.indices.dtype
+    new_id = xp.full(n, -1, dtype=idx)
+    new_id[keep] = xp.arange(m, dtype=idx)
+
+    def kept_entries(r0, r1, e0, e1):
+        rows = block_rows(S, r0, r1, e0, e1, xp)
+        return (new_id[rows] >= 0) & (new_id[S.indices[e0:e1]] >= 0), rows
+
+    counts = xp.zeros(n, dtype=idx)
+    for r0, r1, e0, e1 in row_blocks(S.indptr):
+        ok, rows = kept_entries(r0, r1, e0, e1)
+        rel = rows[ok] - r0
+        if rel.shape[0]:  # CuPy's bincount cannot size an empty input
+            counts[r0:r1] = xp.bincount(rel, minlength=r1 - r0)
+    indptr = xp.zeros(m + 1, dtype=idx)
+    indptr[1:] = xp.cumsum(counts[keep], dtype=idx)
+    nnz = int(indptr[-1])
+    indices = xp.empty(nnz, dtype=idx)
+    data = xp.empty(nnz, dtype=S.dtype)
+    at = 0
+    for r0, r1, e0, e1 in row_blocks(S.indptr):
+        ok, _ = kept_entries(r0, r1, e0, e1)
+        cols = new_id[S.indices[e0:e1][ok]]
+        size = int(cols.shape[0])
+        indices[at : at + size] = cols
+        data[at : at + size] = S.data[e0:e1][ok]
+        at += size
+    # Renumbering keeps the order of the columns, so rows stay sorted and distinct.
+    return csr_from_arrays(data, indices, indptr, (m, m), canonical=S.has_canonical_format)
 
 
-def _scale_symmetric(S, dinv, xp):
-    """A = D^-1/2 S D^-1/2 as a CSR matrix sharing S's sparsity pattern."""
-    sp = sparse_module(xp)
-    data = S.data * dinv[_row_indices(S, xp)] * dinv[S.indices]
-    return sp.csr_matrix((data, S.indices, S.indptr), shape=S.shape)
+def _scale_symmetric(S, dinv, xp, *, inplace=False):
+    """A = D^-1/2 S D^-1/2 as a CSR matrix sharing S's index arrays.
+
+    Computed over blocks of rows, so the scratch (row ids, gathered factors) stays near
+    :data:`~explorer._csr.ENTRY_BLOCK` entries' worth whatever nnz is. With `inplace`,
+    S's own float64 values are overwritten and S is returned: for a matrix whose values
+    are the caller's to give up.
+    """
+    if inplace and S.dtype != xp.float64:
+        raise ValueError(f"inplace scaling needs float64 values; got {S.dtype}")
+    data = S.data if inplace else xp.empty(S.data.shape, dtype=xp.float64)
+    for r0, r1, e0, e1 in row_blocks(S.indptr):
+        block = S.data[e0:e1] * dinv[block_rows(S, r0, r1, e0, e1, xp)]
+        block *= dinv[S.indices[e0:e1]]
+        data[e0:e1] = block
+    return S if inplace else with_values(S, data)
 
 
 def _resolve_solver(solver: str, m: int, k: int, xp=np) -> str:
@@ -601,12 +662,12 @@ def _solve_lobpcg(A, k, degree, tol, max_iter, rng, xp):
     iterations = 0
     while True:
         R = AX - X * xp.asarray(theta)
-        residual_norms = to_numpy(xp.linalg.norm(R, axis=0))
+        residual_norms = to_numpy(column_norms(R, xp))
         if (residual_norms[:k] <= tol).all():
             # AX was carried along through the updates; confirm with a fresh product.
             AX = A @ X
             R = AX - X * xp.asarray(theta)
-            residual_norms = to_numpy(xp.linalg.norm(R, axis=0))
+            residual_norms = to_numpy(column_norms(R, xp))
             if (residual_norms[:k] <= tol).all():
                 break
             P = AP = None
@@ -674,7 +735,9 @@ def _svqb(W, xp, AW=None):
 
 def _sign_flip(V, xp):
     """Make the largest-magnitude entry of each column positive (deterministic signs)."""
-    rows = xp.argmax(xp.abs(V), axis=0)
+    # Over a contiguous (k, n) copy: an axis-0 reduction of the (n, k) array runs in a
+    # handful of GPU blocks (see explorer._backend.column_sums).
+    rows = xp.argmax(xp.ascontiguousarray(xp.abs(V).T), axis=1)
     signs = xp.sign(V[rows, xp.arange(V.shape[1])])
     signs[signs == 0] = 1
     return V * signs

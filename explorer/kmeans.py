@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._backend import array_module, sparse_module
+from ._backend import array_module, column_sums, sparse_module
 from ._validation import check_choice, check_data, check_float, check_int
 
 INITS = ("k-means++", "random")
@@ -194,31 +194,13 @@ def _centre(X, shift=None):
     X32 = check_data(X, min_samples=1)
     xp = array_module(X32)
     if array_module(X) is xp and getattr(X, "dtype", None) == xp.float64:
-        shift = _column_sums(X, xp) / X.shape[0] if shift is None else shift
+        shift = column_sums(X, xp) / X.shape[0] if shift is None else shift
         return (X - shift).astype(xp.float32), shift, xp.float64
     if shift is None:
-        shift = _column_sums(X32, xp) / X32.shape[0]
+        shift = column_sums(X32, xp) / X32.shape[0]
     # Subtract (and report) the float32 rounding of the shift, exactly.
     shift = shift.astype(xp.float32)
     return X32 - shift, shift.astype(xp.float64), xp.float32
-
-
-def _column_sums(M, xp):
-    """float64 sums of the columns of an n×m matrix with m small.
-
-    A product with a vector of ones: CuPy's ``sum(axis=0)`` over few columns runs in a
-    handful of blocks (about 3 ms per 10⁶ rows on an H200, which made k-means++ seeding
-    take seconds at n = 5·10⁶), while the product is one pass at bandwidth. The values
-    are widened one row block at a time, so the float64 copy stays bounded.
-    """
-    n = M.shape[0]
-    total = xp.zeros(M.shape[1], dtype=xp.float64)
-    step = _chunk_rows(xp, M.shape[1])
-    ones = xp.ones(min(n, step), dtype=xp.float64)
-    for start in range(0, n, step):
-        block = M[start : start + step].astype(xp.float64, copy=False)
-        total += ones[: block.shape[0]] @ block
-    return total
 
 
 def _chunk_rows(xp, width: int) -> int:
@@ -265,7 +247,7 @@ def _kmeans_plusplus(X, x_sq, k, rng, xp):
         cumulative = xp.cumsum(closest, dtype=xp.float64)
         candidates = xp.minimum(xp.searchsorted(cumulative, targets), n - 1)
         dist = xp.minimum(_sqdist(X, x_sq, X[candidates]), closest[:, None])
-        potentials = _column_sums(dist, xp)
+        potentials = column_sums(dist, xp)
         best = int(xp.argmin(potentials))
         centers[c] = X[int(candidates[best])]
         closest = dist[:, best]

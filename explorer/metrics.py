@@ -12,6 +12,7 @@ import numpy as np
 from sklearn import metrics as _sk
 
 from ._backend import array_module, sparse_module, to_numpy
+from ._csr import block_rows, row_blocks
 
 NOISE = -1
 
@@ -158,14 +159,19 @@ def _cut_terms(csr, labels):
     cluster = xp.full(n, -1, dtype=xp.int64)
     cluster[clustered] = inverse.ravel()
 
-    coo = csr.tocoo()
-    w = coo.data.astype(xp.float64)
-    cu = cluster[coo.row]
-    cv = cluster[coo.col]
-    own = cu >= 0
-    crossing = own & (cu != cv)
-    cut = _sums(cu[crossing], w[crossing], k, xp)
-    vol = _sums(cu[own], w[own], k, xp)
+    # A block of rows at a time: per-entry temporaries (row ids, cluster ids, float64
+    # weights, masks) for the whole matrix would be several copies of it (17.7 GB each
+    # at 2.2·10⁹ nonzeros).
+    csr = csr.tocsr()
+    cut, vol = np.zeros(k), np.zeros(k)
+    for r0, r1, e0, e1 in row_blocks(csr.indptr):
+        w = csr.data[e0:e1].astype(xp.float64)
+        cu = cluster[block_rows(csr, r0, r1, e0, e1, xp)]
+        cv = cluster[csr.indices[e0:e1]]
+        own = cu >= 0
+        crossing = own & (cu != cv)
+        cut += _sums(cu[crossing], w[crossing], k, xp)
+        vol += _sums(cu[own], w[own], k, xp)
     size = _sums(cluster[clustered], xp.ones(int(clustered.sum()), dtype=xp.float64), k, xp)
     return cut, vol, size
 

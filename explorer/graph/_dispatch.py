@@ -16,6 +16,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from .._backend import Backend, resolve_backend, to_numpy
+from .._csr import row_sums
 from .._validation import check_data, check_float, check_int
 from . import _cpu
 from ._params import GraphParams
@@ -305,11 +306,7 @@ def _stats_of_csr(csr, be: Backend, hypo) -> GraphStats:
     xp = be.xp
     n = csr.shape[0]
     counts = xp.diff(csr.indptr)
-    # Degrees in float64 (a float32 sum of a long row loses digits the UI shows), on a
-    # view sharing the index arrays: only the values are widened.
-    wide = type(csr)((csr.data.astype(xp.float64), csr.indices, csr.indptr), shape=csr.shape,
-                     copy=False)
-    degrees = xp.asarray(wide.sum(axis=1)).ravel()
+    degrees = row_sums(csr, xp)
     gpu = _gpu_bridge() if be.is_gpu else None
     if gpu is not None and hasattr(gpu, "connected_components"):
         n_comp = int(gpu.connected_components(csr))

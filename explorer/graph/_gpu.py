@@ -256,13 +256,16 @@ def estimate_gpu_bytes(n: int, nnz: float, method: str, hypo: int, sp_max_nz_pct
     """Bytes the largest arrays of a `method` build take: the CSR result (column and
     value, 8 B per nonzero, and an int64 row pointer), plus CSR-2's ELLPACK arrays
     (``n · hypo · 8`` and three int32 per row) or CSR-3's arrays sized by spMaxNzPct
-    (:func:`default_sp_max_nz_pct` rounds 1.5x the density up: at least ``1.5 nnz``)."""
-    need = 8.0 * nnz + 8.0 * (n + 1)
+    (:func:`default_sp_max_nz_pct` rounds 1.5x the density up: at least ``1.5 nnz``).
+    From 2**31 nonzeros the int32 columns are widened to int64 next to themselves
+    (:func:`_to_csr`): 8 B more per nonzero at that moment."""
+    per_nonzero = 8.0 if nnz < 2**31 else 16.0
+    need = per_nonzero * nnz + 8.0 * (n + 1)
     if method == "csr2":
         need += 8.0 * n * hypo + 12.0 * n
     elif method == "csr3":
         capacity = 1.5 * nnz if sp_max_nz_pct is None else n * n * sp_max_nz_pct / 100.0
-        need = 8.0 * max(capacity, nnz) + 8.0 * (n + 1)
+        need = 8.0 * max(capacity, nnz) + (per_nonzero - 8.0) * nnz + 8.0 * (n + 1)
     return need
 
 
@@ -374,21 +377,64 @@ def _check_rows(rows, n: int):
     return arr.astype(cupy.int32)
 
 
+#: Edges converted to int32 at once for the device union-find, whose kernel reads int32
+#: row offsets and columns (kernels/components.cu), when a graph's arrays are int64: a
+#: larger graph is labelled in row blocks of at most this many edges, so the int32 copy
+#: of a block's columns is 4 GiB at most.
+COMPONENTS_BLOCK = 2**30
+
+
 def connected_components(csr) -> int:
     """Connected components of a square cupyx CSR graph, computed on the device.
 
     Edges count in both directions (weak components); isolated vertices are components.
+    Any nnz: int64 index arrays (nnz >= 2**31) are taken in row blocks (see
+    :func:`count_components`).
+
+    Raises
+    ------
+    ValueError
+        If the graph has 2**31 vertices or more (vertex ids are int32 in the kernel).
     """
     n = csr.shape[0]
-    indptr = csr.indptr
-    indices = csr.indices
-    if indptr.dtype != cupy.int32 or indices.dtype != cupy.int32:
-        if int(csr.nnz) >= 2**31:
-            raise ValueError(
-                f"connected_components supports nnz < 2**31; got nnz={int(csr.nnz)}"
-            )
-        indptr, indices = indptr.astype(cupy.int32), indices.astype(cupy.int32)
-    return components.count_components(n, indptr, indices)
+    if n >= 2**31:
+        raise ValueError(f"connected_components supports n < 2**31 vertices; got n={n}")
+    return count_components(n, csr.indptr, csr.indices)
+
+
+def count_components(n: int, indptr, indices, *, block: int | None = None) -> int:
+    """Connected components of the graph of CSR arrays `indptr`, `indices`.
+
+    int32 arrays go through :func:`explorer.kernels.components.count_components` as
+    they are; int64 arrays of at most `block` edges (default :data:`COMPONENTS_BLOCK`)
+    are converted first. A larger int64 graph is fed to the same union-find kernels in
+    row blocks of at most `block` edges (a longer row is a block of its own: at most
+    n - 1 edges), all hooking into one parent array: each block gets int32 offsets
+    rebased to it (rows outside it are empty) and its columns as int32, so the kernel's
+    int32 arithmetic holds however large nnz is.
+    """
+    block = COMPONENTS_BLOCK if block is None else int(block)
+    if indptr.dtype == cupy.int32 and indices.dtype == cupy.int32:
+        return components.count_components(n, indptr, indices)
+    if int(indices.shape[0]) <= block:
+        return components.count_components(n, indptr.astype(cupy.int32),
+                                           indices.astype(cupy.int32))
+    parent = cupy.arange(n, dtype=cupy.int32)
+    hook_x, hook_y = components._HOOK_BLOCK
+    ptr = cupy.asnumpy(indptr).astype(np.int64)
+    r0 = 0
+    while r0 < n:
+        r1 = min(max(int(np.searchsorted(ptr, ptr[r0] + block, side="right")) - 1, r0 + 1), n)
+        e0, e1 = int(ptr[r0]), int(ptr[r1])
+        if e1 > e0:
+            local = cupy.clip(indptr - e0, 0, e1 - e0).astype(cupy.int32)
+            _launch.launch("components", "cc_hook", (), (-(-n // hook_y),), (hook_x, hook_y),
+                           (np.int32(n), local, indices[e0:e1].astype(cupy.int32), parent))
+        r0 = r1
+    flat = components._FLAT_BLOCK
+    _launch.launch("components", "cc_flatten", (), (-(-n // flat),), (flat,),
+                   (np.int32(n), parent))
+    return int(cupy.count_nonzero(parent == cupy.arange(n, dtype=cupy.int32)))
 
 
 def choose_method(n: int, d: int, params: GraphParams) -> tuple[str, str]:

@@ -42,7 +42,8 @@ class GraphStats:
         Rows with more nonzeros than `hypo_max_nnz_row`: CSR-2's supplementary pass
         revisits them.
     bytes_csr, bytes_dense, bytes_ellpack : int
-        Memory of the matrix as float32 CSR (int32 or int64 indptr), dense float32,
+        Memory of the matrix as float32 CSR (int32 indices and row offsets while nnz
+        and n are below 2**31, int64 beyond: 8 or 12 B per nonzero), dense float32,
         and float32+int32 ELLPACK at `hypo_max_nnz_row`.
     degree_min, degree_mean, degree_max : float or None
         Weighted degrees (row sums of S), when the builder computed weights.

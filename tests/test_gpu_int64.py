@@ -1,0 +1,235 @@
+"""int64 indices on the GPU: past 2**31 nonzeros, built, measured, clustered and exported.
+
+The fast tests run the int64 code paths (cuSPARSE products on int64 index arrays, the
+block passes of the embedding, components in row blocks, the export) on small graphs
+whose cupyx CSR is given int64 indices, against the same graph with int32 indices.
+The slow test runs the whole pipeline on a graph of 2.2·10⁹ nonzeros, where int64 is
+the only choice: two groups of 33 300 points far apart on a line, each a complete
+graph under a uniform threshold, so the answer is known (2 components, eigenvalue 0
+twice, the groups as clusters). It needs about 55 GB of GPU memory, 27 GB of host
+memory and 27 GB of disk, for one to two minutes (writing the NPZ is most of it:
+the zip's CRC-32 runs at a few hundred MB/s on one core).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components as scipy_components
+
+cupy = pytest.importorskip("cupy")
+
+from explorer import SpectralClustering, _csr, _subspace, build_graph, embedding  # noqa: E402
+from explorer._backend import resolve_backend  # noqa: E402
+from explorer._csr import csr_from_arrays  # noqa: E402
+from explorer.embedding import spectral_embedding  # noqa: E402
+from explorer.graph import _dispatch, _gpu  # noqa: E402
+from explorer.metrics import adjusted_rand_score  # noqa: E402
+from explorer.ui._export import map_graph_npz, save_graph_npz  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+RULE = {"metric": "gaussian", "sigma": 0.6, "threshold_sqdist": 0.36}
+
+
+def widen(csr):
+    """The cupyx CSR `csr` with int64 index arrays (assigned: a constructor would narrow
+    them back to int32 while the values fit)."""
+    out = csr_from_arrays(csr.data, csr.indices.astype(cupy.int64),
+                          csr.indptr.astype(cupy.int64), csr.shape, canonical=True)
+    assert out.indices.dtype == out.indptr.dtype == cupy.int64
+    return out
+
+
+def clustered_points(rng, sizes=(150, 120, 130), n_isolated=4):
+    """Separated 2-D boxes of points (one component each) and isolated far points."""
+    parts = [np.array([20.0 * i, 0.0]) + rng.random((s, 2)) * 2.0 for i, s in enumerate(sizes)]
+    far = 1e4 + 1e3 * np.arange(n_isolated)[:, None] * np.ones((1, 2))
+    X = np.vstack([*parts, far]).astype(np.float32)
+    y = np.concatenate([np.full(s, i) for i, s in enumerate(sizes)] + [np.full(n_isolated, -1)])
+    order = rng.permutation(X.shape[0])
+    return X[order], y[order]
+
+
+@pytest.fixture
+def graph(rng):
+    """(int32 cupyx CSR, its int64 twin, labels) of a 3-component graph with 4 isolated points."""
+    X, y = clustered_points(rng)
+    csr = build_graph(cupy.asarray(X), **RULE, backend="gpu").csr
+    assert csr.indices.dtype == cupy.int32
+    return csr, widen(csr), y
+
+
+def unit_row_gram(emb):
+    """E Eᵀ of the non-isolated unit rows: independent of the basis chosen within a
+    repeated eigenvalue (E -> E Q for orthogonal Q)."""
+    E = cupy.asnumpy(emb.embedding)[~cupy.asnumpy(emb.isolated)]
+    return E @ E.T
+
+
+# --------------------------------------------------------------------- components
+
+
+# block=None: the whole int64 graph converted at once; otherwise row blocks, down to
+# one row each (rows longer than the block).
+@pytest.mark.parametrize("block", [1, 37, 1000, None])
+def test_int64_components_in_row_blocks_equal_scipy(block, rng):
+    n = 3000
+    rows, cols = rng.integers(n, size=(2, 2500))
+    keep = rows != cols
+    adj = sp.coo_matrix((np.ones(keep.sum(), np.float32), (rows[keep], cols[keep])), (n, n))
+    host = (adj + adj.T).tocsr()
+    host.sum_duplicates()
+    want = scipy_components(host, directed=False)[0]
+    assert np.diff(host.indptr).max() > 1  # rows longer than block=1
+    got = _gpu.count_components(n, cupy.asarray(host.indptr.astype(np.int64)),
+                                cupy.asarray(host.indices.astype(np.int64)), block=block)
+    assert got == want
+
+
+def test_statistics_of_an_int64_gpu_graph_equal_int32(graph):
+    csr32, csr64, _ = graph
+    gpu = resolve_backend("gpu")
+    want = _dispatch._stats_of_csr(csr32, gpu, None).to_dict()
+    got = _dispatch._stats_of_csr(csr64, gpu, None).to_dict()
+    assert got["n_components"] == want["n_components"] == 3 + 4
+    for key, value in want.items():
+        if key.startswith("degree_"):
+            assert got[key] == pytest.approx(value, rel=1e-12)
+        else:
+            assert got[key] == value, key
+
+
+# ---------------------------------------------------------------------- embedding
+
+
+# Chebyshev at tol 1e-5 iterates in float32 (its own float32 copy of A's values).
+@pytest.mark.parametrize(("solver", "tol"), [("lobpcg", 1e-9), ("chebyshev", 1e-9),
+                                             ("chebyshev", 1e-5)])
+def test_embedding_of_an_int64_gpu_graph_equals_int32(solver, tol, graph, monkeypatch):
+    csr32, csr64, _ = graph
+    want = spectral_embedding(csr32, 3, solver=solver, tol=tol, random_state=0)
+    seen = []
+    block_init = _subspace._Block.__init__
+
+    def init(self, A, *args):
+        block_init(self, A, *args)
+        seen.extend([self.A.indices.dtype, self.A64.indices.dtype])
+
+    scale = embedding._scale_symmetric
+
+    def scale_spy(*args, **kwargs):
+        out = scale(*args, **kwargs)
+        seen.extend([out.indices.dtype, out.indptr.dtype])
+        return out
+
+    monkeypatch.setattr(_subspace._Block, "__init__", init)
+    monkeypatch.setattr(embedding, "_scale_symmetric", scale_spy)
+    # Blocks of 50 entries: the block passes run many times on the device.
+    monkeypatch.setattr(_csr, "ENTRY_BLOCK", 50)
+    got = spectral_embedding(csr64, 3, solver=solver, tol=tol, random_state=0)
+    assert seen and all(dtype == cupy.int64 for dtype in seen), seen
+    assert got.solver == want.solver == solver
+    np.testing.assert_array_equal(cupy.asnumpy(got.isolated), cupy.asnumpy(want.isolated))
+    # Three components: eigenvalue 0 three times, accurate to about tol² / gap.
+    np.testing.assert_allclose(got.eigenvalues, want.eigenvalues, atol=1e-7)
+    np.testing.assert_allclose(got.eigenvalues, 0.0, atol=1e-7)
+    gram_tol = 1e-6 if tol < 1e-6 else 1e-3
+    np.testing.assert_allclose(unit_row_gram(got), unit_row_gram(want), atol=gram_tol)
+    assert csr64.indices.dtype == cupy.int64 and csr64.dtype == cupy.float32
+
+
+def test_spectral_clustering_of_an_int64_gpu_graph(rng, monkeypatch):
+    import explorer.spectral
+
+    X, y = clustered_points(rng)
+
+    def build_int64(*args, **kwargs):
+        g = build_graph(*args, **kwargs)
+        g.csr = widen(g.csr)
+        return g
+
+    monkeypatch.setattr(explorer.spectral, "build_graph", build_int64)
+    sc = SpectralClustering(3, **RULE, backend="gpu", random_state=0).fit(cupy.asarray(X))
+    assert sc.affinity_matrix_.indices.dtype == cupy.int64
+    labels = cupy.asnumpy(sc.labels_)
+    assert np.count_nonzero(labels == -1) == 4
+    assert adjusted_rand_score(y, labels) == 1.0
+
+
+def test_export_of_an_int64_gpu_graph(graph, tmp_path):
+    csr32, csr64, _ = graph
+    path = tmp_path / "graph.npz"
+    save_graph_npz(csr64, path, compressed=False)
+    with np.load(path) as stored:
+        assert stored["indices"].dtype == stored["indptr"].dtype == np.int64
+    back = sp.load_npz(path)
+    host = csr32.get()
+    assert (back != host).nnz == 0 and back.nnz == host.nnz
+    mapped = map_graph_npz(path)
+    assert mapped.indices.dtype == mapped.indptr.dtype == np.int64
+    assert (mapped != host).nnz == 0
+
+
+# --------------------------------------------------------- past 2**31 nonzeros
+
+
+@pytest.mark.slow
+def test_past_2_31_nonzeros_end_to_end(tmp_path):
+    m = 33_300
+    n, nnz = 2 * m, 2 * m * (m - 1)
+    assert nnz > 2.2e9
+    need, free = 12 * nnz + 2**30, shutil.disk_usage(tmp_path).free
+    if free < need:  # checked before any device work
+        pytest.skip(f"the export needs {need / 2**30:.0f} GiB of disk in {tmp_path}; "
+                    f"{free / 2**30:.0f} GiB free")
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()  # what earlier tests left cached
+    groups = np.repeat([0, 1], m)
+    X = (np.linspace(0.0, 1.0, m, dtype=np.float32)[None, :] + 10.0 * np.arange(2)[:, None])
+    X = cupy.asarray(X.reshape(n, 1).astype(np.float32))
+    path = tmp_path / "graph.npz"
+    sc = csr = back = None
+    try:
+        # Within a group every squared distance is <= 1 < 4; across the groups >= 81.
+        sc = SpectralClustering(2, metric="uniform", threshold_sqdist=4.0, method="csr1",
+                                backend="gpu", random_state=0)
+        labels = cupy.asnumpy(sc.fit_predict(X))
+
+        csr = sc.affinity_matrix_
+        assert csr.nnz == nnz and csr.shape == (n, n)
+        assert csr.indptr.dtype == csr.indices.dtype == cupy.int64
+        st = sc.graph_stats_
+        assert (st.nnz, st.n_components, st.n_isolated) == (nnz, 2, 0)
+        assert st.nnz_row_min == st.nnz_row_max == m - 1
+        assert st.degree_min == st.degree_max == m - 1
+        assert st.bytes_csr == 12 * nnz + 8 * (n + 1)
+        assert sc.eigen_solver_ == "chebyshev"
+        np.testing.assert_allclose(sc.eigenvalues_, 0.0, atol=1e-6)
+        assert adjusted_rand_score(groups, labels) == 1.0
+        assert not bool(cupy.asnumpy(sc.isolated_).any())
+
+        save_graph_npz(csr, path, compressed=False)
+        assert path.stat().st_size >= 12 * nnz
+        # Mapped, not loaded: load_npz would read 26.6 GB through the zip's CRC check
+        # (minutes); the small tests above read back with load_npz.
+        back = map_graph_npz(path)
+        assert back.shape == (n, n) and back.nnz == nnz
+        assert back.indptr.dtype == back.indices.dtype == np.int64
+        np.testing.assert_array_equal(back.indptr, cupy.asnumpy(csr.indptr))
+        step = 1 << 28  # compared in pieces: no host copy of the whole matrix
+        for start in range(0, nnz, step):
+            stop = min(start + step, nnz)
+            np.testing.assert_array_equal(back.indices[start:stop],
+                                          cupy.asnumpy(csr.indices[start:stop]))
+            np.testing.assert_array_equal(back.data[start:stop],
+                                          cupy.asnumpy(csr.data[start:stop]))
+    finally:
+        # A failure's traceback keeps this frame: drop the 26.6 GB on the device, on the
+        # host and on disk anyway (pytest keeps the temporary folders of recent runs).
+        sc = csr = back = None
+        path.unlink(missing_ok=True)
+        pool.free_all_blocks()
