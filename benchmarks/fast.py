@@ -309,7 +309,7 @@ def kmeans_alone(repeats, bandwidth):
     row norms, write labels and distances) over the bandwidth as its floor.
     """
     import cupy
-    from explorer.kernels.kmeans import fused_step_fits
+    from explorer.kernels.kmeans import fused_step_pays
 
     from explorer import KMeans
     from explorer.kmeans import _assign, _chunk_rows
@@ -337,7 +337,7 @@ def kmeans_alone(repeats, bandwidth):
         name = f"n{n}_d{d}_k{k}"
         out[name] = {
             "n": n, "d": d, "k": k, "n_init": n_init, "max_iter": max_iter,
-            "path": "fused" if fused_step_fits(k, d) else "gemm",
+            "path": "fused" if fused_step_pays(k, d) else "gemm",
             "fit_s": fit[0], "fit_runs_s": fit[1], "n_iter_kept_run": km.n_iter_,
             "step_s": step[0], "step_runs_s": step[1],
             "step_floor_s": step_bytes / bandwidth,

@@ -19,6 +19,13 @@ from ._backend import array_module, sparse_module, to_numpy
 #: 17.7 GB each). A 2.2·10⁹-nonzero graph takes 67 blocks.
 ENTRY_BLOCK = 1 << 25
 
+#: Most stored entries one sparse product is handed. On an NVIDIA H200 (CuPy 14.2,
+#: CUDA 13) cuSPARSE's SpMV failed with CUSPARSE_STATUS_INTERNAL_ERROR on a matrix of
+#: 2.2·10⁹ nonzeros with int64 indices, while the statistics' products over row blocks
+#: of the same matrix succeeded; :func:`matmul` multiplies larger matrices a slab of
+#: rows at a time (3 slabs at 2.2·10⁹), smaller ones in one call as before.
+PRODUCT_MAX_ENTRIES = 1 << 30
+
 
 def csr_from_arrays(data, indices, indptr, shape, *, canonical):
     """A CSR matrix holding these very arrays: no copy, and the index dtype kept.
@@ -74,11 +81,12 @@ def cast_values(A, dtype):
     return with_values(A, A.data.astype(dtype))
 
 
-def row_blocks(indptr):
-    """Consecutive row ranges ``(r0, r1, e0, e1)`` holding at most :data:`ENTRY_BLOCK`
-    stored entries each (a longer row is a range of its own); ``e0:e1`` are their
-    entries. The row offsets are read on the host (n + 1 integers)."""
-    max_entries = ENTRY_BLOCK
+def row_blocks(indptr, max_entries=None):
+    """Consecutive row ranges ``(r0, r1, e0, e1)`` holding at most `max_entries`
+    (default :data:`ENTRY_BLOCK`) stored entries each (a longer row is a range of its
+    own); ``e0:e1`` are their entries. The row offsets are read on the host (n + 1
+    integers)."""
+    max_entries = ENTRY_BLOCK if max_entries is None else max_entries
     ptr = np.asarray(to_numpy(indptr), dtype=np.int64)
     n = ptr.shape[0] - 1
     r0 = 0
@@ -112,4 +120,51 @@ def row_sums(A, xp):
                                 A.indptr[r0 : r1 + 1] - A.indptr.dtype.type(e0),
                                 (r1 - r0, n_cols), canonical=A.has_canonical_format)
         out[r0:r1] = block @ ones
+    return out
+
+
+def row_slab(A, r0, r1, e0, e1):
+    """Rows ``r0:r1`` of CSR `A` (entries ``e0:e1``) as a CSR matrix of their own that
+    shares `A`'s values and columns; only the row offsets are a (rebased) copy."""
+    return csr_from_arrays(A.data[e0:e1], A.indices[e0:e1],
+                           A.indptr[r0 : r1 + 1] - A.indptr.dtype.type(e0),
+                           (r1 - r0, A.shape[1]), canonical=A.has_canonical_format)
+
+
+def row_slabs(A):
+    """``(r0, r1, slab)`` covering `A` with at most :data:`PRODUCT_MAX_ENTRIES` stored
+    entries per slab: `A` itself when it is that small."""
+    if A.nnz <= PRODUCT_MAX_ENTRIES:
+        return [(0, A.shape[0], A)]
+    return [(r0, r1, row_slab(A, r0, r1, e0, e1))
+            for r0, r1, e0, e1 in row_blocks(A.indptr, PRODUCT_MAX_ENTRIES)]
+
+
+def matmul(A, X, slabs=None):
+    """``A @ X`` for a CSR `A` and a dense vector or block `X`, a slab of rows at a time
+    when `A` has more than :data:`PRODUCT_MAX_ENTRIES` stored entries.
+
+    `slabs` (from :func:`row_slabs`) saves re-slicing when `A` is used many times.
+    """
+    slabs = row_slabs(A) if slabs is None else slabs
+    if len(slabs) == 1:
+        return A @ X
+    xp = array_module(X)
+    parts = [(r0, r1, slab @ X) for r0, r1, slab in slabs]
+    out = xp.empty((A.shape[0],) + tuple(X.shape[1:]), dtype=parts[0][2].dtype)
+    for r0, r1, part in parts:
+        out[r0:r1] = part
+    return out
+
+
+def rmatmul(A, x):
+    """``A.T @ x`` for a CSR `A` and a dense vector or block `x`, slab by slab (the
+    slabs' transposed products summed) when `A` is larger than one product takes."""
+    slabs = row_slabs(A)
+    if len(slabs) == 1:
+        return A.T @ x
+    out = None
+    for r0, r1, slab in slabs:
+        part = slab.T @ x[r0:r1]
+        out = part if out is None else out + part
     return out

@@ -137,7 +137,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from ._backend import array_module, column_norms, sparse_module, to_numpy
-from ._csr import cast_values
+from ._csr import cast_values, matmul, row_slabs
 from ._validation import check_choice, check_float, check_int
 
 #: Default stopping tolerance on the residual norm ||A v - θ v|| of each wanted unit
@@ -422,6 +422,10 @@ class _Block:
             # cupyx's SpMM wants a canonical CSR; settle it once, not per product.
             self.A.sum_duplicates()
             self.spmm = cusparse.spmm
+        # Past PRODUCT_MAX_ENTRIES stored entries a product goes a slab of rows at a
+        # time (see explorer._csr); one slab otherwise.
+        self.slabs = row_slabs(self.A)
+        self.slabs64 = self.slabs if self.A64 is self.A else row_slabs(self.A64)
         self.row = layout == "row" or not self.gpu
         self.order = "C" if self.row else "F"
         self.rs = xp.random.RandomState(seed)
@@ -435,8 +439,8 @@ class _Block:
 
     def product(self, Y):
         """A @ Y in the working precision (on the GPU: F-ordered, see Notes)."""
-        if not self.gpu:
-            return self.A @ Y
+        if not self.gpu or len(self.slabs) > 1:
+            return matmul(self.A, Y, self.slabs)
         # Zeroed: cuSPARSE is given beta = 0, but 0 * NaN from uninitialised memory
         # would still be NaN were C read; a memset costs a fraction of the product.
         out = self.xp.zeros(Y.shape, dtype=self.work, order="F")
@@ -509,7 +513,7 @@ class _Block:
         """Rayleigh-Ritz of the block V in float64: eigenvalues, vectors, residuals."""
         xp = self.xp
         V = V.astype(xp.float64)
-        AV = self.A64 @ V
+        AV = matmul(self.A64, V, self.slabs64)
         M = to_numpy(self.gram(V, AV))
         theta, Q, _ = _rayleigh_ritz(M, V.shape[1], k, _DROP[np.dtype(np.float64)])
         Qk = xp.asarray(Q[:, :k])

@@ -28,7 +28,16 @@ from sklearn.utils import check_random_state
 
 from . import _subspace
 from ._backend import array_module, column_norms, sparse_module, to_numpy
-from ._csr import block_rows, cast_values, csr_from_arrays, row_blocks, with_values
+from ._csr import (
+    block_rows,
+    csr_from_arrays,
+    matmul,
+    rmatmul,
+    row_blocks,
+    row_slabs,
+    row_sums,
+    with_values,
+)
 from ._validation import check_choice, check_float, check_int
 
 SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "chebyshev")
@@ -309,7 +318,7 @@ def spectral_embedding(
     t2 = _now(xp)
 
     V = V / column_norms(V, xp)
-    residuals = to_numpy(column_norms(A @ V - V * mu, xp))
+    residuals = to_numpy(column_norms(matmul(A, V) - V * mu, xp))
     if tol_used is not None and float(residuals.max()) > 2 * tol_used:
         warnings.warn(
             f"eigensolver {used!r} stopped with residual norm {float(residuals.max()):.2e} "
@@ -475,8 +484,8 @@ def _check_symmetric(S, xp) -> None:
     happens to be orthogonal to the rows of S - S^T, which has probability zero.
     """
     r = xp.random.RandomState(12345).standard_normal(S.shape[0])
-    left = S @ r
-    right = S.T @ r
+    left = matmul(S, r)
+    right = rmatmul(S, r)
     scale = float(xp.linalg.norm(left)) or 1.0
     err = float(xp.linalg.norm(left - right))
     if err > 1e-5 * scale:
@@ -489,11 +498,11 @@ def _check_symmetric(S, xp) -> None:
 def _degrees(S, xp):
     """Row sums of S in float64 (as a 1-D array on S's device).
 
-    Only the values are widened; the index arrays are S's own (``astype`` would copy
-    them too: 17.7 GB more for int64 indices at 2.2·10⁹ nonzeros).
+    Only the values are widened, a block of rows at a time (:func:`row_sums`); the
+    index arrays are S's own (``astype`` would copy them too: 17.7 GB more for int64
+    indices at 2.2·10⁹ nonzeros).
     """
-    S = cast_values(S, xp.float64)
-    return S @ xp.ones(S.shape[1], dtype=xp.float64)
+    return row_sums(S, xp)
 
 
 def _submatrix(S, keep, xp):
@@ -603,6 +612,7 @@ class _CountingOperator:
 
     def __init__(self, A, xp):
         self.A = A
+        self._slabs = row_slabs(A)
         self.products = 0
         self.vectors = 0
         sl = _linalg_module(xp)
@@ -611,7 +621,7 @@ class _CountingOperator:
     def _apply(self, x):
         self.products += 1
         self.vectors += 1 if x.ndim == 1 else x.shape[1]
-        return self.A @ x
+        return matmul(self.A, x, self._slabs)
 
 
 def _solve_lanczos(A, k, tol, max_iter, rng, xp):
@@ -655,7 +665,7 @@ def _solve_lobpcg(A, k, degree, tol, max_iter, rng, xp):
     X = xp.random.RandomState(rng.randint(2**31 - 1)).standard_normal((m, block))
     X[:, 0] = xp.sqrt(degree)
     X = _svqb(X, xp)
-    AX = A @ X
+    AX = matmul(A, X)
     theta, C, _, _ = _ritz([X], [AX], block, xp)
     X, AX = X @ C, AX @ C
     P = AP = None
@@ -665,7 +675,7 @@ def _solve_lobpcg(A, k, degree, tol, max_iter, rng, xp):
         residual_norms = to_numpy(column_norms(R, xp))
         if (residual_norms[:k] <= tol).all():
             # AX was carried along through the updates; confirm with a fresh product.
-            AX = A @ X
+            AX = matmul(A, X)
             R = AX - X * xp.asarray(theta)
             residual_norms = to_numpy(column_norms(R, xp))
             if (residual_norms[:k] <= tol).all():
@@ -676,7 +686,7 @@ def _solve_lobpcg(A, k, degree, tol, max_iter, rng, xp):
         iterations += 1
         W = R[:, xp.asarray(residual_norms > tol)]
         W = _svqb(W - X @ (X.T @ W), xp)
-        AW = A @ W
+        AW = matmul(A, W)
         basis, images = [X, W], [AX, AW]
         if P is not None:
             P, AP = _svqb(P, xp, AP)

@@ -2,9 +2,9 @@
 
 The GEMM path of :mod:`explorer.kmeans` runs about fifteen kernels per chunk of rows
 and writes an n × k distance block and an n × (d + 1) float64 copy of the data; for the
-small k and d of a spectral embedding (k ≤ 64) the whole step fits in one pass that
-reads each row once. Larger k·d (the representatives of a large data set, k in the
-thousands) stay on the GEMM path, whose tensor-core products are the right tool there.
+small k and d of a spectral embedding with few clusters the whole step is one pass that
+reads each row once. Larger k·d (see :data:`FUSED_MAX_KD`; the representatives of a
+large data set, k in the thousands) stay on the GEMM path.
 """
 
 from __future__ import annotations
@@ -25,9 +25,24 @@ BLOCKS_PER_SM = 8
 MAX_SUMS_BYTES = 40 * 1024
 
 
+#: Largest k·d for which explorer.kmeans takes the fused step. Each thread walks the k
+#: centres with scalar loads, so its cost grows with k·d, while the GEMM path's grows
+#: with k (the n × k distance block). Measured on an H200 at n = 5·10⁶ (one step,
+#: benchmarks/fast.py): k = d = 4, 0.34 ms (10 % of the bytes floor); k = d = 16,
+#: 5.2 ms; k = d = 64, 125 ms — the GEMM path's ~15 kernels per chunk cost ~2-6 ms
+#: there (estimated from its traffic; the crossover itself was not measured).
+FUSED_MAX_KD = 64
+
+
 def fused_step_fits(k: int, d: int) -> bool:
-    """Whether the fused step handles `k` centres in `d` dimensions."""
+    """Whether the fused step can handle `k` centres in `d` dimensions (its sums fit a
+    block's shared memory)."""
     return k * (d + 1) * 8 <= MAX_SUMS_BYTES
+
+
+def fused_step_pays(k: int, d: int) -> bool:
+    """Whether explorer.kmeans should use the fused step (see :data:`FUSED_MAX_KD`)."""
+    return k * d <= FUSED_MAX_KD and fused_step_fits(k, d)
 
 
 def kmeans_step(X, x_sq, centers, *, want_sums: bool):

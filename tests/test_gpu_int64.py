@@ -128,8 +128,10 @@ def test_embedding_of_an_int64_gpu_graph_equals_int32(solver, tol, graph, monkey
 
     monkeypatch.setattr(_subspace._Block, "__init__", init)
     monkeypatch.setattr(embedding, "_scale_symmetric", scale_spy)
-    # Blocks of 50 entries: the block passes run many times on the device.
+    # Blocks of 50 entries: the block passes run many times on the device; products
+    # in slabs of 400 entries, as past 2**30 (one cuSPARSE SpMV failed at 2.2·10⁹).
     monkeypatch.setattr(_csr, "ENTRY_BLOCK", 50)
+    monkeypatch.setattr(_csr, "PRODUCT_MAX_ENTRIES", 400)
     got = spectral_embedding(csr64, 3, solver=solver, tol=tol, random_state=0)
     assert seen and all(dtype == cupy.int64 for dtype in seen), seen
     assert got.solver == want.solver == solver

@@ -67,10 +67,9 @@ def test_fused_step_without_sums(rng, poisoned):
     assert np.isfinite(mind.get()).all() and (mind.get()[:7] <= 1e-4).all()
 
 
-@pytest.mark.parametrize(("k", "d"), [(4, 4), (64, 64), (300, 8)])
+@pytest.mark.parametrize(("k", "d"), [(4, 4), (8, 8), (64, 64), (300, 8)])
 def test_kmeans_gpu_matches_cpu(k, d, rng):
-    # (300, 8): k·(d+1) = 2700 fits the fused step; also checked with the GEMM path by
-    # a k beyond it in the next test.
+    # (4, 4), (8, 8): the fused step; the others the GEMM path.
     import cupy
 
     centres = rng.uniform(-20, 20, size=(k, d))
@@ -86,10 +85,10 @@ def test_kmeans_gpu_matches_cpu(k, d, rng):
 
 def test_kmeans_gpu_at_k_in_the_thousands(rng):
     import cupy
-    from explorer.kernels.kmeans import fused_step_fits
+    from explorer.kernels.kmeans import fused_step_pays
 
     k, d = 2048, 16
-    assert not fused_step_fits(k, d)  # the GEMM path
+    assert not fused_step_pays(k, d)  # the GEMM path
     centres = rng.uniform(-100, 100, size=(k, d))
     X = (centres[rng.integers(k, size=30 * k)] + rng.standard_normal((30 * k, d))).astype(
         np.float32)

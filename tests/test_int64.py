@@ -304,3 +304,23 @@ def test_scores_and_row_sums_in_row_blocks_equal_whole_matrix(graph, rng, monkey
     monkeypatch.setattr(_csr, "ENTRY_BLOCK", 5)
     assert metrics.clustering_scores(csr64, labels, y) == pytest.approx(want, rel=1e-12)
     np.testing.assert_allclose(row_sums(csr64, np), want_degrees, rtol=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["lanczos", "lobpcg", "chebyshev"])
+def test_products_in_row_slabs_equal_whole_matrix_products(graph, solver, monkeypatch):
+    # Past PRODUCT_MAX_ENTRIES (2**30) entries every product with the matrix goes a slab
+    # of rows at a time (one cuSPARSE call failed at 2.2·10⁹ nonzeros); with slabs of
+    # 40 entries the embedding equals the one-call products (sums in another order:
+    # to rounding) and A.T @ x summed over slabs equals the transposed product.
+    from explorer._csr import matmul, rmatmul, row_slabs
+
+    csr32, csr64, _ = graph
+    want = spectral_embedding(csr32, 3, solver=solver, tol=1e-8, random_state=0)
+    monkeypatch.setattr(_csr, "PRODUCT_MAX_ENTRIES", 40)
+    assert len(row_slabs(csr64)) > 10
+    got = spectral_embedding(csr64, 3, solver=solver, tol=1e-8, random_state=0)
+    np.testing.assert_allclose(got.eigenvalues, want.eigenvalues, atol=1e-9)
+    assert got.solver == want.solver and got.residual_norms.max() <= 2e-8
+    x = np.random.default_rng(0).standard_normal((csr64.shape[0], 2))
+    np.testing.assert_allclose(matmul(csr64, x), csr32 @ x, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(rmatmul(csr64, x), csr32.T @ x, rtol=1e-12, atol=1e-12)
