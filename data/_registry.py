@@ -27,7 +27,8 @@ _GENERATORS = {
     "digits": (_digits.digits, "scikit-learn's handwritten digits, 8×8 pixels", 1797, 1797, 64,
                10),
     "infinite-digits": (_digits.infinite_digits,
-                        "Endless digits: random affine + elastic deformations at 28×28",
+                        "Endless digits: blends of two same-class digits, affine + elastic "
+                        "deformations at 28×28 (wider past 60,000, as InfMNIST)",
                         10000, None, 784, 10),
     "syn4d": (_syn4d.syn4d, "The paper's Syn1M/Syn5M shape: 4 uniform boxes in [0, 1]⁴",
               100000, None, 4, 4),

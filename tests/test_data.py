@@ -87,6 +87,9 @@ def test_options_change_the_data_and_are_recorded():
         (dict(name="varied", cluster_std=(0.1, -1)), ValueError, ["cluster_std"]),
         (dict(name="infinite-digits", gamma=0), ValueError, ["gamma=0"]),
         (dict(name="infinite-digits", scale=1.0), ValueError, ["scale=1.0"]),
+        (dict(name="infinite-digits", blend=0.6), ValueError, ["blend=0.6"]),
+        (dict(name="infinite-digits", originals=0), ValueError, ["originals=0"]),
+        (dict(name="infinite-digits", scale=0.8), ValueError, ["scale * spread"]),
     ],
 )
 def test_load_rejects_bad_arguments_naming_them(kwargs, error, words):
@@ -116,7 +119,7 @@ def test_digits_subset_rows_are_rows_of_the_full_set():
 
 def test_infinite_digits_without_deformation_are_the_upscaled_templates():
     ds = data.load("infinite-digits", n_samples=300, random_state=4, rotation=0, scale=0,
-                   shear=0, translate=0, elastic=0, gamma=1)
+                   shear=0, translate=0, elastic=0, gamma=1, blend=0)
     frames = _digits._templates()[:, 1:-1, 1:-1].reshape(len(_digits._templates()), -1)
     _, labels = _digits._digits()
     lookup = {}
@@ -141,11 +144,68 @@ def test_infinite_digits_are_deformed_but_keep_their_class():
 
 
 def test_infinite_digits_do_not_depend_on_the_batch_size(monkeypatch):
-    a = data.load("infinite-digits", n_samples=250, random_state=9)
+    a = data.load("infinite-digits", n_samples=250, random_state=9, originals=200)
     monkeypatch.setattr(_digits, "_BATCH", 37)
-    b = data.load("infinite-digits", n_samples=250, random_state=9)
+    b = data.load("infinite-digits", n_samples=250, random_state=9, originals=200)
     np.testing.assert_array_equal(a.X, b.X)
     np.testing.assert_array_equal(a.y, b.y)
+
+
+def _unit(X):
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def test_infinite_digits_blend_two_digits_of_the_class_so_no_near_copies():
+    # With single digits, n samples hold n / 1797 deformed copies of each digit, and
+    # the copies of unusual digits end up as components of their own at cosine 0.8
+    # (at n = 60 000: 15 of them, and k = 10 clustering found nothing). Blends of two
+    # digits make each sample nearly unique: the most similar other sample rarely
+    # shares the sample's (first) digit: at n = 4000 about 2 % of the rows (seeds 0-2).
+    n, seed = 4000, 0
+    X, y = _digits.infinite_digits(n, np.random.default_rng(seed))
+    first = _digits._draw(np.random.default_rng(seed), n, 0.5, 10.0, 0.1, 0.2, 2.25,
+                          1.0)["first"]
+    assert np.array_equal(_digits._digits()[1][first], y)  # the draws the data came from
+    S = _unit(X) @ _unit(X).T
+    np.fill_diagonal(S, -1.0)
+    nearest = S.argmax(axis=1)
+    assert np.mean(first[nearest] == first) < 0.04
+    assert np.mean(y[nearest] == y) > 0.8  # the class is still what is near
+    # The earlier generator (single digits, shifts of ±1 pixel): 8-10 %.
+    single, _ = _digits.infinite_digits(n, np.random.default_rng(seed), blend=0, translate=1.0)
+    S = _unit(single) @ _unit(single).T
+    np.fill_diagonal(S, -1.0)
+    assert np.mean(first[S.argmax(axis=1)] == first) > 0.07
+
+
+def test_infinite_digits_extra_samples_extend_the_originals_and_spread_wider():
+    small = data.load("infinite-digits", n_samples=600, random_state=3, originals=600)
+    large = data.load("infinite-digits", n_samples=1800, random_state=3, originals=600)
+    np.testing.assert_array_equal(large.X[:600], small.X)
+    np.testing.assert_array_equal(large.y[:600], small.y)
+    # The extra samples are farther from everything: fewer neighbours above 0.8.
+    S = _unit(large.X) @ _unit(large.X).T
+    np.fill_diagonal(S, 0.0)
+    degree = (S > 0.8).sum(axis=1)
+    assert degree[600:].mean() < 0.8 * degree[:600].mean()
+    alike = data.load("infinite-digits", n_samples=1800, random_state=3, originals=None)
+    assert not np.array_equal(alike.X[600:], large.X[600:])
+    np.testing.assert_array_equal(
+        data.load("infinite-digits", n_samples=1800, random_state=3, originals=600,
+                  spread=1.0).X[:600], small.X)
+
+
+@pytest.mark.slow
+def test_infinite_digits_calibration_gives_mnist60ks_mean_degree():
+    # Table 3: MNIST60K has 251 nonzeros per row on average at cosine > 0.8; the
+    # generator was calibrated to it (the full graph at seed 0: 251.0, max 3578).
+    from explorer import graph_stats
+
+    X = data.load("infinite-digits", n_samples=60_000, random_state=0).X
+    stats = graph_stats(X, metric="cosine", threshold_sim=0.8, backend="cpu",
+                        sample_rows=400)
+    assert 200 < stats.nnz_row_mean < 310, stats.nnz_row_mean
+    assert stats.n_isolated < 0.01 * len(X)
 
 
 # --- syn4d ----------------------------------------------------------------------------
