@@ -192,11 +192,11 @@ def spectral_embedding(
         ``"chebyshev"``: Chebyshev-filtered block subspace iteration
         (:func:`explorer._subspace.chebyshev_subspace`; float32 block products on the
         GPU, float64 Rayleigh-Ritz and residuals). ``"auto"``: dense up to
-        :data:`DENSE_MAX_N` non-isolated vertices, beyond that LOBPCG on the CPU and
-        Chebyshev on the GPU.
+        :data:`DENSE_MAX_N` non-isolated vertices, Chebyshev beyond.
     tol : float, optional
         Stopping tolerance of the iterative solvers on the residual norm of each unit
-        eigenvector; default :data:`DEFAULT_TOL`. Ignored by ``"dense"``.
+        eigenvector; default :data:`DEFAULT_TOL` (Chebyshev:
+        :data:`explorer._subspace.DEFAULT_TOL`, 1e-4). Ignored by ``"dense"``.
     max_iter : int, optional
         Lanczos: maximum number of restarts (SciPy) or Lanczos steps (CuPy), solver
         default when None. LOBPCG: maximum iterations, default
@@ -235,8 +235,9 @@ def spectral_embedding(
     eigenvalues, all with residuals below 1e-10, and on two-moons graphs with two
     components it found one zero every time, while LOBPCG found them all.
     A block method sees a whole multiplicity at once, which is also why the core paper
-    chose nvGRAPH's LOBPCG. Hence ``"auto"`` uses LOBPCG, and ``"lanczos"`` is best
-    kept for graphs known to be connected.
+    chose nvGRAPH's LOBPCG. Hence ``"auto"`` uses a block method (Chebyshev-filtered
+    subspace iteration), and ``"lanczos"`` is best kept for graphs known to be
+    connected.
 
     **LOBPCG.** The block holds ``k + extra`` vectors, ``extra = min(k, max(2, k //
     4))``: convergence of the k-th eigenpair is governed by its gap to eigenvalue
@@ -566,11 +567,12 @@ def _scale_symmetric(S, dinv, xp, *, inplace=False):
 
 def _resolve_solver(solver: str, m: int, k: int, xp=np) -> str:
     if solver == "auto":
-        # On the GPU, Chebyshev-filtered subspace iteration needs one host sync per
-        # filter instead of LOBPCG's several per iteration: 4-7x faster on the paper's
-        # Syn1M/Syn5M graphs (benchmarks/results/eigen.json). On the CPU the two are
-        # close (eigen-cpu-small.json) and LOBPCG stays.
-        solver = "dense" if m <= DENSE_MAX_N else ("lobpcg" if xp is np else "chebyshev")
+        # Chebyshev-filtered subspace iteration: on the GPU it needs one host sync per
+        # filter instead of LOBPCG's several per iteration (6x faster on Syn1M,
+        # benchmarks/results/fast.json); on the CPU it makes fewer, cheaper passes
+        # (3-4x faster than our LOBPCG on moons 5·10³-2·10⁴ and syn4d 2·10⁴-2·10⁵,
+        # same ARI: eigen-cpu.json, eigen-cpu-small.json).
+        solver = "dense" if m <= DENSE_MAX_N else "chebyshev"
     if solver == "chebyshev" and m <= k + 1:
         return "dense"
     # ARPACK needs k < m - 1 with room for its Krylov basis; LOBPCG needs m > 5 * block.
