@@ -84,11 +84,16 @@ def cast_values(A, dtype):
 def row_blocks(indptr, max_entries=None):
     """Consecutive row ranges ``(r0, r1, e0, e1)`` holding at most `max_entries`
     (default :data:`ENTRY_BLOCK`) stored entries each (a longer row is a range of its
-    own); ``e0:e1`` are their entries. The row offsets are read on the host (n + 1
-    integers)."""
+    own); ``e0:e1`` are their entries. When there is more than one block the row
+    offsets are read on the host (n + 1 integers)."""
     max_entries = ENTRY_BLOCK if max_entries is None else max_entries
+    n = indptr.shape[0] - 1
+    first, last = int(indptr[0]), int(indptr[-1])
+    if last - first <= max_entries:  # one block: two numbers read, not n + 1
+        if n > 0:
+            yield 0, n, first, last
+        return
     ptr = np.asarray(to_numpy(indptr), dtype=np.int64)
-    n = ptr.shape[0] - 1
     r0 = 0
     while r0 < n:
         r1 = int(np.searchsorted(ptr, ptr[r0] + max_entries, side="right")) - 1
