@@ -2,11 +2,12 @@
 
 One ``panel serve app.py`` (the fixture of tests/test_browser.py) and one Chromium with
 ten pages, each its own browser context and so its own session. Each session picks
-1,000 points (a run of about 2 s on 2 cores), moves the threshold slider and sees its
-statistics change; then nine sessions click Run together and, while they run, the
-tenth moves its slider: its statistics must update within :data:`ANSWER_S` and before
-the nine have finished. Finally the tenth runs too, and every session must show its
-scores, no error alert and no console error.
+1,000 points, moves the threshold slider and sees its statistics change; then nine
+sessions click Run together and, until all nine show their results, the tenth keeps
+moving its slider: each time its statistics must update within :data:`ANSWER_S`, and
+the first time before the nine have finished (so that the answer did not wait for
+their runs). Finally the tenth runs too, and every session must show its scores, no
+error alert and no console error, all within :data:`TOTAL_S`.
 """
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SESSIONS = 10
 
 #: Seconds within which a session's statistics must follow its slider while the other
-#: nine run (alone it takes well under one second).
+#: nine run and publish their results (alone it takes well under one second).
 ANSWER_S = 6.0
+
+#: Seconds the whole test may take: ten pages, ten worker processes started on
+#: demand, ten runs (docs/robustness.md, "Load", has the times measured).
+TOTAL_S = 150
 
 NNZ = re.compile(r"nnz\s+([\d.,]+\s*[KMG]?)\n")
 
@@ -86,11 +91,10 @@ def _running(page: Session) -> bool:
     return page.page.get_by_role("button", name="Running…").count() == 1
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "measured on 2 cores with runs on their own worker pool (explorer/ui/_jobs.py "
-    "RUN_EXECUTOR): the tenth session's statistics still did not update within 60 s "
-    "while nine sessions ran; the cause (GIL-bound solver loops or view updates holding "
-    "the event loop) is not established -- see docs/robustness.md, 'Load'"))
+def _shows_scores(page: Session) -> bool:
+    return page.page.get_by_text(SCORES).count() == 1
+
+
 def test_ten_sessions_run_at_once_and_stay_responsive(server, browser):  # noqa: F811
     t_start = time.monotonic()
     pages = [Session(browser, server) for _ in range(SESSIONS)]
@@ -112,15 +116,27 @@ def test_ten_sessions_run_at_once_and_stay_responsive(server, browser):  # noqa:
         while not any(_running(p) for p in others) and time.monotonic() < deadline:
             others[0].page.wait_for_timeout(100)
         assert any(_running(p) for p in others), "no session showed a run in progress"
-        before = _nnz(a)
-        _nudge_threshold(a, "PageDown")
-        seconds = _wait_nnz_change(a, before, timeout_s=60)
-        still_running = sum(_running(p) for p in others)
-        assert seconds < ANSWER_S, f"statistics took {seconds:.1f} s while 9 sessions ran"
-        assert still_running > 0, (
-            f"the statistics came after every other run had finished ({seconds:.1f} s): "
+
+        # (seconds the statistics took, sessions still running when they came), from
+        # the runs' start until every result is on screen: through the runs and the
+        # publication of their results, which redraws views on the shared event loop.
+        answers = []
+        key = "PageDown"
+        while not answers or not all(_shows_scores(p) for p in others):
+            assert time.monotonic() - t_start < TOTAL_S, (
+                f"not every run's result was on screen after {TOTAL_S} s: {answers}")
+            before = _nnz(a)
+            _nudge_threshold(a, key)
+            seconds = _wait_nnz_change(a, before, timeout_s=60)
+            answers.append((round(seconds, 2), sum(_running(p) for p in others)))
+            key = "PageUp" if key == "PageDown" else "PageDown"
+            a.page.wait_for_timeout(1000)  # a user's pace, not a drag that never stops
+        assert answers[0][1] > 0, (
+            f"the statistics came after every other run had finished ({answers[0][0]} s): "
             "they waited on the other sessions' runs"
         )
+        worst = max(seconds for seconds, _ in answers)
+        assert worst < ANSWER_S, f"statistics took {worst} s while 9 sessions ran: {answers}"
 
         a.page.get_by_role("button", name="Run", exact=True).click()
         for page in pages:
@@ -134,4 +150,6 @@ def test_ten_sessions_run_at_once_and_stay_responsive(server, browser):  # noqa:
     finally:
         for page in pages:
             page.context.close()
-    assert time.monotonic() - t_start < 150
+    total = time.monotonic() - t_start
+    print(f"statistics answered in {[seconds for seconds, _ in answers]} s; test {total:.0f} s")
+    assert total < TOTAL_S, f"the test took {total:.0f} s"

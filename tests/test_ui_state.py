@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -29,7 +30,8 @@ import explorer  # noqa: E402
 from explorer._backend import gpu_status  # noqa: E402
 from explorer.ui import _export  # noqa: E402
 from explorer.ui._errors import describe_error  # noqa: E402
-from explorer.ui._jobs import LatestOnly  # noqa: E402
+from explorer.ui._jobs import RUN_NICENESS, LatestOnly, publishing, run_in_process  # noqa: E402
+from explorer.ui._run import execute  # noqa: E402
 from explorer.ui._teaching import TOUR_GRAPH_MAX_N  # noqa: E402
 from explorer.ui.state import STAGES, STEPS, ExplorerState, project_2d  # noqa: E402
 
@@ -523,3 +525,102 @@ def test_latest_only_coalesces_requests():
     asyncio.run(scenario())
     assert started == [0, 5] and applied == [0, 5]
     assert time.perf_counter() - t0 < 5
+
+
+def _where(message, report):
+    """Runs in a run worker: reports `message`, returns where and how it ran."""
+    from threadpoolctl import threadpool_info
+
+    report(*message)
+    threads = {info["num_threads"] for info in threadpool_info()}
+    return os.getpid(), os.nice(0) if hasattr(os, "nice") else None, threads
+
+
+def _die(arg, report):
+    """Runs in a run worker: reports, then ends the process as the OOM killer would."""
+    report(arg)
+    os._exit(9)
+
+
+def test_runs_execute_in_worker_processes_at_lower_priority():
+    seen = []
+    pid, nice, threads = asyncio.run(run_in_process(_where, (1, "x"), lambda *m: seen.append(m)))
+    assert seen == [(1, "x")]  # the progress came back before the result
+    assert pid != os.getpid()
+    if hasattr(os, "nice"):
+        assert nice == os.nice(0) + RUN_NICENESS
+    assert threads <= {1}  # BLAS and OpenMP: one thread each, runs in parallel instead
+
+
+def test_a_run_in_a_worker_equals_the_run_here():
+    s = _state("moons", 300)
+    _connect(s)
+    job = s.prepare_run()
+    stages = []
+    there = asyncio.run(run_in_process(execute, job.spec, lambda i, d: stages.append(i)))
+    s.apply_run(there)
+    assert stages == [1, 2, 3, 4]  # stage 0 is reported when the run is claimed
+    here = s.run().result
+    np.testing.assert_array_equal(there.result.labels, here.labels)
+    np.testing.assert_array_equal(there.result.kmeans_labels, here.kmeans_labels)
+    assert (there.result.csr != here.csr).nnz == 0
+    assert there.result.scores == here.scores
+
+
+@pytest.mark.gpu
+def test_a_gpu_run_in_a_worker_equals_the_run_here():
+    """The worker initialises CUDA itself (its fork server never touches the GPU)."""
+    s = _state("moons", 2000)
+    _connect(s)
+    s.graph.backend = "gpu"
+    job = s.prepare_run()
+    there = asyncio.run(run_in_process(execute, job.spec, job.report))
+    s.apply_run(there)
+    assert there.error == "" and there.result.backend == "gpu"
+    here = s.run().result
+    # Same seed, same device; sums in a different order (atomics) may move the last bits.
+    assert adjusted_rand_score(there.result.labels, here.labels) > 0.99
+
+
+def test_a_failing_run_in_a_worker_is_a_message():
+    s = _state("moons", 40)
+    s.graph.threshold_sqdist = 1e-12  # no point has a neighbour
+    job = s.prepare_run()
+    outcome = asyncio.run(run_in_process(execute, job.spec, job.report))
+    assert outcome.result is None and "isolated" in outcome.error
+    assert outcome.error.startswith("Error while the embedding stage:")
+
+
+def test_a_worker_that_dies_is_an_error_and_is_replaced():
+    from concurrent.futures.process import BrokenProcessPool
+
+    seen = []
+    with pytest.raises(BrokenProcessPool):
+        asyncio.run(run_in_process(_die, "bye", seen.append))
+    assert seen == ["bye"]
+    pid, _, _ = asyncio.run(run_in_process(_where, (), lambda *m: None))  # a new worker
+    assert pid != os.getpid()
+
+
+def test_run_publications_take_turns_with_other_work():
+    """Publications go one at a time, each followed by as long for everything else: work
+    that became ready during one (a slider's statistics, needing a few passes of the
+    loop) is done before the next publication starts."""
+    events = []
+
+    async def publish(name):
+        async with publishing():
+            events.append((name, time.perf_counter()))
+            time.sleep(0.2)  # a redraw holding the event loop
+
+    async def statistics():
+        for _ in range(3):
+            await asyncio.sleep(0)
+        events.append(("statistics", time.perf_counter()))
+
+    async def scenario():
+        await asyncio.gather(publish("a"), publish("b"), statistics())
+
+    asyncio.run(scenario())
+    assert [name for name, _ in events] == ["a", "statistics", "b"]
+    assert events[2][1] - events[0][1] >= 0.4

@@ -125,13 +125,83 @@ class RunOutcome:
     error: str = ""
 
 
+@dataclass(frozen=True)
+class RunSpec:
+    """What a run computes, snapshot when the run is claimed.
+
+    Plain data (the data set, keyword dictionaries), so that it pickles: the app
+    executes runs in worker processes (:func:`explorer.ui._jobs.run_in_process`).
+
+    Attributes
+    ----------
+    dataset : explorer.data.Dataset
+    graph_kwargs : dict
+        Keywords of :func:`explorer.build_graph`.
+    settings : dict
+        The clustering settings (``n_clusters``, ``eigen_solver``, ``eigen_tol``,
+        ``eigen_max_iter``, ``n_eigenpairs``, ``n_init``, ``random_state``).
+    compare : bool
+        Also run k-means on the raw data.
+    """
+
+    dataset: object
+    graph_kwargs: dict
+    settings: dict
+    compare: bool
+
+
+def execute(spec: RunSpec, report: Callable[[int, str], None]) -> RunOutcome:
+    """Run the pipeline of `spec` in this process; every error becomes a message.
+
+    Parameters
+    ----------
+    spec : RunSpec
+    report : callable (index, detail) -> None
+        Called as each stage after the first starts, with its index in
+        :data:`STAGES` and a detail for the progress text (e.g. the k chosen).
+
+    Returns
+    -------
+    RunOutcome
+        The result, or the message :func:`~explorer.ui._errors.describe_error` gives
+        for what the stage in progress raised.
+    """
+    stage = [0]  # the stage in progress, for the message should it fail
+
+    def at(index: int, detail: str = "") -> None:
+        stage[0] = index
+        report(index, detail)
+
+    try:
+        return RunOutcome(result=_pipeline(spec, at))
+    except Exception as exc:
+        return RunOutcome(error=describe_error(exc, f"the {STAGES[stage[0]][0]} stage"))
+
+
+@dataclass
+class RunJob:
+    """A claimed run: its :class:`RunSpec` and where its progress goes.
+
+    Calling the job runs it in this process (:meth:`RunState.run`, tests, scripts);
+    the app hands :attr:`spec` to a worker process instead and relays the stages
+    to :attr:`report`.
+    """
+
+    spec: RunSpec
+    report: Callable[[int, str], None]
+
+    def __call__(self) -> RunOutcome:
+        return execute(self.spec, self.report)
+
+
 class RunState(param.Parameterized):
     """Clustering settings, the run in progress, and the last result.
 
     :meth:`prepare` refuses a second run while one is in flight (the app disables
     its Run button meanwhile, so a second click cannot queue work behind the first)
-    and returns the job; the job reports each stage through :attr:`stage`;
-    :meth:`finish` publishes the result or the error and re-arms.
+    and returns the :class:`RunJob`; the job reports each stage through
+    :attr:`stage` and :attr:`progress_text`; :meth:`finish` publishes the result or
+    the error and re-arms.
     """
 
     n_clusters = param.Integer(default=2, bounds=(1, 64), doc="k, when not chosen automatically.")
@@ -166,14 +236,16 @@ class RunState(param.Parameterized):
         self.result = None
         self.error = ""
 
-    def _report(self, index: int, detail: str = "") -> None:
+    def report(self, index: int, detail: str = "") -> None:
+        """Show that stage `index` of :data:`STAGES` is in progress (`detail` is
+        appended to its text)."""
         key, text = STAGES[index]
         self.param.update(
             stage=key, stages_done=index,
             progress_text=f"Stage {index + 1}/{len(STAGES)}: {text}{detail}…",
         )
 
-    def prepare(self, dataset, graph_kwargs: dict) -> Callable[[], RunOutcome]:
+    def prepare(self, dataset, graph_kwargs: dict) -> RunJob:
         """Claim the run slot and return the job for `dataset` with these graph keywords.
 
         Raises
@@ -194,17 +266,11 @@ class RunState(param.Parameterized):
             "n_init": self.n_init,
             "random_state": self.random_state,
         }
-        compare = self.compare_kmeans
         self.error = ""
-        self._report(0)
-
-        def job() -> RunOutcome:
-            try:
-                return RunOutcome(result=self._execute(dataset, graph_kwargs, settings, compare))
-            except Exception as exc:
-                return RunOutcome(error=describe_error(exc, f"the {self.stage} stage"))
-
-        return job
+        self.report(0)
+        spec = RunSpec(dataset=dataset, graph_kwargs=dict(graph_kwargs), settings=settings,
+                       compare=self.compare_kmeans)
+        return RunJob(spec=spec, report=self.report)
 
     def finish(self, outcome: RunOutcome) -> None:
         """Publish the job's outcome and release the run slot.
@@ -225,87 +291,88 @@ class RunState(param.Parameterized):
         self.finish(outcome)
         return outcome
 
-    # -- the pipeline --------------------------------------------------------------
-    def _execute(self, dataset, graph_kwargs, s, compare) -> RunResult:
-        """The stages, each a library call: build_graph -> spectral_embedding ->
-        KMeans on the unit rows -> KMeans on the raw data -> scores."""
-        X, y = dataset.X, dataset.y
-        timings = {}
-        t_run = time.perf_counter()
 
-        t0 = time.perf_counter()
-        graph = explorer.build_graph(X, **graph_kwargs)
-        timings["graph"] = time.perf_counter() - t0
-        csr = graph.csr
+def _pipeline(spec: RunSpec, report: Callable[[int, str], None]) -> RunResult:
+    """The stages, each a library call: build_graph -> spectral_embedding ->
+    KMeans on the unit rows -> KMeans on the raw data -> scores."""
+    dataset, graph_kwargs, s = spec.dataset, spec.graph_kwargs, spec.settings
+    X, y = dataset.X, dataset.y
+    timings = {}
+    t_run = time.perf_counter()
 
-        self._report(1)
-        t0 = time.perf_counter()
-        auto = s["n_clusters"] == "auto"
-        n_kept = graph.n - int(graph.stats.n_isolated)
-        if n_kept < 1:
-            raise ValueError(
-                f"every one of the n={graph.n} points is isolated (no edges): raise the "
-                "threshold (or σ) until points have neighbours"
-            )
-        if not auto and s["n_clusters"] > n_kept:
-            raise ValueError(
-                f"n_clusters={s['n_clusters']} is more than the {n_kept} points that have "
-                "neighbours; lower k or raise the threshold"
-            )
-        k_fixed = None if auto else s["n_clusters"]
-        m = auto_k_max(n_kept) if auto else min(n_kept, max(k_fixed, _eigenpairs(s, graph.n)))
-        # One random stream for the embedding and k-means, as SpectralClustering.fit.
-        rng = check_random_state(s["random_state"])
-        tol = EIGENGAP_TOL if auto and s["eigen_tol"] is None else s["eigen_tol"]
-        emb = spectral_embedding(
-            csr, m, solver=s["eigen_solver"], tol=tol, max_iter=s["eigen_max_iter"],
-            random_state=rng,
+    t0 = time.perf_counter()
+    graph = explorer.build_graph(X, **graph_kwargs)
+    timings["graph"] = time.perf_counter() - t0
+    csr = graph.csr
+
+    report(1)
+    t0 = time.perf_counter()
+    auto = s["n_clusters"] == "auto"
+    n_kept = graph.n - int(graph.stats.n_isolated)
+    if n_kept < 1:
+        raise ValueError(
+            f"every one of the n={graph.n} points is isolated (no edges): raise the "
+            "threshold (or σ) until points have neighbours"
         )
-        k_suggested = eigengap_k(emb.eigenvalues)
-        k = k_suggested if auto else k_fixed
-        used = emb.truncate(k)
-        timings["embedding"] = time.perf_counter() - t0
-
-        self._report(2, f" (k = {k})")
-        t0 = time.perf_counter()
-        isolated = to_numpy(used.isolated)
-        labels = np.full(graph.n, -1, dtype=np.int64)
-        points = used.embedding[~used.isolated]
-        km = explorer.KMeans(k, n_init=s["n_init"], random_state=rng).fit(points)
-        labels[~isolated] = to_numpy(km.labels_)
-        timings["k-means"] = time.perf_counter() - t0
-
-        kmeans_labels = None
-        if compare:
-            self._report(3)
-            t0 = time.perf_counter()
-            # On the device of the run: a GPU run compares with k-means on the GPU.
-            data = X if graph.backend == "cpu" else array_module(csr).asarray(X)
-            raw = explorer.KMeans(k, n_init=s["n_init"], random_state=s["random_state"]).fit(data)
-            kmeans_labels = to_numpy(raw.labels_).astype(np.int64)
-            timings["k-means (raw data)"] = time.perf_counter() - t0
-
-        self._report(4)
-        t0 = time.perf_counter()
-        host_csr = to_numpy_csr(csr)
-        scores = {"spectral": metrics.clustering_scores(host_csr, labels, y)}
-        if kmeans_labels is not None:
-            scores["kmeans"] = metrics.clustering_scores(host_csr, kmeans_labels, y)
-        timings["scores"] = time.perf_counter() - t0
-        timings["total"] = time.perf_counter() - t_run
-
-        return RunResult(
-            warnings=_warnings(graph.stats, k, emb),
-            dataset=dataset.name, labels=labels, kmeans_labels=kmeans_labels, y_true=y,
-            n_clusters=k, k_suggested=k_suggested, eigenvalues=np.asarray(emb.eigenvalues),
-            vectors=np.asarray(to_numpy(emb.vectors)),
-            embedding=np.asarray(to_numpy(used.embedding)),
-            csr=host_csr, graph_stats=graph.stats, timings=timings, backend=graph.backend,
-            backend_reason=resolve_backend(graph_kwargs["backend"]).reason, method=graph.method,
-            method_reason=graph.method_reason, solver=emb.solver,
-            eigen_iterations=emb.iterations, eigen_residuals=np.asarray(emb.residual_norms),
-            scores=scores, params={**graph_kwargs, **s, "n_clusters_used": k},
+    if not auto and s["n_clusters"] > n_kept:
+        raise ValueError(
+            f"n_clusters={s['n_clusters']} is more than the {n_kept} points that have "
+            "neighbours; lower k or raise the threshold"
         )
+    k_fixed = None if auto else s["n_clusters"]
+    m = auto_k_max(n_kept) if auto else min(n_kept, max(k_fixed, _eigenpairs(s, graph.n)))
+    # One random stream for the embedding and k-means, as SpectralClustering.fit.
+    rng = check_random_state(s["random_state"])
+    tol = EIGENGAP_TOL if auto and s["eigen_tol"] is None else s["eigen_tol"]
+    emb = spectral_embedding(
+        csr, m, solver=s["eigen_solver"], tol=tol, max_iter=s["eigen_max_iter"],
+        random_state=rng,
+    )
+    k_suggested = eigengap_k(emb.eigenvalues)
+    k = k_suggested if auto else k_fixed
+    used = emb.truncate(k)
+    timings["embedding"] = time.perf_counter() - t0
+
+    report(2, f" (k = {k})")
+    t0 = time.perf_counter()
+    isolated = to_numpy(used.isolated)
+    labels = np.full(graph.n, -1, dtype=np.int64)
+    points = used.embedding[~used.isolated]
+    km = explorer.KMeans(k, n_init=s["n_init"], random_state=rng).fit(points)
+    labels[~isolated] = to_numpy(km.labels_)
+    timings["k-means"] = time.perf_counter() - t0
+
+    kmeans_labels = None
+    if spec.compare:
+        report(3)
+        t0 = time.perf_counter()
+        # On the device of the run: a GPU run compares with k-means on the GPU.
+        data = X if graph.backend == "cpu" else array_module(csr).asarray(X)
+        raw = explorer.KMeans(k, n_init=s["n_init"], random_state=s["random_state"]).fit(data)
+        kmeans_labels = to_numpy(raw.labels_).astype(np.int64)
+        timings["k-means (raw data)"] = time.perf_counter() - t0
+
+    report(4)
+    t0 = time.perf_counter()
+    host_csr = to_numpy_csr(csr)
+    scores = {"spectral": metrics.clustering_scores(host_csr, labels, y)}
+    if kmeans_labels is not None:
+        scores["kmeans"] = metrics.clustering_scores(host_csr, kmeans_labels, y)
+    timings["scores"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - t_run
+
+    return RunResult(
+        warnings=_warnings(graph.stats, k, emb),
+        dataset=dataset.name, labels=labels, kmeans_labels=kmeans_labels, y_true=y,
+        n_clusters=k, k_suggested=k_suggested, eigenvalues=np.asarray(emb.eigenvalues),
+        vectors=np.asarray(to_numpy(emb.vectors)),
+        embedding=np.asarray(to_numpy(used.embedding)),
+        csr=host_csr, graph_stats=graph.stats, timings=timings, backend=graph.backend,
+        backend_reason=resolve_backend(graph_kwargs["backend"]).reason, method=graph.method,
+        method_reason=graph.method_reason, solver=emb.solver,
+        eigen_iterations=emb.iterations, eigen_residuals=np.asarray(emb.residual_norms),
+        scores=scores, params={**graph_kwargs, **s, "n_clusters_used": k},
+    )
 
 
 def to_numpy_csr(csr):

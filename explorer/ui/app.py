@@ -7,11 +7,14 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures.process import BrokenProcessPool
 
 import panel as pn
 import param
 
-from ._jobs import RUN_EXECUTOR, LatestOnly
+from ._errors import describe_error, log
+from ._jobs import LatestOnly, publishing, run_in_process
+from ._run import RunOutcome, execute
 from .controls import DataControls, GraphControls, RunControls
 from .state import ExplorerState
 from .views import (
@@ -47,10 +50,10 @@ class ExplorerApp(pn.viewable.Viewer):
     Notes
     -----
     Concurrency. Loading and statistics execute on worker threads
-    (:data:`explorer.ui._jobs.EXECUTOR`, shared by the sessions of a server), runs on
-    a pool of their own (:data:`explorer.ui._jobs.RUN_EXECUTOR`), never on the event
-    loop. Loads and statistics are "latest wins": at most one of each
-    kind is in flight per session, and requests made meanwhile (a slider being
+    (:data:`explorer.ui._jobs.EXECUTOR`, shared by the sessions of a server), runs in
+    worker processes at a lower CPU priority (:func:`explorer.ui._jobs.run_in_process`),
+    never on the event loop. Loads and statistics are "latest wins": at most one of
+    each kind is in flight per session, and requests made meanwhile (a slider being
     dragged) collapse into one more job with the latest parameters. Statistics
     arrive in two steps: nonzeros per row first, then the connected components. A run disables
     the Run button until it finishes, so a second Run cannot be started (the button
@@ -148,8 +151,18 @@ class ExplorerApp(pn.viewable.Viewer):
         except (ValueError, RuntimeError) as exc:
             self.state.run_state.error = str(exc)
             return
-        outcome = await asyncio.get_running_loop().run_in_executor(RUN_EXECUTOR, job)
-        self.state.apply_run(outcome)
+        try:
+            outcome = await run_in_process(execute, job.spec, job.report)
+        except BrokenProcessPool:
+            log.error("a run's worker process ended abruptly")
+            outcome = RunOutcome(error=(
+                "The run's worker process ended abruptly: the system stops a process "
+                "that takes too much memory. Lower the threshold (fewer edges per row) or "
+                "subsample the data; the next run starts a new worker."))
+        except Exception as exc:  # e.g. data that does not pickle
+            outcome = RunOutcome(error=describe_error(exc, "running the clustering"))
+        async with publishing():
+            self.state.apply_run(outcome)
 
     # -- layouts -----------------------------------------------------------------------
     def sidebar(self) -> list:

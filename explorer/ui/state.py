@@ -15,7 +15,9 @@ without a browser::
 
 Each job (load, statistics, run) also comes in two halves, ``prepare_*`` (snapshot
 the parameters, on the event loop) and ``apply_*`` (publish the outcome, on the
-event loop), so that the app can run the work itself on a worker thread.
+event loop), so that the app can run the work elsewhere: loads and statistics on a
+worker thread, runs in a worker process (the run's job carries a picklable
+:class:`RunSpec`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import param
 
 from ._data import DataState, LoadOutcome, project_2d
 from ._graph import GraphState, StatsOutcome
-from ._run import STAGES, RunOutcome, RunResult, RunState
+from ._run import STAGES, RunJob, RunOutcome, RunResult, RunSpec, RunState
 from ._teaching import STEPS, TeachingState
 
 __all__ = [
@@ -34,8 +36,10 @@ __all__ = [
     "ExplorerState",
     "GraphState",
     "LoadOutcome",
+    "RunJob",
     "RunOutcome",
     "RunResult",
+    "RunSpec",
     "RunState",
     "StatsOutcome",
     "TeachingState",
@@ -121,9 +125,9 @@ class ExplorerState(param.Parameterized):
         return self.graph.refresh_stats(self._require_data().X)
 
     # -- run ---------------------------------------------------------------------
-    def prepare_run(self):
+    def prepare_run(self) -> RunJob:
         """Claim the run slot; the job runs the pipeline on the current data and
-        graph parameters.
+        graph parameters (call it, or hand its ``spec`` to a worker process).
 
         Raises
         ------
