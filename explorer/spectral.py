@@ -20,6 +20,7 @@ from .embedding import (
     spectral_embedding,
 )
 from .graph import GraphParams, build_graph
+from .graph._components import keep_largest_components
 from .kmeans import KMeans
 
 
@@ -66,7 +67,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     Attributes
     ----------
     labels_ : ndarray of int32, shape (n_samples,)
-        Cluster of each point, −1 for isolated points. The array kind of the input
+        Cluster of each point, −1 for isolated points (and for the points of
+        components beyond the k largest, see Notes). The array kind of the input
         (NumPy in, NumPy out; CuPy in, CuPy out), whatever backend ran.
     n_clusters_ : int
         The k used (the eigengap's choice under ``n_clusters="auto"``).
@@ -100,9 +102,11 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     ``.get()``). Only `labels_`, the answer, follows the input's kind.
 
     A graph with more connected components (outside the isolated vertices) than k has
-    more than k zero eigenvalues; the embedding then separates components in an
-    arbitrary way and ``fit`` warns. Raise the threshold (or σ) until the components
-    are at most k.
+    more than k zero eigenvalues, and any k vectors of that null space would be an
+    answer. ``fit`` then clusters the k largest components (by vertex count), labels
+    the vertices of the others -1 like isolated points, and warns; raise the
+    threshold (or σ) to join them. (With ``n_clusters="auto"`` the eigengap counts
+    the components among the first 20 eigenvalues.)
     """
 
     def __init__(
@@ -194,8 +198,16 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
                 f"n_clusters={self.n_clusters} is out of range: only {m} of the n={n} points "
                 f"have an edge ({n - m} are isolated); allowed: 1 <= n_clusters <= {m}"
             )
+        embedded = csr
+        if not auto:
+            # More components than k: the k largest are the clusters (see
+            # explorer.graph._components); the others' vertices get label -1.
+            embedded, n_components, n_dropped = keep_largest_components(
+                csr, self.n_clusters, isolated)
+            if n_dropped:
+                _warn_components(n_components, int(n - m), self.n_clusters, n_dropped)
         emb = spectral_embedding(
-            csr,
+            embedded,
             auto_k_max(m) if auto else self.n_clusters,
             solver=self.eigen_solver,
             tol=EIGENGAP_TOL if auto and self.eigen_tol is None else self.eigen_tol,
@@ -204,10 +216,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         )
         k = eigengap_k(emb.eigenvalues) if auto else self.n_clusters
         emb = emb.truncate(k)
-        self._warn_components(graph.stats, k)
         t2 = time.perf_counter()
 
-        keep = xp.flatnonzero(~isolated)
+        keep = xp.flatnonzero(~emb.isolated)
         km = KMeans(
             k,
             n_init=self.n_init,
@@ -255,20 +266,16 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         check_float(self.kmeans_tol, "kmeans_tol", low=0.0, high=1.0)
         check_int(self.kmeans_max_iter, "kmeans_max_iter", low=1)
 
-    @staticmethod
-    def _warn_components(stats, k: int) -> None:
-        if stats.n_components is None:
-            return
-        components = int(stats.n_components) - int(stats.n_isolated)
-        if components > k:
-            warnings.warn(
-                f"the graph has {components} connected components besides its "
-                f"{stats.n_isolated} isolated vertices, more than k={k}: the {k} smallest "
-                "eigenvalues are all 0 and the embedding separates components arbitrarily; "
-                "raise the threshold (or sigma) until there are at most k components",
-                UserWarning,
-                stacklevel=3,
-            )
+
+def _warn_components(n_components: int, n_isolated: int, k: int, n_dropped: int) -> None:
+    warnings.warn(
+        f"the graph has {n_components} connected components besides its {n_isolated} "
+        f"isolated vertices, more than k={k}: the {k} largest are the clusters and the "
+        f"{n_dropped} vertices of the other {n_components - k} are left unclustered "
+        "(label -1); raise the threshold (or sigma) to join them",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def _like_input(labels, X):

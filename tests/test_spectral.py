@@ -115,11 +115,40 @@ def test_a_list_in_gives_numpy_out_and_seeds_reproduce(rng):
 
 def test_too_many_components_warn(rng):
     X, _, params, _ = shape("blobs", rng)
-    with pytest.warns(UserWarning, match="4 connected components .* more than k=2"):
+    with pytest.warns(UserWarning, match="4 connected components .* more than k=2: the 2 "
+                      "largest are the clusters"):
         SpectralClustering(2, **params, random_state=0, backend="cpu").fit(X)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         SpectralClustering(4, **params, random_state=0, backend="cpu").fit(X)
+
+
+@pytest.mark.parametrize("solver", ["lobpcg", "chebyshev", "dense"])
+def test_more_components_than_k_clusters_the_k_largest(solver, rng):
+    # Three large blobs of different sizes and a sprinkle of far-away pairs (small
+    # components): with k = 3 the blobs are the clusters whatever the solver, and the
+    # pairs' points are unclustered (-1) like the isolated points.
+    sizes = [700, 500, 400]
+    centres = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    blobs = [c + rng.uniform(-1, 1, (s, 2)) for c, s in zip(centres, sizes, strict=True)]
+    pairs = 50.0 + 5.0 * np.arange(12)[:, None] * np.ones((1, 2))
+    pairs = np.repeat(pairs, 2, axis=0) + np.tile([[0.0, 0.0], [0.01, 0.0]], (12, 1))
+    lonely = np.array([[-40.0, -40.0], [-60.0, 30.0]])
+    X = np.vstack([*blobs, pairs, lonely]).astype(np.float32)
+    truth = np.concatenate([np.full(s, i) for i, s in enumerate(sizes)])
+    order = rng.permutation(X.shape[0])
+    params = {"metric": "gaussian", "sigma": 0.5, "threshold_sqdist": 0.25}
+    with pytest.warns(UserWarning, match="15 connected components besides its 2 isolated "
+                      "vertices, more than k=3: the 3 largest are the clusters and the 24 "
+                      "vertices of the other 12"):
+        sc = SpectralClustering(3, **params, eigen_solver=solver, random_state=0,
+                                backend="cpu").fit(X[order])
+    labels = np.empty_like(sc.labels_)
+    labels[order] = sc.labels_
+    assert np.all(labels[len(truth):] == -1)
+    assert adjusted_rand_score(truth, labels[: len(truth)]) == 1.0
+    assert sc.isolated_.sum() == 2 and sc.n_clusters_ == 3
+    np.testing.assert_allclose(sc.eigenvalues_, 0.0, atol=1e-6)
 
 
 def test_estimator_protocol():

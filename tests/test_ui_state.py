@@ -548,7 +548,7 @@ def test_runs_execute_in_worker_processes_at_lower_priority():
     assert seen == [(1, "x")]  # the progress came back before the result
     assert pid != os.getpid()
     if hasattr(os, "nice"):
-        assert nice == os.nice(0) + RUN_NICENESS
+        assert nice == min(os.nice(0) + RUN_NICENESS, 19)  # the OS caps niceness at 19
     assert threads <= {1}  # BLAS and OpenMP: one thread each, runs in parallel instead
 
 

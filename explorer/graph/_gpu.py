@@ -403,9 +403,17 @@ def connected_components(csr) -> int:
 
 
 def count_components(n: int, indptr, indices, *, block: int | None = None) -> int:
-    """Connected components of the graph of CSR arrays `indptr`, `indices`.
+    """Connected components of the graph of CSR arrays `indptr`, `indices` (isolated
+    vertices count as components); see :func:`component_roots`."""
+    roots = component_roots(n, indptr, indices, block=block)
+    return int(cupy.count_nonzero(roots == cupy.arange(n, dtype=cupy.int32)))
 
-    int32 arrays go through :func:`explorer.kernels.components.count_components` as
+
+def component_roots(n: int, indptr, indices, *, block: int | None = None):
+    """Component label of every vertex (int32: the smallest vertex id of its component)
+    of the graph of CSR arrays `indptr`, `indices`.
+
+    int32 arrays go through :func:`explorer.kernels.components.component_labels` as
     they are; int64 arrays of at most `block` edges (default :data:`COMPONENTS_BLOCK`)
     are converted first. A larger int64 graph is fed to the same union-find kernels in
     row blocks of at most `block` edges (a longer row is a block of its own: at most
@@ -415,9 +423,9 @@ def count_components(n: int, indptr, indices, *, block: int | None = None) -> in
     """
     block = COMPONENTS_BLOCK if block is None else int(block)
     if indptr.dtype == cupy.int32 and indices.dtype == cupy.int32:
-        return components.count_components(n, indptr, indices)
+        return components.component_labels(n, indptr, indices)
     if int(indices.shape[0]) <= block:
-        return components.count_components(n, indptr.astype(cupy.int32),
+        return components.component_labels(n, indptr.astype(cupy.int32),
                                            indices.astype(cupy.int32))
     parent = cupy.arange(n, dtype=cupy.int32)
     hook_x, hook_y = components._HOOK_BLOCK
@@ -434,7 +442,7 @@ def count_components(n: int, indptr, indices, *, block: int | None = None) -> in
     flat = components._FLAT_BLOCK
     _launch.launch("components", "cc_flatten", (), (-(-n // flat),), (flat,),
                    (np.int32(n), parent))
-    return int(cupy.count_nonzero(parent == cupy.arange(n, dtype=cupy.int32)))
+    return parent
 
 
 def choose_method(n: int, d: int, params: GraphParams) -> tuple[str, str]:

@@ -19,8 +19,10 @@ from explorer.embedding import (
     SOLVERS,
     auto_k_max,
     eigengap_k,
+    isolated_vertices,
     spectral_embedding,
 )
+from explorer.graph._components import keep_largest_components
 
 from ._errors import describe_error
 
@@ -50,7 +52,8 @@ class RunResult:
     dataset : str
         Name of the data set.
     labels : ndarray of int, shape (n,)
-        Spectral cluster of each point; −1 for isolated vertices.
+        Spectral cluster of each point; −1 for isolated vertices and for the points
+        of components beyond the k largest (see explorer.graph._components).
     kmeans_labels : ndarray of int or None
         k-means on the raw data with the same k (None when not asked for).
     y_true : ndarray or None
@@ -320,12 +323,18 @@ def _pipeline(spec: RunSpec, report: Callable[[int, str], None]) -> RunResult:
             "neighbours; lower k or raise the threshold"
         )
     k_fixed = None if auto else s["n_clusters"]
+    embedded, n_dropped = csr, 0
+    if not auto:
+        # More components than k: the k largest are the clusters, as in
+        # SpectralClustering.fit (explorer/graph/_components.py).
+        embedded, _, n_dropped = keep_largest_components(csr, k_fixed, isolated_vertices(csr))
+        n_kept -= n_dropped
     m = auto_k_max(n_kept) if auto else min(n_kept, max(k_fixed, _eigenpairs(s, graph.n)))
     # One random stream for the embedding and k-means, as SpectralClustering.fit.
     rng = check_random_state(s["random_state"])
     tol = EIGENGAP_TOL if auto and s["eigen_tol"] is None else s["eigen_tol"]
     emb = spectral_embedding(
-        csr, m, solver=s["eigen_solver"], tol=tol, max_iter=s["eigen_max_iter"],
+        embedded, m, solver=s["eigen_solver"], tol=tol, max_iter=s["eigen_max_iter"],
         random_state=rng,
     )
     k_suggested = eigengap_k(emb.eigenvalues)
@@ -362,7 +371,7 @@ def _pipeline(spec: RunSpec, report: Callable[[int, str], None]) -> RunResult:
     timings["total"] = time.perf_counter() - t_run
 
     return RunResult(
-        warnings=_warnings(graph.stats, k, emb),
+        warnings=_warnings(graph.stats, k, emb, n_dropped),
         dataset=dataset.name, labels=labels, kmeans_labels=kmeans_labels, y_true=y,
         n_clusters=k, k_suggested=k_suggested, eigenvalues=np.asarray(emb.eigenvalues),
         vectors=np.asarray(to_numpy(emb.vectors)),
@@ -388,17 +397,25 @@ def _eigenpairs(settings: dict, n: int) -> int:
     return SPECTRUM_MIN if n <= SPECTRUM_AUTO_MAX_N else 1
 
 
-def _warnings(stats, k: int, emb) -> list[str]:
+def _warnings(stats, k: int, emb, n_dropped: int) -> list[str]:
     """Conditions under which the result is not what it seems (shown beside it)."""
     out = []
     if stats.n_components is not None:
         components = int(stats.n_components) - int(stats.n_isolated)
-        if components > k:
+        if components > k and n_dropped:
             out.append(
                 f"The graph has {components} connected components (besides "
-                f"{stats.n_isolated} isolated points), more than k = {k}: the {k} smallest "
-                "eigenvalues are all 0 and the clusters follow components, not shape. Raise "
-                "the threshold (or σ) until there are at most k components."
+                f"{stats.n_isolated} isolated points), more than k = {k}: the {k} largest "
+                f"are the clusters, and the {n_dropped} points of the other "
+                f"{components - k} are left unclustered (grey). Raise the threshold (or σ) "
+                "to join them."
+            )
+        elif components > k:  # k chosen by the eigengap among the first eigenvalues
+            out.append(
+                f"The graph has {components} connected components (besides "
+                f"{stats.n_isolated} isolated points), more than k = {k}: the clusters "
+                "follow components, not shape. Raise the threshold (or σ) until there are "
+                "at most k components."
             )
     if emb.tol is not None and len(emb.residual_norms):
         worst = float(np.max(emb.residual_norms))
