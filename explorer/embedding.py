@@ -192,8 +192,7 @@ def spectral_embedding(
         ``"chebyshev"``: Chebyshev-filtered block subspace iteration
         (:func:`explorer._subspace.chebyshev_subspace`; float32 block products on the
         GPU, float64 Rayleigh-Ritz and residuals). ``"auto"``: dense up to
-        :data:`DENSE_MAX_N` non-isolated vertices, beyond that LOBPCG on the CPU and
-        Chebyshev on the GPU.
+        :data:`DENSE_MAX_N` non-isolated vertices, Chebyshev beyond.
     tol : float, optional
         Stopping tolerance of the iterative solvers on the residual norm of each unit
         eigenvector; default :data:`DEFAULT_TOL` (Chebyshev:
@@ -236,9 +235,9 @@ def spectral_embedding(
     eigenvalues, all with residuals below 1e-10, and on two-moons graphs with two
     components it found one zero every time, while LOBPCG found them all.
     A block method sees a whole multiplicity at once, which is also why the core paper
-    chose nvGRAPH's LOBPCG. Hence ``"auto"`` uses a block method (LOBPCG on the CPU,
-    Chebyshev-filtered subspace iteration on the GPU), and ``"lanczos"`` is best kept
-    for graphs known to be connected.
+    chose nvGRAPH's LOBPCG. Hence ``"auto"`` uses a block method (Chebyshev-filtered
+    subspace iteration), and ``"lanczos"`` is best kept for graphs known to be
+    connected.
 
     **LOBPCG.** The block holds ``k + extra`` vectors, ``extra = min(k, max(2, k //
     4))``: convergence of the k-th eigenpair is governed by its gap to eigenvalue
@@ -568,15 +567,13 @@ def _scale_symmetric(S, dinv, xp, *, inplace=False):
 
 def _resolve_solver(solver: str, m: int, k: int, xp=np) -> str:
     if solver == "auto":
-        # On the GPU, Chebyshev-filtered subspace iteration needs one host sync per
-        # filter instead of LOBPCG's several per iteration (6x faster on Syn1M,
-        # benchmarks/results/fast.json). On the CPU it is also 3-4x faster than our
-        # LOBPCG on connected graphs (eigen-cpu.json), but LOBPCG stays: on moons
-        # 10⁵ (125 components besides isolated points, k = 2) LOBPCG's answer, which
-        # the degree-vector start steers towards the large components, scored ARI
-        # 0.99 and Chebyshev's 0.00 (cpu-baseline.json); with more components than k
-        # any basis of the null space is an answer, and Chebyshev's is not steered.
-        solver = "dense" if m <= DENSE_MAX_N else ("lobpcg" if xp is np else "chebyshev")
+        # Chebyshev-filtered subspace iteration on both backends. On the GPU it needs
+        # one host sync per filter instead of LOBPCG's several per iteration (6x
+        # faster on Syn1M, benchmarks/results/fast.json); on 2 CPU cores, through
+        # SpectralClustering with the same ARI: moons 10⁴ 0.72 s against LOBPCG's
+        # 1.3 s, digits 0.29 / 0.36 s, infinite-digits 10⁴ 2.7 / 3.5 s, moons 10⁵ 36 s
+        # (ARI 0.985) against 152 s (benchmarks/README.md, "CPU: Chebyshev").
+        solver = "dense" if m <= DENSE_MAX_N else "chebyshev"
     if solver == "chebyshev" and m <= k + 1:
         return "dense"
     # ARPACK needs k < m - 1 with room for its Krylov basis; LOBPCG needs m > 5 * block.

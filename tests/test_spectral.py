@@ -40,8 +40,10 @@ def test_shapes_are_recovered(name, rng):
     sc = SpectralClustering(k, **params, random_state=0, backend="cpu").fit(X)
     assert adjusted_rand_score(y, sc.labels_) >= 0.99
     assert sc.n_clusters_ == k
-    assert sc.eigen_solver_ == "lobpcg" and sc.eigen_residuals_.max() <= 2e-5
-    np.testing.assert_allclose(sc.eigenvalues_[:k], 0.0, atol=1e-8)
+    # Chebyshev (auto above 1000 vertices) at its default tolerance 1e-4: the zero
+    # eigenvalues are accurate to about tol² / gap.
+    assert sc.eigen_solver_ == "chebyshev" and sc.eigen_residuals_.max() <= 2e-4
+    np.testing.assert_allclose(sc.eigenvalues_[:k], 0.0, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
