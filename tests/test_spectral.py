@@ -125,8 +125,11 @@ def test_too_many_components_warn(rng):
         SpectralClustering(4, **params, random_state=0, backend="cpu").fit(X)
 
 
-@pytest.mark.parametrize("solver", ["lobpcg", "chebyshev", "dense"])
-def test_more_components_than_k_clusters_the_k_largest(solver, rng):
+@pytest.mark.parametrize(("solver", "backend"), [
+    ("lobpcg", "cpu"), ("chebyshev", "cpu"), ("dense", "cpu"),
+    pytest.param("chebyshev", "gpu", marks=pytest.mark.gpu),
+])
+def test_more_components_than_k_clusters_the_k_largest(solver, backend, rng):
     # Three large blobs of different sizes and a sprinkle of far-away pairs (small
     # components): with k = 3 the blobs are the clusters whatever the solver, and the
     # pairs' points are unclustered (-1) like the isolated points.
@@ -144,12 +147,13 @@ def test_more_components_than_k_clusters_the_k_largest(solver, rng):
                       "vertices, more than k=3: the 3 largest are the clusters and the 24 "
                       "vertices of the other 12"):
         sc = SpectralClustering(3, **params, eigen_solver=solver, random_state=0,
-                                backend="cpu").fit(X[order])
+                                backend=backend).fit(X[order])
+    assert sc.backend_ == backend
     labels = np.empty_like(sc.labels_)
     labels[order] = sc.labels_
     assert np.all(labels[len(truth):] == -1)
     assert adjusted_rand_score(truth, labels[: len(truth)]) == 1.0
-    assert sc.isolated_.sum() == 2 and sc.n_clusters_ == 3
+    assert int(sc.isolated_.sum()) == 2 and sc.n_clusters_ == 3
     np.testing.assert_allclose(sc.eigenvalues_, 0.0, atol=1e-6)
 
 
