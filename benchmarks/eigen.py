@@ -169,9 +169,10 @@ def load_shape(name, backend):
 def laplacian(csr, xp):
     """A = D^-1/2 S D^-1/2 on the non-isolated vertices (explorer.embedding's steps)."""
     from explorer import embedding
+    from explorer._csr import row_sums
 
     S = csr.astype(xp.float64)
-    degree = embedding._degrees(S, xp)
+    degree = row_sums(S, xp)
     keep = xp.flatnonzero(degree > 0)
     if int(keep.shape[0]) < S.shape[0]:
         S = embedding._submatrix(S, keep, xp)

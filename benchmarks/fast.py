@@ -232,17 +232,13 @@ def run_paper_best(spec, repeats, ours_s, bandwidth):
     return out
 
 
-def chebyshev_block(k: int, n: int) -> int:
-    """The Chebyshev solver's default block size (explorer._subspace.chebyshev_subspace)."""
-    return min(n, max(8, k + max(4, k // 2)))
-
-
 def run_partition(spec, csr, y, repeats, bandwidth, solver="chebyshev"):
     """spectral_embedding + KMeans on the unit rows of `csr`: times, scores, floors."""
     import cupy
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
     from explorer import KMeans, spectral_embedding
+    from explorer._subspace import default_block
 
     k, n = spec["k"], csr.shape[0]
 
@@ -286,7 +282,7 @@ def run_partition(spec, csr, y, repeats, bandwidth, solver="chebyshev"):
     if emb.solver == "chebyshev":
         # One block product reads the float32 CSR (values, column indices, row pointer)
         # and the n×b block, and writes n×b.
-        b = chebyshev_block(k, kept)
+        b = default_block(k, kept)
         per_product = nnz * 8 + (kept + 1) * 4 + 2 * kept * b * 4
         eig_floor = emb.iterations * per_product / bandwidth
         out["eig_floor"] = {"products": emb.iterations, "block": b,
@@ -312,7 +308,8 @@ def kmeans_alone(repeats, bandwidth):
     from explorer.kernels.kmeans import fused_step_pays
 
     from explorer import KMeans
-    from explorer.kmeans import _assign, _chunk_rows
+    from explorer._backend import chunk_rows
+    from explorer.kmeans import _assign
 
     rng = cupy.random.RandomState(0)
     out = {}
@@ -327,7 +324,7 @@ def kmeans_alone(repeats, bandwidth):
         X = centres[rng.randint(0, k, size=n)] + rng.standard_normal((n, d), dtype=cupy.float32)
         x_sq = (X * X).sum(axis=1)
         C = X[:k].astype(cupy.float64)
-        chunk = _chunk_rows(cupy, max(k, d))
+        chunk = chunk_rows(cupy, max(k, d))
         step = median_time(lambda X=X, x_sq=x_sq, C=C, chunk=chunk: _assign(
             X, x_sq, C, chunk, cupy, want_sums=True), repeats)
         fit = median_time(lambda X=X, k=k, n_init=n_init, max_iter=max_iter: KMeans(

@@ -304,7 +304,7 @@ def chebyshev_subspace(
     k = check_int(k, "k", low=1, high=n - 1)
     block = check_int(block, "block", low=k, high=n, allow_none=True)
     if block is None:
-        block = min(n, max(8, k + max(4, k // 2)))
+        block = default_block(k, n)
     degree = check_int(degree, "degree", low=1, allow_none=True) or DEFAULT_DEGREE
     tol = check_float(tol, "tol", low=0.0, low_inclusive=False)
     max_iter = check_int(max_iter, "max_iter", low=1, allow_none=True) or DEFAULT_MAX_ITER
@@ -353,6 +353,12 @@ def chebyshev_subspace(
 
     mu, V, residuals = ops.final(ops.rotate(Y, Q, Q.shape[1]), k)
     return mu, V, products, residuals
+
+
+def default_block(k: int, n: int) -> int:
+    """Vectors in the iterated block when `block` is not given (see
+    :func:`chebyshev_subspace`)."""
+    return min(n, max(8, k + max(4, k // 2)))
 
 
 def _check_v0(v0, n, block, xp):

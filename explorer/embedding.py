@@ -167,7 +167,7 @@ def isolated_vertices(csr):
         NumPy or CuPy, like `csr`.
     """
     csr = _check_affinity(csr)
-    return _degrees(csr, array_module(csr)) <= 0
+    return row_sums(csr, array_module(csr)) <= 0
 
 
 def spectral_embedding(
@@ -282,7 +282,7 @@ def spectral_embedding(
     # makes (8 B per nonzero), later scaled in place into A.
     S = with_values(csr, csr.data.astype(xp.float64))
     _check_symmetric(S, xp)
-    degree = _degrees(S, xp)
+    degree = row_sums(S, xp)
     isolated = degree <= 0
     keep = xp.flatnonzero(~isolated)
     m = int(keep.shape[0])
@@ -494,16 +494,6 @@ def _check_symmetric(S, xp) -> None:
             f"csr is not symmetric (||S r - S^T r|| / ||S r|| = {err / scale:.2e} for a random "
             "r); a similarity matrix must be symmetric"
         )
-
-
-def _degrees(S, xp):
-    """Row sums of S in float64 (as a 1-D array on S's device).
-
-    Only the values are widened, a block of rows at a time (:func:`row_sums`); the
-    index arrays are S's own (``astype`` would copy them too: 17.7 GB more for int64
-    indices at 2.2·10⁹ nonzeros).
-    """
-    return row_sums(S, xp)
 
 
 def _submatrix(S, keep, xp):

@@ -11,16 +11,10 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._backend import array_module, column_sums, sparse_module
+from ._backend import array_module, chunk_rows, column_sums, sparse_module
 from ._validation import check_choice, check_data, check_float, check_int
 
 INITS = ("k-means++", "random")
-
-#: Rows per chunk are chosen so that one chunk's n_rows × max(k, d) distance (or
-#: data) block holds about this many float32 values: 16 MiB on the CPU, where it stays
-#: in cache, 64 MiB on the GPU, where fewer and larger launches pay off.
-_CHUNK_VALUES = {"cpu": 1 << 22, "gpu": 1 << 24}
-
 
 class KMeans(ClusterMixin, BaseEstimator):
     """k-means clustering (Lloyd's algorithm) on NumPy or CuPy data.
@@ -131,7 +125,7 @@ class KMeans(ClusterMixin, BaseEstimator):
             init = xp.asarray(init, dtype=xp.float64) - mean
             n_init = 1
 
-        chunk = _chunk_rows(xp, max(k, d))
+        chunk = chunk_rows(xp, max(k, d))
         x_sq = _row_sq_norms(Xc, xp)
         best = None
         for _ in range(n_init):
@@ -161,7 +155,7 @@ class KMeans(ClusterMixin, BaseEstimator):
         # float32 distances well conditioned, as the centring in fit does.
         Xc, shift, _ = _centre(X, C.mean(axis=0))
         x_sq = _row_sq_norms(Xc, xp)
-        chunk = _chunk_rows(xp, max(C.shape[0], d))
+        chunk = chunk_rows(xp, max(C.shape[0], d))
         labels, _, _ = _assign(Xc, x_sq, C - shift, chunk, xp, want_sums=False)
         return labels
 
@@ -204,11 +198,6 @@ def _centre(X, shift=None):
     # Subtract (and report) the float32 rounding of the shift, exactly.
     shift = shift.astype(xp.float32)
     return X32 - shift, shift.astype(xp.float64), xp.float32
-
-
-def _chunk_rows(xp, width: int) -> int:
-    values = _CHUNK_VALUES["cpu" if xp is np else "gpu"]
-    return max(1024, values // max(1, width))
 
 
 def _row_sq_norms(X, xp):

@@ -20,7 +20,7 @@ from .embedding import (
     spectral_embedding,
 )
 from .graph import GraphParams, build_graph
-from .graph._components import keep_largest_components
+from .graph._components import components_besides_isolated, keep_largest_components
 from .kmeans import KMeans
 
 
@@ -203,7 +203,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             # More components than k: the k largest are the clusters (see
             # explorer.graph._components); the others' vertices get label -1.
             embedded, n_components, n_dropped = keep_largest_components(
-                csr, self.n_clusters, isolated)
+                csr, self.n_clusters, isolated=isolated,
+                n_components=components_besides_isolated(graph.stats))
             if n_dropped:
                 _warn_components(n_components, int(n - m), self.n_clusters, n_dropped)
         emb = spectral_embedding(

@@ -22,37 +22,16 @@ from scipy.sparse.csgraph import connected_components as scipy_components
 
 cupy = pytest.importorskip("cupy")
 
+from test_int64 import RULE, clustered_points, widen  # noqa: E402
+
 from explorer import SpectralClustering, _csr, _subspace, build_graph, embedding  # noqa: E402
 from explorer._backend import resolve_backend  # noqa: E402
-from explorer._csr import csr_from_arrays  # noqa: E402
 from explorer.embedding import spectral_embedding  # noqa: E402
 from explorer.graph import _dispatch, _gpu  # noqa: E402
 from explorer.metrics import adjusted_rand_score  # noqa: E402
 from explorer.ui._export import map_graph_npz, save_graph_npz  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-
-RULE = {"metric": "gaussian", "sigma": 0.6, "threshold_sqdist": 0.36}
-
-
-def widen(csr):
-    """The cupyx CSR `csr` with int64 index arrays (assigned: a constructor would narrow
-    them back to int32 while the values fit)."""
-    out = csr_from_arrays(csr.data, csr.indices.astype(cupy.int64),
-                          csr.indptr.astype(cupy.int64), csr.shape, canonical=True)
-    assert out.indices.dtype == out.indptr.dtype == cupy.int64
-    return out
-
-
-def clustered_points(rng, sizes=(150, 120, 130), n_isolated=4):
-    """Separated 2-D boxes of points (one component each) and isolated far points."""
-    parts = [np.array([20.0 * i, 0.0]) + rng.random((s, 2)) * 2.0 for i, s in enumerate(sizes)]
-    far = 1e4 + 1e3 * np.arange(n_isolated)[:, None] * np.ones((1, 2))
-    X = np.vstack([*parts, far]).astype(np.float32)
-    y = np.concatenate([np.full(s, i) for i, s in enumerate(sizes)] + [np.full(n_isolated, -1)])
-    order = rng.permutation(X.shape[0])
-    return X[order], y[order]
-
 
 @pytest.fixture
 def graph(rng):

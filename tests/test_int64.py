@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 import explorer.spectral
 from explorer import SpectralClustering, _csr, _subspace, build_graph, embedding
-from explorer._backend import resolve_backend
+from explorer._backend import array_module, resolve_backend
 from explorer._csr import cast_values, csr_from_arrays, with_values
 from explorer.embedding import isolated_vertices, spectral_embedding
 from explorer.graph import _dispatch
@@ -31,11 +31,12 @@ from explorer.ui._export import graph_npz, map_graph_npz, save_graph_npz
 
 
 def widen(csr):
-    """A copy of a SciPy CSR matrix whose indices and row offsets are int64."""
-    out = csr.copy()
-    out.indices = csr.indices.astype(np.int64)
-    out.indptr = csr.indptr.astype(np.int64)
-    assert out.indices.dtype == out.indptr.dtype == np.int64
+    """A copy of a SciPy or cupyx CSR matrix whose indices and row offsets are int64
+    (assigned: a constructor would narrow them back to int32 while the values fit)."""
+    xp = array_module(csr.data)
+    out = csr_from_arrays(csr.data.copy(), csr.indices.astype(xp.int64),
+                          csr.indptr.astype(xp.int64), csr.shape, canonical=True)
+    assert out.indices.dtype == out.indptr.dtype == xp.int64
     return out
 
 

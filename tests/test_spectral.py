@@ -208,3 +208,19 @@ def test_numpy_in_numpy_out_on_the_gpu(rng):
     assert isinstance(sc.labels_, np.ndarray) and sc.backend_ == "gpu"
     assert isinstance(sc.embedding_, cupy.ndarray)
     assert adjusted_rand_score(y, sc.labels_) >= 0.99
+
+
+def test_keep_largest_components_finds_isolated_points_itself_and_trusts_a_count(rng):
+    from explorer.embedding import isolated_vertices
+    from explorer.graph._components import keep_largest_components
+
+    X = np.vstack([rng.uniform(0, 1, (300, 2)), rng.uniform(5, 6, (200, 2)),
+                   [[50, 50], [50, 50.01], [90, 90]]]).astype(np.float32)
+    csr = build_graph(X, metric="gaussian", sigma=0.2, threshold_sqdist=0.04, backend="cpu").csr
+    given, n_given, dropped_given = keep_largest_components(
+        csr, 2, isolated=isolated_vertices(csr))
+    found, n_found, dropped_found = keep_largest_components(csr, 2)
+    assert (n_given, dropped_given) == (n_found, dropped_found) == (3, 2)
+    assert (given != found).nnz == 0
+    # A known count of at most k components returns the matrix untouched.
+    assert keep_largest_components(csr, 2, n_components=2)[0] is csr

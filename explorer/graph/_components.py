@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from .._backend import array_module, to_numpy
-from .._csr import block_rows, row_blocks, with_values
+from .._csr import block_rows, row_blocks, row_sums, with_values
 
 
 def component_labels(csr):
@@ -41,7 +41,7 @@ def component_labels(csr):
     return connected_components(pattern, directed=True, connection="strong")[1]
 
 
-def keep_largest_components(csr, k: int, isolated):
+def keep_largest_components(csr, k: int, *, isolated=None, n_components=None):
     """The graph restricted to its `k` largest components, when it has more than `k`.
 
     Parameters
@@ -50,8 +50,12 @@ def keep_largest_components(csr, k: int, isolated):
         Symmetric similarity matrix.
     k : int
         Number of clusters.
-    isolated : bool array of shape (n,)
-        Vertices without an edge (same device as `csr`); they are not components here.
+    isolated : bool array of shape (n,), optional
+        Vertices without an edge (same device as `csr`); they are not components
+        here. Computed from the row sums when not given.
+    n_components : int, optional
+        Components outside the isolated vertices, when already known (the graph's
+        statistics count them): at most `k` returns at once, without labelling.
 
     Returns
     -------
@@ -59,16 +63,18 @@ def keep_largest_components(csr, k: int, isolated):
         `csr` itself when it has at most `k` components outside the isolated vertices;
         else the same pattern (shared index arrays) with the weights of every edge
         outside the `k` largest components (by vertex count; ties to the component
-        of the smaller vertex id) set to 0, so those vertices have degree 0 and the
+        met first in vertex order) set to 0, so those vertices have degree 0 and the
         embedding leaves them out.
     n_components : int
         Components outside the isolated vertices.
     n_dropped : int
         Vertices of the components left out.
     """
+    if n_components is not None and n_components <= k:
+        return csr, n_components, 0
     xp = array_module(csr)
+    in_graph = ~isolated if isolated is not None else row_sums(csr, xp) > 0
     labels = component_labels(csr)
-    in_graph = ~isolated
     found, first, counts = np.unique(to_numpy(labels[in_graph]), return_index=True,
                                      return_counts=True)
     n_components = int(found.shape[0])
@@ -83,3 +89,11 @@ def keep_largest_components(csr, k: int, isolated):
         data[e0:e1] = xp.where(both, csr.data[e0:e1], 0)
     n_dropped = int(in_graph.sum()) - int(kept.sum())
     return with_values(csr, data), n_components, n_dropped
+
+
+def components_besides_isolated(stats):
+    """Connected components outside the isolated vertices, from a graph's statistics
+    (None when they were not counted)."""
+    if stats.n_components is None:
+        return None
+    return int(stats.n_components) - int(stats.n_isolated)

@@ -19,10 +19,9 @@ from explorer.embedding import (
     SOLVERS,
     auto_k_max,
     eigengap_k,
-    isolated_vertices,
     spectral_embedding,
 )
-from explorer.graph._components import keep_largest_components
+from explorer.graph._components import components_besides_isolated, keep_largest_components
 
 from ._errors import describe_error
 
@@ -327,7 +326,8 @@ def _pipeline(spec: RunSpec, report: Callable[[int, str], None]) -> RunResult:
     if not auto:
         # More components than k: the k largest are the clusters, as in
         # SpectralClustering.fit (explorer/graph/_components.py).
-        embedded, _, n_dropped = keep_largest_components(csr, k_fixed, isolated_vertices(csr))
+        embedded, _, n_dropped = keep_largest_components(
+            csr, k_fixed, n_components=components_besides_isolated(graph.stats))
         n_kept -= n_dropped
     m = auto_k_max(n_kept) if auto else min(n_kept, max(k_fixed, _eigenpairs(s, graph.n)))
     # One random stream for the embedding and k-means, as SpectralClustering.fit.
@@ -400,8 +400,8 @@ def _eigenpairs(settings: dict, n: int) -> int:
 def _warnings(stats, k: int, emb, n_dropped: int) -> list[str]:
     """Conditions under which the result is not what it seems (shown beside it)."""
     out = []
-    if stats.n_components is not None:
-        components = int(stats.n_components) - int(stats.n_isolated)
+    components = components_besides_isolated(stats)
+    if components is not None:
         if components > k and n_dropped:
             out.append(
                 f"The graph has {components} connected components (besides "
