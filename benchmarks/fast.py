@@ -297,7 +297,8 @@ def run_partition(spec, csr, y, repeats, bandwidth, solver="chebyshev"):
 
 
 def kmeans_alone(repeats, bandwidth):
-    """k-means at n = 5·10⁶, k = d <= 64 (fused step) and at k in the thousands (GEMM).
+    """k-means at n = 5·10⁶ and 2.4·10⁵, k = d <= 64 (both step paths timed where the
+    fused one fits), and at k in the thousands (GEMM).
 
     Per case: a whole fit (k-means++, `n_init` restarts) and one Lloyd step (assignment,
     distances and float64 cluster sums: the function the fit calls each iteration, the
@@ -305,7 +306,8 @@ def kmeans_alone(repeats, bandwidth):
     row norms, write labels and distances) over the bandwidth as its floor.
     """
     import cupy
-    from explorer.kernels.kmeans import fused_step_pays
+    from explorer.kernels import kmeans as kmeans_kernels
+    from explorer.kernels.kmeans import fused_step_fits, fused_step_pays
 
     from explorer import KMeans
     from explorer._backend import chunk_rows
@@ -315,7 +317,9 @@ def kmeans_alone(repeats, bandwidth):
     out = {}
     # (n, d, k, n_init, max_iter): embedding-like rows at n = 5·10⁶ (k-means++ with
     # 10 restarts, as the pipeline), then k in the thousands (one run, 20 iterations).
-    cases = [(5_000_000, 4, 4, 10, 100), (5_000_000, 16, 16, 10, 100),
+    cases = [(5_000_000, 4, 4, 10, 100), (5_000_000, 10, 10, 10, 100),
+             (5_000_000, 16, 16, 10, 100), (5_000_000, 24, 24, 10, 100),
+             (5_000_000, 32, 32, 10, 100), (240_000, 10, 10, 10, 100),
              (5_000_000, 64, 64, 10, 100), (1_000_000, 4, 1024, 1, 20),
              (1_000_000, 4, 4096, 1, 20), (240_000, 64, 4096, 1, 20)]
     for n, d, k, n_init, max_iter in cases:
@@ -331,6 +335,15 @@ def kmeans_alone(repeats, bandwidth):
             k, n_init=n_init, max_iter=max_iter, random_state=0).fit(X), repeats)
         km = fit[2]
         step_bytes = n * d * 4 + n * 4 + n * 8
+        both = {}
+        if fused_step_fits(k, d):  # the two paths side by side: where they cross
+            for path, limit in (("fused", 10**9), ("gemm", 0)):
+                saved, kmeans_kernels.FUSED_MAX_KD = kmeans_kernels.FUSED_MAX_KD, limit
+                try:
+                    both[path] = median_time(lambda X=X, x_sq=x_sq, C=C, chunk=chunk: _assign(
+                        X, x_sq, C, chunk, cupy, want_sums=True), repeats)[0]
+                finally:
+                    kmeans_kernels.FUSED_MAX_KD = saved
         name = f"n{n}_d{d}_k{k}"
         out[name] = {
             "n": n, "d": d, "k": k, "n_init": n_init, "max_iter": max_iter,
@@ -339,11 +352,14 @@ def kmeans_alone(repeats, bandwidth):
             "step_s": step[0], "step_runs_s": step[1],
             "step_floor_s": step_bytes / bandwidth,
             "step_floor_fraction": step_bytes / bandwidth / step[0],
+            "step_by_path_s": both,
         }
         print(f"k-means {name}: fit {fit[0] * 1e3:.1f} ms (n_init {n_init}, {km.n_iter_} "
               f"iterations in the kept run); one step {step[0] * 1e3:.3f} ms "
               f"({out[name]['path']}, {100 * out[name]['step_floor_fraction']:.0f}% of the "
-              "bytes floor)", flush=True)
+              f"bytes floor){'; fused / gemm step ' if both else ''}"
+              + " / ".join(f"{t * 1e3:.3f}" for t in both.values()) + (" ms" if both else ""),
+              flush=True)
         del X, x_sq, C, centres, fit, step, km
         cupy.get_default_memory_pool().free_all_blocks()
     return out

@@ -72,7 +72,8 @@ class KMeans(ClusterMixin, BaseEstimator):
     points and k = 16 (one CPU core) one pass of this product took 0.045 s, against
     0.07 s for a ``bincount`` per column and 0.18 s for sort + ``add.reduceat``.
 
-    **On the GPU**, for k·d ≤ 64 (e.g. k ≤ 8 clusters of a k-dimensional embedding)
+    **On the GPU**, for k·d ≤ 576 (k ≤ 24 clusters of a k-dimensional embedding), and
+    for any k whose sums fit a block's shared memory when d ≤ 4,
     the assignment, the distances and the float64 sums are one fused kernel
     (``kernels/kmeans.cu``) that reads each row once: 0.34 ms per step at n = 5·10⁶,
     k = d = 4 on an H200. Larger k·d use the products (``kernels/kmeans.py`` gives

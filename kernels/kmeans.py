@@ -4,7 +4,8 @@ The GEMM path of :mod:`explorer.kmeans` runs about fifteen kernels per chunk of 
 and writes an n × k distance block and an n × (d + 1) float64 copy of the data; for the
 small k and d of a spectral embedding with few clusters the whole step is one pass that
 reads each row once. Larger k·d (see :data:`FUSED_MAX_KD`; the representatives of a
-large data set, k in the thousands) stay on the GEMM path.
+large data set, k in the thousands) stay on the GEMM path, unless d is at most
+:data:`FUSED_ANY_K_MAX_D`.
 """
 
 from __future__ import annotations
@@ -25,13 +26,19 @@ BLOCKS_PER_SM = 8
 MAX_SUMS_BYTES = 40 * 1024
 
 
-#: Largest k·d for which explorer.kmeans takes the fused step. Each thread walks the k
-#: centres with scalar loads, so its cost grows with k·d, while the GEMM path's grows
-#: with k (the n × k distance block). Measured on an H200 at n = 5·10⁶ (one step,
-#: benchmarks/fast.py): k = d = 4, 0.34 ms (10 % of the bytes floor); k = d = 16,
-#: 5.2 ms; k = d = 64, 125 ms — the GEMM path's ~15 kernels per chunk cost ~2-6 ms
-#: there (estimated from its traffic; the crossover itself was not measured).
-FUSED_MAX_KD = 64
+#: Largest k·d for which explorer.kmeans takes the fused step (and any k that fits when
+#: d <= :data:`FUSED_ANY_K_MAX_D`). Each thread walks the k centres with scalar loads,
+#: so its cost grows with k·d, while the GEMM path's grows with k (the n × k distance
+#: block) plus ~15 kernels per chunk whatever n is. One step on an H200, fused against
+#: GEMM (benchmarks/fast.py, ``kmeans.*.step_by_path_s``), n = 5·10⁶: k = d = 10, 1.29
+#: against 6.36 ms; 16, 4.99 / 9.60; 24, 7.18 / 11.9; 32, 27.1 / 15.0; 64, 126 / 27.3.
+#: n = 2.4·10⁵, k = d = 10: 0.16 / 1.02 ms (with the GEMM path, k-means on the
+#: MNIST240K embedding took 1.74 s; fused, 0.53 s).
+FUSED_MAX_KD = 576
+
+#: Up to this many features the fused step is taken for every k whose sums fit: its
+#: per-centre work is a few registers. n = 10⁶, d = 4, k = 1024: 4.0 against 48 ms.
+FUSED_ANY_K_MAX_D = 4
 
 
 def fused_step_fits(k: int, d: int) -> bool:
@@ -41,8 +48,9 @@ def fused_step_fits(k: int, d: int) -> bool:
 
 
 def fused_step_pays(k: int, d: int) -> bool:
-    """Whether explorer.kmeans should use the fused step (see :data:`FUSED_MAX_KD`)."""
-    return k * d <= FUSED_MAX_KD and fused_step_fits(k, d)
+    """Whether explorer.kmeans should use the fused step (see :data:`FUSED_MAX_KD` and
+    :data:`FUSED_ANY_K_MAX_D`)."""
+    return (k * d <= FUSED_MAX_KD or d <= FUSED_ANY_K_MAX_D) and fused_step_fits(k, d)
 
 
 def kmeans_step(X, x_sq, centers, *, want_sums: bool):
