@@ -57,10 +57,8 @@ def main() -> int:
     mnist = json.loads((RESULTS / "paper-tables-mnist.json").read_text())["shapes"]
     shapes = {k: v for k, v in shapes.items() if not k.startswith("MNIST")} | mnist
     fast = json.loads((RESULTS / "fast.json").read_text())
-    # Shapes the latest fast.json run left out come from the earlier full run.
-    earlier = json.loads((RESULTS / "fast-mnist.json").read_text())["shapes"]
     times = ours(shapes)
-    for name, entry in (earlier | fast["shapes"]).items():
+    for name, entry in fast["shapes"].items():
         times.setdefault(entry["method"], {})[name] = entry["build_s"]
     device = device_name(fast["environment"])
 
