@@ -53,6 +53,10 @@ if ! "$PY" -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install
 fi
 "$PY" -c "import explorer.kernels, explorer.data; print('explorer.kernels at', explorer.kernels.__file__)" \
   >> "$OUT/install.log" 2>&1
+# The app-state tests (a GPU run in a worker process) need param, which the device lacks
+# and cannot download: carry a folder made here with
+# `pip install --no-deps --target .device-site param` (git-ignored), and it is used.
+if [[ -d .device-site ]]; then export PYTHONPATH="$PWD/.device-site${PYTHONPATH:+:$PYTHONPATH}"; fi
 
 if [[ $TESTS == 1 ]]; then
   timeout -k 10 "${TEST_TIMEOUT:-300}" "$PY" -m pytest -m gpu -q -rfE -p no:cacheprovider --continue-on-collection-errors \
