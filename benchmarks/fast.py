@@ -306,12 +306,11 @@ def kmeans_alone(repeats, bandwidth):
     row norms, write labels and distances) over the bandwidth as its floor.
     """
     import cupy
-    from explorer.kernels import kmeans as kmeans_kernels
-    from explorer.kernels.kmeans import fused_step_fits, fused_step_pays
+    from explorer.kernels.kmeans import fused_step_fits, fused_step_pays, kmeans_step
 
     from explorer import KMeans
     from explorer._backend import chunk_rows
-    from explorer.kmeans import _assign
+    from explorer.kmeans import _assign, _assign_products
 
     rng = cupy.random.RandomState(0)
     out = {}
@@ -337,13 +336,10 @@ def kmeans_alone(repeats, bandwidth):
         step_bytes = n * d * 4 + n * 4 + n * 8
         both = {}
         if fused_step_fits(k, d):  # the two paths side by side: where they cross
-            for path, limit in (("fused", 10**9), ("gemm", 0)):
-                saved, kmeans_kernels.FUSED_MAX_KD = kmeans_kernels.FUSED_MAX_KD, limit
-                try:
-                    both[path] = median_time(lambda X=X, x_sq=x_sq, C=C, chunk=chunk: _assign(
-                        X, x_sq, C, chunk, cupy, want_sums=True), repeats)[0]
-                finally:
-                    kmeans_kernels.FUSED_MAX_KD = saved
+            both["fused"] = median_time(lambda X=X, x_sq=x_sq, C=C: kmeans_step(
+                X, x_sq, C, want_sums=True), repeats)[0]
+            both["gemm"] = median_time(lambda X=X, x_sq=x_sq, C=C, chunk=chunk: _assign_products(
+                X, x_sq, C, chunk, cupy, want_sums=True), repeats)[0]
         name = f"n{n}_d{d}_k{k}"
         out[name] = {
             "n": n, "d": d, "k": k, "n_init": n_init, "max_iter": max_iter,
@@ -357,8 +353,7 @@ def kmeans_alone(repeats, bandwidth):
         print(f"k-means {name}: fit {fit[0] * 1e3:.1f} ms (n_init {n_init}, {km.n_iter_} "
               f"iterations in the kept run); one step {step[0] * 1e3:.3f} ms "
               f"({out[name]['path']}, {100 * out[name]['step_floor_fraction']:.0f}% of the "
-              f"bytes floor){'; fused / gemm step ' if both else ''}"
-              + " / ".join(f"{t * 1e3:.3f}" for t in both.values()) + (" ms" if both else ""),
+              "bytes floor)" + "".join(f"; {path} {t * 1e3:.3f} ms" for path, t in both.items()),
               flush=True)
         del X, x_sq, C, centres, fit, step, km
         cupy.get_default_memory_pool().free_all_blocks()

@@ -258,6 +258,14 @@ def _assign(X, x_sq, centers, chunk, xp, *, want_sums):
 
         if fused_step_pays(k, d):  # one pass over the rows instead of ~15 kernels per chunk
             return kmeans_step(X, x_sq, centers, want_sums=want_sums)
+    return _assign_products(X, x_sq, centers, chunk, xp, want_sums=want_sums)
+
+
+def _assign_products(X, x_sq, centers, chunk, xp, *, want_sums):
+    """:func:`_assign` by matrix products, a chunk of rows at a time (the CPU's way,
+    and the GPU's for large k·d)."""
+    n, d = X.shape
+    k = centers.shape[0]
     # argmin_c ||x - c||^2 = argmin_c (||c||^2 - 2 x·c): ||x||^2 is added to the
     # winning entry only, which saves two passes over each n×k block.
     C32 = centers.astype(xp.float32)

@@ -67,17 +67,26 @@ def test_fused_step_without_sums(rng, poisoned):
     assert np.isfinite(mind.get()).all() and (mind.get()[:7] <= 1e-4).all()
 
 
+def fit_blobs_both(rng, k, d, *, box, per_cluster, max_iter):
+    """k unit-variance blobs, centres uniform in ±`box`, fitted from the same k random
+    points on the CPU and on the GPU: returns (X, CPU fit, GPU fit)."""
+    import cupy
+
+    centres = rng.uniform(-box, box, size=(k, d))
+    n = per_cluster * k
+    X = (centres[rng.integers(k, size=n)] + rng.standard_normal((n, d))).astype(np.float32)
+    init = X[rng.choice(n, size=k, replace=False)]
+    cpu = KMeans(k, init=init, max_iter=max_iter).fit(X)
+    gpu = KMeans(k, init=cupy.asarray(init), max_iter=max_iter).fit(cupy.asarray(X))
+    return X, cpu, gpu
+
+
 @pytest.mark.parametrize(("k", "d"), [(4, 4), (8, 8), (64, 64), (300, 8)])
 def test_kmeans_gpu_matches_cpu(k, d, rng):
     # (4, 4), (8, 8): the fused step; the others the GEMM path.
     import cupy
 
-    centres = rng.uniform(-20, 20, size=(k, d))
-    X = (centres[rng.integers(k, size=20 * k)] + rng.standard_normal((20 * k, d))).astype(
-        np.float32)
-    init = X[rng.choice(X.shape[0], size=k, replace=False)]
-    cpu = KMeans(k, init=init, max_iter=50).fit(X)
-    gpu = KMeans(k, init=cupy.asarray(init), max_iter=50).fit(cupy.asarray(X))
+    _, cpu, gpu = fit_blobs_both(rng, k, d, box=20, per_cluster=20, max_iter=50)
     assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-4)
     agree = np.mean(cupy.asnumpy(gpu.labels_) == cpu.labels_)
     assert agree > 0.999
@@ -89,12 +98,7 @@ def test_kmeans_gpu_at_k_in_the_thousands(k, d, fused, rng):
     from explorer.kernels.kmeans import fused_step_pays
 
     assert fused_step_pays(k, d) == fused  # both step paths
-    centres = rng.uniform(-100, 100, size=(k, d))
-    X = (centres[rng.integers(k, size=30 * k)] + rng.standard_normal((30 * k, d))).astype(
-        np.float32)
-    init = X[rng.choice(X.shape[0], size=k, replace=False)]
-    cpu = KMeans(k, init=init, max_iter=20).fit(X)
-    gpu = KMeans(k, init=cupy.asarray(init), max_iter=20).fit(cupy.asarray(X))
+    X, cpu, gpu = fit_blobs_both(rng, k, d, box=100, per_cluster=30, max_iter=20)
     labels = cupy.asnumpy(gpu.labels_)
     assert np.mean(labels == cpu.labels_) > 0.999
     assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-4)

@@ -17,6 +17,7 @@ import cupy
 import cupyx.scipy.sparse as cpsparse
 import numpy as np
 
+from .._csr import row_blocks
 from ..kernels import _launch, components
 from ..kernels import csr as kcsr
 from ..kernels import gemm as kgemm
@@ -429,16 +430,11 @@ def component_roots(n: int, indptr, indices, *, block: int | None = None):
                                            indices.astype(cupy.int32))
     parent = cupy.arange(n, dtype=cupy.int32)
     hook_x, hook_y = components._HOOK_BLOCK
-    ptr = cupy.asnumpy(indptr).astype(np.int64)
-    r0 = 0
-    while r0 < n:
-        r1 = min(max(int(np.searchsorted(ptr, ptr[r0] + block, side="right")) - 1, r0 + 1), n)
-        e0, e1 = int(ptr[r0]), int(ptr[r1])
+    for _, _, e0, e1 in row_blocks(indptr, block):
         if e1 > e0:
             local = cupy.clip(indptr - e0, 0, e1 - e0).astype(cupy.int32)
             _launch.launch("components", "cc_hook", (), (-(-n // hook_y),), (hook_x, hook_y),
                            (np.int32(n), local, indices[e0:e1].astype(cupy.int32), parent))
-        r0 = r1
     flat = components._FLAT_BLOCK
     _launch.launch("components", "cc_flatten", (), (-(-n // flat),), (flat,),
                    (np.int32(n), parent))
