@@ -1,5 +1,6 @@
-"""k-means for NumPy and CuPy arrays: k-means++ seeding, GEMM Lloyd iterations,
-float64 centroid accumulation (the accurate update of papers/004), label-change stop.
+"""k-means for NumPy and CuPy arrays: k-means++ or k-means|| seeding, GEMM Lloyd
+iterations, float64 centroid accumulation (the accurate update of papers/004),
+label-change stop.
 
 The same code runs on both backends; the array module is the one of ``X``.
 """
@@ -11,10 +12,40 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._backend import array_module, chunk_rows, column_sums, sparse_module
+from ._backend import array_module, chunk_rows, column_sums, sparse_module, to_numpy
 from ._validation import check_choice, check_data, check_float, check_int
 
-INITS = ("k-means++", "random")
+INITS = ("auto", "k-means++", "k-means||", "random")
+
+#: ``init="auto"`` seeds by k-means|| from this many samples on, by greedy k-means++
+#: below. Greedy k-means++ makes k - 1 passes over the data per restart, one after
+#: the other; k-means|| makes PARALLEL_ROUNDS + 2 for all restarts together, then
+#: each restart runs the greedy steps over its ~10k candidates. Below this size
+#: every seeding is cheap, and auto gives scikit-learn's. Seeding one restart on an
+#: H200 (n = 5·10⁶, k = d = 64): greedy 112 ms; k-means|| 54 ms once, then 5 ms.
+PARALLEL_MIN_SAMPLES = 100_000
+
+#: ... and up to this many clusters. Each restart's reduction is k greedy steps over
+#: ~10k candidates, which once k is in the thousands cost as much as greedy steps over
+#: the whole data (launches, not rows, dominate a step on the GPU). On an H200 at
+#: n = 10⁶, d = 4, one restart: k = 1024, fit 0.65 s with k-means|| against 0.55 s
+#: greedy; k = 4096, 3.2 s against 2.6 s; at n = 5·10⁶, k = d = 64, 10 restarts,
+#: 0.21 s against 1.49 s. The limit lies between; 512 itself was not measured.
+PARALLEL_MAX_CLUSTERS = 512
+
+#: k-means|| sampling rounds (Bahmani et al. 2012 found 5 enough; Spark uses 2).
+PARALLEL_ROUNDS = 5
+
+#: k-means|| draws about OVERSAMPLING·k candidates per round (cuML's default factor).
+OVERSAMPLING = 2.0
+
+#: k-means|| candidates (m rows) are reduced to k centres on the host while a greedy
+#: step touches at most this many values, m·(d + 2 + ln k): on the GPU a step is a
+#: dozen launches, about 0.5 ms of host time, whatever m is. Measured on an H200 and
+#: its host: m = 670, d = 64, k = 64 (work 46·10³), 5 ms a restart on the host;
+#: m = 10⁴, d = 4, k = 1024 (130·10³), 0.50 s against 0.66 s on the GPU;
+#: m = 4·10⁴, d = 4, k = 4096 (580·10³), 9.0 s against 2.3 s.
+HOST_REDUCTION_MAX_WORK = 1 << 18
 
 class KMeans(ClusterMixin, BaseEstimator):
     """k-means clustering (Lloyd's algorithm) on NumPy or CuPy data.
@@ -23,11 +54,19 @@ class KMeans(ClusterMixin, BaseEstimator):
     ----------
     n_clusters : int, default 8
         k, 1 <= k <= n_samples.
-    init : {"k-means++", "random"} or array of shape (n_clusters, n_features)
-        ``"k-means++"``: greedy k-means++ (each new centre is the best, by resulting
-        potential, of ``2 + ln k`` candidates drawn with probability proportional to the
-        squared distance to the nearest chosen centre). ``"random"``: k distinct data
-        points. An array: these initial centres (then a single run is made).
+    init : {"auto", "k-means++", "k-means||", "random"} or array of shape \
+(n_clusters, n_features), default "auto"
+        ``"k-means++"``: greedy k-means++, as scikit-learn (each new centre is the
+        best, by resulting potential, of ``2 + ln k`` candidates drawn with
+        probability proportional to the squared distance to the nearest chosen
+        centre). ``"k-means||"``: scalable k-means++ (Bahmani et al. 2012, cuML's
+        default): 5 rounds each draw every point independently with probability
+        ``2k · d²(x) / potential``; the ~10k candidates, weighted by the points
+        nearest to them, are reduced to k centres by greedy k-means++. The candidates
+        are drawn once per fit and every restart reduces them with draws of its own.
+        ``"auto"``: k-means|| from :data:`PARALLEL_MIN_SAMPLES` samples and up to
+        :data:`PARALLEL_MAX_CLUSTERS` clusters, else k-means++. ``"random"``: k
+        distinct data points. An array: these initial centres (then a single run).
     n_init : int, default 10
         Runs from different seeds; the one of lowest inertia is kept.
     max_iter : int, default 300
@@ -72,14 +111,14 @@ class KMeans(ClusterMixin, BaseEstimator):
     points and k = 16 (one CPU core) one pass of this product took 0.045 s, against
     0.07 s for a ``bincount`` per column and 0.18 s for sort + ``add.reduceat``.
 
-    **On the GPU**, for k·d ≤ 576 (k ≤ 24 clusters of a k-dimensional embedding), and
-    for any k whose sums fit a block's shared memory when d ≤ 4,
-    the assignment, the distances and the float64 sums are one fused kernel
-    (``kernels/kmeans.cu``) that reads each row once: 0.34 ms per step at n = 5·10⁶,
-    k = d = 4 on an H200. Larger k·d use the products (``kernels/kmeans.py`` gives
-    the measurements behind the limit). With that step and the column sums of the
-    seeding done as products with ones, k-means (10 restarts) on Syn5M's embedding
-    went from 0.345 s to 0.058 s.
+    **On the GPU** a step is one of two things (``kernels/kmeans.py`` gives the
+    measurements behind the choice). For small k·d (k·d ≤ 128: up to 11 clusters
+    of a k-dimensional embedding), and for any k whose sums fit a block's shared memory
+    when d ≤ 4, the assignment, the distances and the float64 sums are one fused
+    kernel that reads each row once: 0.34 ms per step at n = 5·10⁶, k = d = 4 on an
+    H200. Otherwise cuBLAS forms the cross terms a block of rows at a time, one kernel
+    picks each row's nearest centre and another forms the float64 sums, keeping a
+    running sum per run of rows of one label. The inertia is one float64 pass too.
 
     **Empty clusters** are re-seeded at the points farthest from their centres.
     """
@@ -88,7 +127,7 @@ class KMeans(ClusterMixin, BaseEstimator):
         self,
         n_clusters=8,
         *,
-        init="k-means++",
+        init="auto",
         n_init=10,
         max_iter=300,
         tol=1e-4,
@@ -125,12 +164,18 @@ class KMeans(ClusterMixin, BaseEstimator):
         if not isinstance(init, str):
             init = xp.asarray(init, dtype=xp.float64) - mean
             n_init = 1
+        elif init == "auto":
+            parallel = n >= PARALLEL_MIN_SAMPLES and k <= PARALLEL_MAX_CLUSTERS
+            init = "k-means||" if parallel else "k-means++"
 
         chunk = chunk_rows(xp, max(k, d))
         x_sq = _row_sq_norms(Xc, xp)
+        pool = None
+        if isinstance(init, str) and init == "k-means||":
+            pool = _oversample(Xc, x_sq, k, rng, xp)
         best = None
         for _ in range(n_init):
-            centers = _initial_centers(Xc, x_sq, k, init, rng, xp)
+            centers = _initial_centers(Xc, x_sq, k, init, rng, xp, pool)
             result = _lloyd(Xc, x_sq, centers, max_iter, tol, chunk, xp)
             if best is None or result[2] < best[2]:
                 best = result
@@ -170,7 +215,7 @@ class KMeans(ClusterMixin, BaseEstimator):
             return check_choice(init, "init", INITS)
         arr = np.asarray(init.get() if hasattr(init, "get") else init)
         if arr.dtype == object or not np.issubdtype(arr.dtype, np.number):
-            raise TypeError(f"init must be 'k-means++', 'random' or an array; got {init!r}")
+            raise TypeError(f"init must be one of {INITS} or an array; got {init!r}")
         if arr.shape != (k, d):
             raise ValueError(
                 f"init array has shape {arr.shape}; it must be (n_clusters, n_features) = {(k, d)}"
@@ -213,39 +258,107 @@ def _sqdist(X, x_sq, C):
     return array_module(D).maximum(D, 0, out=D)
 
 
-def _initial_centers(X, x_sq, k, init, rng, xp):
+def _initial_centers(X, x_sq, k, init, rng, xp, pool=None):
     n, d = X.shape
     if not isinstance(init, str):
         return init
     if init == "random":
         idx = rng.choice(n, size=k, replace=False)
         return X[xp.asarray(idx)].astype(xp.float64)
+    if init == "k-means||":
+        candidates, cand_sq, weights = pool
+        cm = array_module(candidates)
+        return xp.asarray(_kmeans_plusplus(candidates, cand_sq, k, rng, cm, weights=weights))
     return _kmeans_plusplus(X, x_sq, k, rng, xp)
 
 
-def _kmeans_plusplus(X, x_sq, k, rng, xp):
-    """Greedy k-means++: of ``2 + ln k`` D²-sampled candidates, keep the best."""
+def _kmeans_plusplus(X, x_sq, k, rng, xp, *, weights=None):
+    """Greedy k-means++: of ``2 + ln k`` D²-sampled candidates, keep the best.
+
+    With `weights` (float64, one per row), row i stands for weights[i] points: draws
+    are proportional to weight times squared distance (the first to weight alone),
+    and potentials are weighted sums.
+
+    The loop never waits for the device, so on the GPU a step is a dozen queued
+    launches (three round trips each made the steps of k in the thousands wait).
+    When every row sits on a chosen centre (fewer distinct points than k) all draws
+    land on the first row, which is as good as any.
+    """
     n = X.shape[0]
     trials = 2 + int(np.log(k))
     centers = xp.empty((k, X.shape[1]), dtype=xp.float64)
-    first = int(rng.randint(n))
+    if weights is None:
+        first = int(rng.randint(n))
+    else:
+        cum_weights = xp.cumsum(weights)
+        target = xp.asarray([rng.uniform() * float(cum_weights[-1])])
+        first = min(int(xp.searchsorted(cum_weights, target)[0]), n - 1)
     centers[0] = X[first]
     closest = _sqdist(X, x_sq, X[first : first + 1])[:, 0]
-    potential = float(closest.sum(dtype=xp.float64))
+    mass = closest if weights is None else closest * weights
+    # All the draws in one transfer (a copy from the host waits for the queued work).
+    uniforms = xp.asarray(rng.uniform(size=(k - 1, trials)))
     for c in range(1, k):
-        if potential <= 0:  # fewer distinct points than k: any point is as good
-            centers[c] = X[int(rng.randint(n))]
-            continue
-        targets = xp.asarray(rng.uniform(size=trials) * potential)
-        cumulative = xp.cumsum(closest, dtype=xp.float64)
+        cumulative = xp.cumsum(mass, dtype=xp.float64)
+        targets = uniforms[c - 1] * cumulative[-1]
         candidates = xp.minimum(xp.searchsorted(cumulative, targets), n - 1)
         dist = xp.minimum(_sqdist(X, x_sq, X[candidates]), closest[:, None])
-        potentials = column_sums(dist, xp)
-        best = int(xp.argmin(potentials))
-        centers[c] = X[int(candidates[best])]
+        weighted = dist if weights is None else dist * weights[:, None]
+        best = xp.argmin(column_sums(weighted, xp))
+        centers[c] = X[candidates[best]]
         closest = dist[:, best]
-        potential = float(potentials[best])
+        mass = weighted[:, best]
     return centers
+
+
+def _oversample(X, x_sq, k, rng, xp):
+    """k-means|| candidates (Bahmani et al. 2012): one point drawn uniformly, then
+    :data:`PARALLEL_ROUNDS` rounds that each draw every point independently with
+    probability ``min(1, l · d²(x) / potential)``, ``l = OVERSAMPLING · k``, d² the
+    squared distance to the candidates so far.
+
+    Returns
+    -------
+    candidates : float32 array (m, d), on the host when small (see
+        :data:`HOST_REDUCTION_MAX_WORK`), else on X's device
+    cand_sq : their squared norms
+    weights : float64 array (m,), the number of rows nearest to each candidate
+    """
+    n, d = X.shape
+    ell = OVERSAMPLING * k
+    # The n uniform draws of a round come from the array module's own generator
+    # (host draws would cost more than the round), seeded from `rng`.
+    draws = xp.random.RandomState(int(rng.randint(2**31 - 1)))
+    first = int(rng.randint(n))
+    picked = [xp.asarray([first])]
+    closest = _sqdist(X, x_sq, X[first : first + 1])[:, 0]
+    for _ in range(PARALLEL_ROUNDS):
+        potential = float(closest.sum(dtype=xp.float64))
+        if potential <= 0:  # every point sits on a candidate
+            break
+        chosen = xp.flatnonzero(draws.random_sample(n) * potential < ell * closest)
+        if chosen.size == 0:
+            continue
+        new = X[chosen].astype(xp.float64)
+        _, dist, _ = _assign(X, x_sq, new, chunk_rows(xp, max(len(chosen), d)), xp,
+                             want_sums=False)
+        closest = xp.minimum(closest, dist)
+        picked.append(chosen)
+    index = xp.concatenate(picked)
+    if index.shape[0] < k:
+        # Rare (about as few distinct points as k): add the farthest points, which
+        # the reduction may then pick; where they coincide with candidates, any is.
+        farthest = xp.argsort(-closest)[: k - index.shape[0]]
+        index = xp.concatenate([index, farthest])
+    m = index.shape[0]
+    candidates = X[index]
+    labels, _, _ = _assign(X, x_sq, candidates.astype(xp.float64),
+                           chunk_rows(xp, max(m, d)), xp, want_sums=False)
+    weights = xp.bincount(labels, minlength=m).astype(xp.float64)
+    if m * (d + 2 + np.log(k)) <= HOST_REDUCTION_MAX_WORK:
+        candidates, weights = to_numpy(candidates), to_numpy(weights)
+    cm = array_module(candidates)
+    return candidates, _row_sq_norms(candidates, cm), weights
 
 
 def _assign(X, x_sq, centers, chunk, xp, *, want_sums):
@@ -254,16 +367,17 @@ def _assign(X, x_sq, centers, chunk, xp, *, want_sums):
     n, d = X.shape
     k = centers.shape[0]
     if xp is not np:
-        from explorer.kernels.kmeans import fused_step_pays, kmeans_step
+        from explorer.kernels.kmeans import fused_step_pays, gemm_step, kmeans_step
 
-        if fused_step_pays(k, d):  # one pass over the rows instead of ~15 kernels per chunk
+        if fused_step_pays(k, d):  # one pass over the rows, centres in registers
             return kmeans_step(X, x_sq, centers, want_sums=want_sums)
+        return gemm_step(X, x_sq, centers, want_sums=want_sums, chunk=chunk)
     return _assign_products(X, x_sq, centers, chunk, xp, want_sums=want_sums)
 
 
 def _assign_products(X, x_sq, centers, chunk, xp, *, want_sums):
-    """:func:`_assign` by matrix products, a chunk of rows at a time (the CPU's way,
-    and the GPU's for large k·d)."""
+    """:func:`_assign` by matrix products, a chunk of rows at a time (the CPU's way;
+    the GPU's is ``kernels.kmeans.gemm_step``, the same arithmetic in three kernels)."""
     n, d = X.shape
     k = centers.shape[0]
     # argmin_c ||x - c||^2 = argmin_c (||c||^2 - 2 x·c): ||x||^2 is added to the
@@ -307,10 +421,14 @@ def _lloyd(X, x_sq, centers, max_iter, tol, chunk, xp):
     while n_iter < max_iter:
         n_iter += 1
         labels, mind, sums = _assign(X, x_sq, centers, chunk, xp, want_sums=True)
-        changed = n if previous is None else int(xp.count_nonzero(labels != previous))
         counts = sums[:, -1]
         empty = counts == 0
-        n_empty = int(xp.count_nonzero(empty))
+        # Both counts in one transfer: each host round trip is a visible share of a
+        # step at small n on the GPU.
+        tally = xp.stack([xp.count_nonzero(empty),
+                          xp.count_nonzero(labels != previous) if previous is not None
+                          else xp.asarray(n)])
+        n_empty, changed = (int(v) for v in to_numpy(tally))
         centers = sums[:, :-1] / xp.where(empty, 1.0, counts)[:, None]
         if n_empty:
             far = xp.argsort(-mind)[:n_empty]
@@ -327,6 +445,10 @@ def _lloyd(X, x_sq, centers, max_iter, tol, chunk, xp):
 
 def _inertia(X, centers, labels, chunk, xp):
     """Sum of squared distances to the assigned centres, formed in float64."""
+    if xp is not np:
+        from explorer.kernels.kmeans import squared_error
+
+        return squared_error(X, centers, labels)
     total = 0.0
     for start in range(0, X.shape[0], chunk):
         stop = min(start + chunk, X.shape[0])

@@ -329,6 +329,21 @@ def launch(module: str, kernel: str, defines: tuple, grid, block, args, shared_m
 
 
 _SMEM_LIMITS: dict[int, int] = {}
+_SM_COUNTS: dict[int, int] = {}
+
+
+def multiprocessors() -> int:
+    """Multiprocessors of the current device (cached: ``Device().attributes`` queries
+    every attribute, a cost per launch that steps of k-means at small n would feel)."""
+    import cupy
+
+    device = cupy.cuda.Device().id
+    if device not in _SM_COUNTS:
+        from cupy.cuda import runtime
+
+        attr = runtime.cudaDevAttrMultiProcessorCount
+        _SM_COUNTS[device] = int(runtime.deviceGetAttribute(attr, device))
+    return _SM_COUNTS[device]
 
 
 def _smem_optin_limit(device: int) -> int:

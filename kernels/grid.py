@@ -31,7 +31,7 @@ import numpy as np
 from explorer._validation import check_choice, check_int
 from explorer.graph._params import GraphParams
 
-from ._launch import StageTimer, scan
+from ._launch import StageTimer, multiprocessors, scan
 from ._loader import get_module
 
 #: Largest number of features the grid builder compiles for.
@@ -373,7 +373,7 @@ def _bounding_box(X) -> np.ndarray:
     import cupy
 
     n, d = X.shape
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    sms = multiprocessors()
     blocks = max(1, min(-(-n // _BLOCK), sms * _BBOX_BLOCKS_PER_SM))
     lo = cupy.empty((blocks, d), dtype=cupy.float32)
     hi = cupy.empty((blocks, d), dtype=cupy.float32)

@@ -82,3 +82,158 @@ extern "C" __global__ void kmeans_step(const float* __restrict__ X,      // n x 
         }
     }
 }
+
+
+// ---------------------------------------------------------------- the GEMM path's kernels
+//
+// For larger k·d, explorer.kmeans forms the cross terms -2 X C^T with cuBLAS a block
+// of rows at a time; these kernels do the rest of the step in one pass each, where
+// the CPU's code (argmin, gather, a float64 copy of the data and a sparse product)
+// took about fifteen passes.
+
+// Nearest centre of each row of a block of cross terms D (rows x k, row-major):
+// argmin_j (D[r, j] + ||c_j||^2), first index on ties (as argmin over the same float32
+// sums), and the squared distance max(D[r, j] + ||c_j||^2 + ||x_r||^2, 0) to it. One
+// warp per row: the row is read coalesced, lanes keep their own best, shuffles merge.
+extern "C" __global__ void nearest_centre(const float* __restrict__ D,     // rows x k
+                                          const float* __restrict__ c_sq,  // k
+                                          const float* __restrict__ x_sq,  // rows
+                                          long long rows, int k,
+                                          int* __restrict__ labels,        // rows (out)
+                                          float* __restrict__ mind) {      // rows (out)
+    const int lane = threadIdx.x & 31;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows;
+         r += warps) {
+        const float* d = D + r * k;
+        float best = __int_as_float(0x7f800000);  // +inf
+        int index = k;                            // past every centre: loses every tie
+        for (int j = lane; j < k; j += 32) {
+            const float v = d[j] + __ldg(c_sq + j);
+            if (v < best) {  // a lane sees its columns in increasing order
+                best = v;
+                index = j;
+            }
+        }
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            const float other = __shfl_xor_sync(FULL_MASK, best, offset);
+            const int other_index = __shfl_xor_sync(FULL_MASK, index, offset);
+            if (other < best || (other == best && other_index < index)) {
+                best = other;
+                index = other_index;
+            }
+        }
+        if (lane == 0) {
+            // Only an overflow to +inf in every column leaves no winner: take the first.
+            labels[r] = index < k ? index : 0;
+            mind[r] = fmaxf(best + x_sq[r], 0.0f);
+        }
+    }
+}
+
+// Per-cluster float64 sums of the rows of X, and counts: sums[c, t] += X[i, t] and
+// sums[c, d] += 1 for every row i of label c (papers/004's accurate update: float64
+// from the first addition on).
+//
+// Each warp walks its own contiguous run of rows; lane l covers the columns
+// col0 + l + 32 p (p < COLS) of the d + 1 (column d is the count). A lane keeps running
+// float64 sums while consecutive rows share a label and adds them to the accumulator
+// when the label changes: rows ordered by cluster (as data sets and embeddings often
+// are) cost one atomic per run, shuffled labels one per row and column, which then
+// rarely collide. The accumulator is the block's shared memory when `use_shared`
+// (k (d + 1) doubles; added to `sums` at the end), else `sums` itself.
+//
+// Launch: 1-D grid of whole warps; columns beyond 32 * COLS take further launches
+// with col0 advanced.
+#define SUM_COLS 4
+
+extern "C" __global__ void cluster_sums(const float* __restrict__ X,       // n x d
+                                        const int* __restrict__ labels,    // n
+                                        long long n, int d, int k, int col0,
+                                        int use_shared,
+                                        double* __restrict__ sums) {       // k x (d+1)
+    extern __shared__ double part[];
+    const int width = d + 1;
+    double* acc = use_shared ? part : sums;
+    if (use_shared) {
+        for (int i = threadIdx.x; i < k * width; i += blockDim.x) part[i] = 0.0;
+        __syncthreads();
+    }
+    const int lane = threadIdx.x & 31;
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const long long per_warp = (n + warps - 1) / warps;
+    const long long begin = warp * per_warp;
+    const long long end = begin + per_warp < n ? begin + per_warp : n;
+
+    double run[SUM_COLS];
+    for (int p = 0; p < SUM_COLS; ++p) run[p] = 0.0;
+    int current = -1;
+    for (long long base = begin; base < end; base += 32) {
+        // 32 labels at once, then handed out by shuffles: one load per 32 rows.
+        const int mine = base + lane < end ? labels[base + lane] : -1;
+        const int count = end - base < 32 ? (int)(end - base) : 32;
+        for (int i = 0; i < count; ++i) {
+            const int label = __shfl_sync(FULL_MASK, mine, i);
+            const float* x = X + (base + i) * d;
+            if (label != current) {  // the same for every lane of the warp
+                if (current >= 0) {
+                    for (int p = 0; p < SUM_COLS; ++p) {
+                        const int col = col0 + lane + 32 * p;
+                        if (col < width) atomicAdd(acc + (long long)current * width + col, run[p]);
+                        run[p] = 0.0;
+                    }
+                }
+                current = label;
+            }
+            for (int p = 0; p < SUM_COLS; ++p) {
+                const int col = col0 + lane + 32 * p;
+                if (col < d) run[p] += (double)x[col];
+                else if (col == d) run[p] += 1.0;
+            }
+        }
+    }
+    if (current >= 0) {
+        for (int p = 0; p < SUM_COLS; ++p) {
+            const int col = col0 + lane + 32 * p;
+            if (col < width) atomicAdd(acc + (long long)current * width + col, run[p]);
+        }
+    }
+    if (use_shared) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < k * width; i += blockDim.x) {
+            if (part[i] != 0.0) atomicAdd(sums + i, part[i]);
+        }
+    }
+}
+
+// Sum over rows of ||x_i - c_{label i}||^2, formed in float64 (the inertia): each
+// thread one element at a time, a block's partial sums merged by shuffles and shared
+// memory, one atomic per block. Launch: 1-D grid, blockDim a multiple of 32 (<= 1024).
+extern "C" __global__ void squared_error(const float* __restrict__ X,        // n x d
+                                         const double* __restrict__ centers, // k x d
+                                         const int* __restrict__ labels,     // n
+                                         long long n, int d,
+                                         double* __restrict__ total) {       // 1
+    __shared__ double warp_sums[32];
+    const long long size = n * d;
+    double acc = 0.0;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < size;
+         e += (long long)gridDim.x * blockDim.x) {
+        const long long row = e / d;
+        const int col = (int)(e - row * d);
+        const double diff = (double)X[e] - centers[(long long)labels[row] * d + col];
+        acc = fma(diff, diff, acc);
+    }
+    for (int offset = 16; offset > 0; offset >>= 1)
+        acc += __shfl_down_sync(FULL_MASK, acc, offset);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) warp_sums[warp] = acc;
+    __syncthreads();
+    if (warp == 0) {
+        acc = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0.0;
+        for (int offset = 16; offset > 0; offset >>= 1)
+            acc += __shfl_down_sync(FULL_MASK, acc, offset);
+        if (lane == 0) atomicAdd(total, acc);
+    }
+}

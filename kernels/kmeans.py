@@ -1,18 +1,25 @@
-"""Launcher of the fused k-means step (``kmeans.cu``) used by explorer.kmeans on the GPU.
+"""Launchers of the k-means kernels (``kmeans.cu``) used by explorer.kmeans on the GPU.
 
-The GEMM path of :mod:`explorer.kmeans` runs about fifteen kernels per chunk of rows
-and writes an n × k distance block and an n × (d + 1) float64 copy of the data; for the
-small k and d of a spectral embedding with few clusters the whole step is one pass that
-reads each row once. Larger k·d (see :data:`FUSED_MAX_KD`; the representatives of a
-large data set, k in the thousands) stay on the GEMM path, unless d is at most
-:data:`FUSED_ANY_K_MAX_D`.
+One Lloyd step (nearest centre, its squared distance, float64 per-cluster sums) goes
+one of two ways:
+
+- :func:`kmeans_step`, fused: one pass that reads each row once and walks the k
+  centres in registers; for the small k·d of an embedding with few clusters (see
+  :data:`FUSED_MAX_KD`), and for any k that fits when d <= :data:`FUSED_ANY_K_MAX_D`.
+- :func:`gemm_step`: the cross terms by cuBLAS a block of rows at a time, then one
+  kernel for the nearest centres and one for the sums. The CPU's code run on CuPy
+  (``explorer.kmeans._assign_products``: argmin, gather, a float64 copy of the data
+  and a sparse product, about fifteen kernels per block) took 27 ms at n = 5·10⁶,
+  k = d = 64 on an H200.
+
+:func:`squared_error` is the inertia in float64 in one pass.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._launch import launch
+from ._launch import launch, multiprocessors
 
 #: Threads per block of ``kmeans_step``.
 BLOCK = 256
@@ -27,19 +34,19 @@ MAX_SUMS_BYTES = 40 * 1024
 
 
 #: Largest k·d for which explorer.kmeans takes the fused step (and any k that fits when
-#: d <= :data:`FUSED_ANY_K_MAX_D`). Each thread walks the k centres with scalar loads,
-#: so its cost grows with k·d, while the GEMM path's grows with k (the n × k distance
-#: block) plus ~15 kernels per chunk whatever n is. One step on an H200, fused against
-#: GEMM (benchmarks/fast.py, ``kmeans.*.step_by_path_s``), n = 5·10⁶: k = d = 10, 1.29
-#: against 6.36 ms; 16, 4.99 / 9.60; 24, 7.18 / 11.9; 32, 27.1 / 15.0; 64, 126 / 27.3.
-#: n = 2.4·10⁵, k = d = 10: 0.16 / 1.02 ms (with the GEMM path, k-means on the
-#: MNIST240K embedding took 1.74 s; fused, 0.53 s).
-FUSED_MAX_KD = 576
+#: d <= :data:`FUSED_ANY_K_MAX_D`). Each thread walks the k centres with scalar loads
+#: and its warp sums each distinct label's rows by shuffles, so its cost grows fast
+#: with k·d; :func:`gemm_step` costs about 2 ms at n = 5·10⁶ whatever k·d up to 1024.
+#: One step on an H200, fused against :func:`gemm_step` (benchmarks/fast.py,
+#: ``kmeans.*.step_by_path_s``), n = 5·10⁶: k = d = 4, 0.41 against 2.00 ms; 10,
+#: 1.41 / 2.21; 16, 4.99 / 2.39; 24, 7.38 / 2.49; 32, 27.4 / 2.87; 64, 127 / 4.27.
+#: n = 2.4·10⁵, k = d = 10: 0.24 / 0.42 ms.
+FUSED_MAX_KD = 128
 
 #: Up to this many features the fused step is taken for every k whose sums fit: its
-#: per-centre work is a few registers. n = 10⁶, d = 4, k = 1024: 4.0 against 48 ms.
+#: per-centre work is a few registers. n = 10⁶, d = 4, k = 1024 (the largest that
+#: fits): 4.05 against 3.72 ms, even; fewer centres favour the fused step.
 FUSED_ANY_K_MAX_D = 4
-
 
 def fused_step_fits(k: int, d: int) -> bool:
     """Whether the fused step can handle `k` centres in `d` dimensions (its sums fit a
@@ -87,7 +94,7 @@ def kmeans_step(X, x_sq, centers, *, want_sums: bool):
     labels = cupy.empty(n, dtype=cupy.int32)
     mind = cupy.empty(n, dtype=cupy.float32)
     sums = cupy.zeros((k, d + 1), dtype=cupy.float64) if want_sums else None
-    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    sms = multiprocessors()
     grid = max(1, min(-(-n // BLOCK), sms * BLOCKS_PER_SM))
     shared = k * (d + 1) * 8 if want_sums else 0
     launch("kmeans", "kmeans_step", (), (grid,), (BLOCK,),
@@ -96,3 +103,102 @@ def kmeans_step(X, x_sq, centers, *, want_sums: bool):
             sums if want_sums else np.uint64(0)),
            shared_mem=shared)
     return labels, mind, sums
+
+
+#: Threads per block of the GEMM path's kernels and of ``squared_error``.
+PASS_BLOCK = 256
+
+#: Blocks per multiprocessor for ``cluster_sums``: each block ends with k·(d + 1)
+#: float64 atomics into the result, so fewer, fuller blocks.
+SUMS_BLOCKS_PER_SM = 4
+
+#: Columns a lane of ``cluster_sums`` covers per launch (``SUM_COLS`` in kmeans.cu).
+SUM_COLS = 4
+
+
+def gemm_step(X, x_sq, centers, *, want_sums: bool, chunk: int):
+    """:func:`kmeans_step` for any k and d: cuBLAS cross terms a block of `chunk` rows at
+    a time, then ``nearest_centre`` and ``cluster_sums``.
+
+    Same parameters and results as :func:`kmeans_step`; ties go to the first centre,
+    and the float32 sums ``(-2 x·c) + ||c||^2`` compared are those of the CPU's path.
+    """
+    import cupy
+
+    n, d = X.shape
+    k = centers.shape[0]
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    x_sq = cupy.ascontiguousarray(x_sq, dtype=cupy.float32)
+    C32 = centers.astype(cupy.float32)
+    neg2_ct = cupy.ascontiguousarray((-2.0 * C32).T)
+    c_sq = (C32 * C32).sum(axis=1)
+    labels = cupy.empty(n, dtype=cupy.int32)
+    mind = cupy.empty(n, dtype=cupy.float32)
+    block = cupy.empty((min(chunk, n), k), dtype=cupy.float32)
+    sms = multiprocessors()
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        D = block[: stop - start]
+        cupy.matmul(X[start:stop], neg2_ct, out=D)
+        warps_per_block = PASS_BLOCK // 32
+        grid = max(1, min(-(-(stop - start) // warps_per_block), sms * 32))
+        launch("kmeans", "nearest_centre", (), (grid,), (PASS_BLOCK,),
+               (D, c_sq, x_sq[start:stop], np.int64(stop - start), np.int32(k),
+                labels[start:stop], mind[start:stop]))
+    return labels, mind, cluster_sums(X, labels, k) if want_sums else None
+
+
+def cluster_sums(X, labels, k: int):
+    """float64 sums of the rows of each cluster, with the counts as a last column.
+
+    Parameters
+    ----------
+    X : cupy.ndarray of float32, shape (n, d), C-contiguous
+    labels : cupy.ndarray of int32, shape (n,), values in [0, k)
+    k : int
+
+    Returns
+    -------
+    cupy.ndarray of float64, shape (k, d + 1)
+    """
+    import cupy
+
+    n, d = X.shape
+    sums = cupy.zeros((k, d + 1), dtype=cupy.float64)
+    if n == 0:
+        return sums
+    # Per-block accumulators in shared memory when they fit (k·(d + 1) doubles within
+    # MAX_SUMS_BYTES), else atomics straight into the result.
+    shared = k * (d + 1) * 8
+    use_shared = shared <= MAX_SUMS_BYTES
+    sms = multiprocessors()
+    warps = -(-n // 32)  # a warp's run should be at least 32 rows
+    grid = max(1, min(-(-warps // (PASS_BLOCK // 32)), sms * SUMS_BLOCKS_PER_SM))
+    for col0 in range(0, d + 1, 32 * SUM_COLS):
+        launch("kmeans", "cluster_sums", (), (grid,), (PASS_BLOCK,),
+               (X, labels, np.int64(n), np.int32(d), np.int32(k), np.int32(col0),
+                np.int32(use_shared), sums),
+               shared_mem=shared if use_shared else 0)
+    return sums
+
+
+def squared_error(X, centers, labels) -> float:
+    """Sum over rows of ``||x_i - c_{labels[i]}||^2``, formed in float64.
+
+    Parameters
+    ----------
+    X : cupy.ndarray of float32, shape (n, d), C-contiguous
+    centers : cupy.ndarray, shape (k, d) (used in float64)
+    labels : cupy.ndarray of int32, shape (n,)
+    """
+    import cupy
+
+    n, d = X.shape
+    total = cupy.zeros(1, dtype=cupy.float64)
+    sms = multiprocessors()
+    grid = max(1, min(-(-(n * d) // PASS_BLOCK), sms * 8))
+    launch("kmeans", "squared_error", (), (grid,), (PASS_BLOCK,),
+           (cupy.ascontiguousarray(X, dtype=cupy.float32),
+            cupy.ascontiguousarray(centers, dtype=cupy.float64),
+            cupy.ascontiguousarray(labels, dtype=cupy.int32), np.int64(n), np.int32(d), total))
+    return float(total[0])

@@ -1,5 +1,6 @@
-"""The fused k-means step (kernels/kmeans.cu) against a float64 reference, and KMeans on
-the GPU at small and large k (fused and GEMM paths) against the CPU."""
+"""The k-means kernels (kernels/kmeans.cu: the fused step, the GEMM path's nearest-centre
+and cluster-sum kernels, the inertia) against float64 references, and KMeans on the GPU
+at small and large k (both step paths, both seedings) against the CPU."""
 
 from __future__ import annotations
 
@@ -20,23 +21,14 @@ def reference_step(X, C):
     return D, D[rows, order[:, 0]], D[rows, order[:, 1]] if C.shape[0] > 1 else None
 
 
-@pytest.mark.parametrize(("n", "d", "k"), [(1, 1, 1), (257, 3, 4), (10_007, 4, 4),
-                                           (5_000, 16, 17), (3_001, 64, 64), (2_000, 1, 80)])
-def test_fused_step_matches_float64(n, d, k, rng, poisoned):
-    import cupy
-    from explorer.kernels.kmeans import fused_step_fits, kmeans_step
-
-    assert fused_step_fits(k, d)
-    X = rng.standard_normal((n, d)).astype(np.float32)
-    C = X[rng.choice(n, size=k, replace=n < k)] + 0.1 * rng.standard_normal((k, d))
-    x_sq = np.einsum("ij,ij->i", X, X)
-    labels, mind, sums = kmeans_step(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(C),
-                                     want_sums=True)
-    labels, mind, sums = labels.get(), mind.get(), sums.get()
+def check_step(X, C, labels, mind, sums):
+    """A step's results against float64: nearest centres up to float32 rounding of the
+    distances, the distances, and the float64 sums and counts of the rows as labelled."""
+    n, d = X.shape
+    k = C.shape[0]
     assert labels.dtype == np.int32 and labels.min() >= 0 and labels.max() < k
-
     D, best, second = reference_step(X, C.astype(np.float32))
-    # The chosen centre is the nearest, up to float32 rounding of the distances.
+    x_sq = np.einsum("ij,ij->i", X, X)
     scale = 1e-5 * (x_sq + (C.astype(np.float32) ** 2).sum(1).max() + 1.0)
     chosen = D[np.arange(n), labels]
     assert np.all(chosen - best <= scale)
@@ -44,13 +36,83 @@ def test_fused_step_matches_float64(n, d, k, rng, poisoned):
         clear = second - best > 2 * scale
         np.testing.assert_array_equal(labels[clear], D[clear].argmin(axis=1))
     np.testing.assert_allclose(mind, np.maximum(chosen, 0.0), rtol=1e-4, atol=scale.max())
-
-    # Sums and counts: float64 sums of the rows the kernel assigned, to float64 rounding.
+    if sums is None:
+        return
     want = np.zeros((k, d + 1))
     np.add.at(want[:, :d], labels, X.astype(np.float64))
     np.add.at(want[:, d], labels, 1.0)
     np.testing.assert_array_equal(want[:, d], sums[:, d])
     np.testing.assert_allclose(sums[:, :d], want[:, :d], rtol=1e-12, atol=1e-9)
+
+
+def step_inputs(rng, n, d, k):
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    C = X[rng.choice(n, size=k, replace=n < k)] + 0.1 * rng.standard_normal((k, d))
+    return X, C, np.einsum("ij,ij->i", X, X)
+
+
+@pytest.mark.parametrize(("n", "d", "k"), [(1, 1, 1), (257, 3, 4), (10_007, 4, 4),
+                                           (5_000, 16, 17), (3_001, 64, 64), (2_000, 1, 80)])
+def test_fused_step_matches_float64(n, d, k, rng, poisoned):
+    import cupy
+    from explorer.kernels.kmeans import fused_step_fits, kmeans_step
+
+    assert fused_step_fits(k, d)
+    X, C, x_sq = step_inputs(rng, n, d, k)
+    out = kmeans_step(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(C), want_sums=True)
+    check_step(X, C, *(a.get() for a in out))
+
+
+@pytest.mark.parametrize(("n", "d", "k", "chunk"), [
+    (1, 1, 1, 1024), (10_007, 64, 64, 1024),  # shared-memory sums, 10 blocks of rows
+    (5_000, 16, 100, 4096), (3_001, 130, 7, 1024),  # d + 1 > 128: two column slabs
+    (20_000, 8, 3000, 1024),  # sums straight into global memory
+])
+def test_gemm_step_matches_float64(n, d, k, chunk, rng, poisoned):
+    import cupy
+    from explorer.kernels.kmeans import gemm_step
+
+    X, C, x_sq = step_inputs(rng, n, d, k)
+    for want_sums in (True, False):
+        out = gemm_step(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(C),
+                        want_sums=want_sums, chunk=chunk)
+        check_step(X, C, *(None if a is None else a.get() for a in out))
+        assert (out[2] is None) != want_sums
+
+
+@pytest.mark.parametrize(("n", "d", "k"), [(100_000, 10, 64), (30_000, 40, 2000), (3, 2, 5)])
+def test_cluster_sums_whatever_the_label_order(n, d, k, rng, poisoned):
+    # Sorted labels give long runs (one flush each), shuffled ones a flush per row,
+    # blocks of equal labels something between; every order gives the same sums.
+    import cupy
+    from explorer.kernels.kmeans import cluster_sums
+
+    X = (rng.standard_normal((n, d)) * 10 + 1e3).astype(np.float32)
+    shuffled = rng.integers(0, k, size=n).astype(np.int32)
+    blocks = np.repeat(rng.integers(0, k, size=-(-n // 37)), 37)[:n].astype(np.int32)
+    want_counts = None
+    for labels in (np.sort(shuffled), shuffled, blocks):
+        want = np.zeros((k, d + 1))
+        np.add.at(want[:, :d], labels, X.astype(np.float64))
+        np.add.at(want[:, d], labels, 1.0)
+        got = cluster_sums(cupy.asarray(X), cupy.asarray(labels), k).get()
+        np.testing.assert_array_equal(got[:, d], want[:, d])
+        np.testing.assert_allclose(got[:, :d], want[:, :d], rtol=1e-13, atol=1e-9)
+        if labels is shuffled:
+            want_counts = want[:, d]
+    assert want_counts.sum() == n
+
+
+def test_squared_error_matches_float64(rng, poisoned):
+    import cupy
+    from explorer.kernels.kmeans import squared_error
+
+    X = rng.standard_normal((50_001, 7)).astype(np.float32)
+    C = rng.standard_normal((9, 7))
+    labels = rng.integers(0, 9, size=X.shape[0]).astype(np.int32)
+    want = float(((X.astype(np.float64) - C[labels]) ** 2).sum())
+    got = squared_error(cupy.asarray(X), cupy.asarray(C), cupy.asarray(labels))
+    assert got == pytest.approx(want, rel=1e-12)
 
 
 def test_fused_step_without_sums(rng, poisoned):
@@ -117,3 +179,24 @@ def test_kmeans_gpu_at_k_in_the_thousands(k, d, fused, rng):
     scale = ((X[differ] - m) ** 2).sum(axis=1) + ((C[predicted[differ]] - m) ** 2).sum(axis=1)
     assert np.all(np.abs(d_label - d_predicted) <= 4 * np.finfo(np.float32).eps * scale)
     assert gpu.inertia_ == pytest.approx(float(((X - C[labels]) ** 2).sum()), rel=1e-5)
+
+
+@pytest.mark.parametrize(("k", "d"), [(8, 4), (64, 64)])
+def test_kmeans_parallel_seeding_on_the_gpu(k, d, rng):
+    # The candidates are drawn from CuPy's generator, so the GPU's seeds differ from
+    # the CPU's; both must find the blobs (k-means|| on the GPU, greedy on the CPU).
+    import cupy
+
+    centres = rng.uniform(-20, 20, size=(k, d))
+    n = 150_000
+    truth = rng.integers(k, size=n)
+    X = (centres[truth] + rng.standard_normal((n, d))).astype(np.float32)
+    gpu = KMeans(k, init="k-means||", n_init=3, random_state=1).fit(cupy.asarray(X))
+    cpu = KMeans(k, init="k-means++", n_init=3, random_state=1).fit(X)
+    assert gpu.inertia_ <= 1.01 * cpu.inertia_
+    from sklearn.metrics import adjusted_rand_score
+
+    assert adjusted_rand_score(truth, cupy.asnumpy(gpu.labels_)) > 0.99
+    C = cupy.asnumpy(gpu.cluster_centers_).astype(np.float64)
+    assert gpu.inertia_ == pytest.approx(float(((X - C[cupy.asnumpy(gpu.labels_)]) ** 2).sum()),
+                                         rel=1e-6)

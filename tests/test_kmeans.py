@@ -8,6 +8,7 @@ from sklearn.base import clone
 from sklearn.cluster import KMeans as SkKMeans
 from sklearn.exceptions import NotFittedError
 
+from explorer import kmeans as kmeans_module
 from explorer.kmeans import KMeans
 
 
@@ -146,6 +147,82 @@ def test_random_init_and_single_cluster(rng):
     one = KMeans(1, n_init=1).fit(X)
     np.testing.assert_allclose(one.cluster_centers_[0], X.mean(0), rtol=1e-6, atol=1e-6)
     assert (one.labels_ == 0).all()
+
+
+@pytest.mark.parametrize(
+    ("n", "d", "k", "spread"),
+    [(2000, 2, 3, 1.0), (3000, 5, 8, 1.0), (1500, 16, 12, 1.5), (3000, 3, 20, 0.7)],
+)
+def test_kmeans_parallel_seeding_is_as_good_as_greedy(n, d, k, spread, rng):
+    X = blobs(rng, n, d, k, spread=spread)
+    seed = int(rng.integers(2**31))
+    ours = KMeans(k, init="k-means||", n_init=4, random_state=seed).fit(X)
+    ref = SkKMeans(k, n_init=4, random_state=seed).fit(X)
+    # As the greedy test above. On 20 draws of 40 blobs of spread 0.7 in 3-D (where
+    # every seeding lands in local optima), k-means|| averaged 0.96 of scikit-learn's
+    # inertia and greedy k-means++ 0.99.
+    assert ours.inertia_ <= 1.01 * ref.inertia_
+    direct = ((X - ours.cluster_centers_[ours.labels_]) ** 2).sum()
+    assert ours.inertia_ == pytest.approx(direct, rel=1e-6)
+
+
+def test_kmeans_parallel_candidates_are_weighted_by_their_nearest_rows(rng):
+    X = blobs(rng, 3000, 3, 10, spread=1.0).astype(np.float32)
+    x_sq = np.einsum("ij,ij->i", X, X)
+    k = 10
+    candidates, cand_sq, weights = kmeans_module._oversample(
+        X, x_sq, k, np.random.RandomState(int(rng.integers(2**31))), np)
+    m = candidates.shape[0]
+    # About OVERSAMPLING·k per round (a Poisson-binomial count), at least k.
+    assert k <= m <= 1 + 2 * kmeans_module.PARALLEL_ROUNDS * kmeans_module.OVERSAMPLING * k
+    # Candidates are data rows, distinct here (continuous data).
+    rows = {tuple(r) for r in X}
+    assert all(tuple(c) in rows for c in candidates)
+    assert len({tuple(c) for c in candidates}) == m
+    np.testing.assert_allclose(cand_sq, (candidates.astype(np.float64) ** 2).sum(1), rtol=1e-6)
+    # Each weight counts the rows nearest to that candidate (float64, ties aside).
+    D = ((X[:, None, :].astype(np.float64) - candidates[None]) ** 2).sum(-1)
+    order = np.sort(D, axis=1)
+    clear = order[:, 1] - order[:, 0] > 1e-3
+    want = np.bincount(D[clear].argmin(1), minlength=m)
+    assert weights.sum() == X.shape[0]
+    assert np.all(np.abs(weights - want) <= (~clear).sum())
+
+
+def test_weighted_kmeans_plusplus_never_picks_a_weightless_row(rng):
+    X = rng.standard_normal((200, 2)).astype(np.float32)
+    X[100:] += 50.0  # the heavy-looking half, given no weight
+    weights = np.r_[np.ones(100), np.zeros(100)]
+    x_sq = np.einsum("ij,ij->i", X, X)
+    for seed in range(20):
+        centers = kmeans_module._kmeans_plusplus(X, x_sq, 5, np.random.RandomState(seed), np,
+                                                 weights=weights)
+        assert np.all(centers[:, 0] < 25.0)
+
+
+def test_auto_seeding_switches_to_kmeans_parallel_on_large_data(rng, monkeypatch):
+    X = blobs(rng, 1200, 2, 6)
+    small = KMeans(6, n_init=2, random_state=5).fit(X)
+    greedy = KMeans(6, init="k-means++", n_init=2, random_state=5).fit(X)
+    np.testing.assert_array_equal(small.cluster_centers_, greedy.cluster_centers_)
+    monkeypatch.setattr(kmeans_module, "PARALLEL_MIN_SAMPLES", 1000)
+    large = KMeans(6, n_init=2, random_state=5).fit(X)
+    parallel = KMeans(6, init="k-means||", n_init=2, random_state=5).fit(X)
+    np.testing.assert_array_equal(large.cluster_centers_, parallel.cluster_centers_)
+    # Many clusters: greedy again (the reduction's steps would cost as much).
+    monkeypatch.setattr(kmeans_module, "PARALLEL_MAX_CLUSTERS", 5)
+    many = KMeans(6, n_init=2, random_state=5).fit(X)
+    np.testing.assert_array_equal(many.cluster_centers_, greedy.cluster_centers_)
+
+
+def test_kmeans_parallel_with_fewer_distinct_points_than_clusters(rng):
+    X = np.repeat(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 5.0]]), 40, axis=0)
+    km = KMeans(5, init="k-means||", n_init=2, random_state=0).fit(X)
+    assert km.inertia_ == 0.0
+    assert len(np.unique(km.labels_)) == 3
+    a = KMeans(3, init="k-means||", random_state=4).fit(X)
+    b = KMeans(3, init="k-means||", random_state=4).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
 
 
 def test_scikit_learn_estimator_protocol():
