@@ -35,6 +35,7 @@ Usage::
     python benchmarks/fast.py                       # all four shapes, 3 runs each
     python benchmarks/fast.py --shapes Syn1M MNIST60K --repeats 5 --out /tmp/bench
     python benchmarks/fast.py --skip-kmeans         # shapes only
+    python benchmarks/fast.py --only-kmeans         # k-means alone
 """
 
 from __future__ import annotations
@@ -297,16 +298,18 @@ def run_partition(spec, csr, y, repeats, bandwidth, solver="chebyshev"):
 
 
 def kmeans_alone(repeats, bandwidth):
-    """k-means at n = 5·10⁶ and 2.4·10⁵, k = d <= 64 (both step paths timed where the
-    fused one fits), and at k in the thousands (GEMM).
+    """k-means at n = 5·10⁶ and 2.4·10⁵, k = d <= 64, and at k in the thousands.
 
-    Per case: a whole fit (k-means++, `n_init` restarts) and one Lloyd step (assignment,
-    distances and float64 cluster sums: the function the fit calls each iteration, the
-    fused kernel or the GEMM path), with the step's compulsory traffic (read X and the
-    row norms, write labels and distances) over the bandwidth as its floor.
+    Per case: a whole fit with the default seeding (k-means|| at these sizes) and,
+    where it is not too slow to repeat, with greedy k-means++; one Lloyd step
+    (assignment, distances and float64 cluster sums: the function the fit calls each
+    iteration), with the step's compulsory traffic (read X and the row norms, write
+    labels and distances) over the bandwidth as its floor; and the step by each path:
+    the fused kernel (where it fits), the GEMM path's kernels, and the CPU's code run
+    on CuPy (the GPU's GEMM path before these kernels).
     """
     import cupy
-    from explorer.kernels.kmeans import fused_step_fits, fused_step_pays, kmeans_step
+    from explorer.kernels.kmeans import fused_step_fits, fused_step_pays, gemm_step, kmeans_step
 
     from explorer import KMeans
     from explorer._backend import chunk_rows
@@ -314,14 +317,14 @@ def kmeans_alone(repeats, bandwidth):
 
     rng = cupy.random.RandomState(0)
     out = {}
-    # (n, d, k, n_init, max_iter): embedding-like rows at n = 5·10⁶ (k-means++ with
-    # 10 restarts, as the pipeline), then k in the thousands (one run, 20 iterations).
-    cases = [(5_000_000, 4, 4, 10, 100), (5_000_000, 10, 10, 10, 100),
-             (5_000_000, 16, 16, 10, 100), (5_000_000, 24, 24, 10, 100),
-             (5_000_000, 32, 32, 10, 100), (240_000, 10, 10, 10, 100),
-             (5_000_000, 64, 64, 10, 100), (1_000_000, 4, 1024, 1, 20),
-             (1_000_000, 4, 4096, 1, 20), (240_000, 64, 4096, 1, 20)]
-    for n, d, k, n_init, max_iter in cases:
+    # (n, d, k, n_init, max_iter, greedy too): embedding-like rows at n = 5·10⁶
+    # (10 restarts, as the pipeline), then k in the thousands (one run, 20 iterations).
+    cases = [(5_000_000, 4, 4, 10, 100, False), (5_000_000, 10, 10, 10, 100, False),
+             (5_000_000, 16, 16, 10, 100, True), (5_000_000, 24, 24, 10, 100, False),
+             (5_000_000, 32, 32, 10, 100, False), (240_000, 10, 10, 10, 100, False),
+             (5_000_000, 64, 64, 10, 100, True), (1_000_000, 4, 1024, 1, 20, True),
+             (1_000_000, 4, 4096, 1, 20, False), (240_000, 64, 4096, 1, 20, False)]
+    for n, d, k, n_init, max_iter, greedy in cases:
         # k well-separated blobs (the shape of an embedding's rows, or of data to summarise).
         centres = rng.uniform(-10.0, 10.0, size=(k, d)).astype(cupy.float32)
         X = centres[rng.randint(0, k, size=n)] + rng.standard_normal((n, d), dtype=cupy.float32)
@@ -333,28 +336,43 @@ def kmeans_alone(repeats, bandwidth):
         fit = median_time(lambda X=X, k=k, n_init=n_init, max_iter=max_iter: KMeans(
             k, n_init=n_init, max_iter=max_iter, random_state=0).fit(X), repeats)
         km = fit[2]
+        fits = {"auto": {"s": fit[0], "runs_s": fit[1], "inertia": km.inertia_,
+                         "n_iter_kept_run": km.n_iter_}}
+        if greedy:
+            g = median_time(lambda X=X, k=k, n_init=n_init, max_iter=max_iter: KMeans(
+                k, init="k-means++", n_init=n_init, max_iter=max_iter,
+                random_state=0).fit(X), repeats)
+            fits["k-means++"] = {"s": g[0], "runs_s": g[1], "inertia": g[2].inertia_,
+                                 "n_iter_kept_run": g[2].n_iter_}
+            del g
         step_bytes = n * d * 4 + n * 4 + n * 8
         both = {}
-        if fused_step_fits(k, d):  # the two paths side by side: where they cross
+        if fused_step_fits(k, d):
             both["fused"] = median_time(lambda X=X, x_sq=x_sq, C=C: kmeans_step(
                 X, x_sq, C, want_sums=True), repeats)[0]
-            both["gemm"] = median_time(lambda X=X, x_sq=x_sq, C=C, chunk=chunk: _assign_products(
-                X, x_sq, C, chunk, cupy, want_sums=True), repeats)[0]
+        both["gemm"] = median_time(lambda X=X, x_sq=x_sq, C=C, chunk=chunk: gemm_step(
+            X, x_sq, C, want_sums=True, chunk=chunk), repeats)[0]
+        both["products"] = median_time(lambda X=X, x_sq=x_sq, C=C, chunk=chunk: _assign_products(
+            X, x_sq, C, chunk, cupy, want_sums=True), repeats)[0]
         name = f"n{n}_d{d}_k{k}"
         out[name] = {
             "n": n, "d": d, "k": k, "n_init": n_init, "max_iter": max_iter,
             "path": "fused" if fused_step_pays(k, d) else "gemm",
             "fit_s": fit[0], "fit_runs_s": fit[1], "n_iter_kept_run": km.n_iter_,
+            "fit_by_seeding": fits,
             "step_s": step[0], "step_runs_s": step[1],
             "step_floor_s": step_bytes / bandwidth,
             "step_floor_fraction": step_bytes / bandwidth / step[0],
             "step_by_path_s": both,
         }
         print(f"k-means {name}: fit {fit[0] * 1e3:.1f} ms (n_init {n_init}, {km.n_iter_} "
-              f"iterations in the kept run); one step {step[0] * 1e3:.3f} ms "
-              f"({out[name]['path']}, {100 * out[name]['step_floor_fraction']:.0f}% of the "
-              "bytes floor)" + "".join(f"; {path} {t * 1e3:.3f} ms" for path, t in both.items()),
-              flush=True)
+              f"iterations in the kept run)" + "".join(
+                  f"; {init} {f['s'] * 1e3:.1f} ms inertia ratio "
+                  f"{f['inertia'] / km.inertia_:.4f}" for init, f in fits.items()
+                  if init != "auto") +
+              f"; one step {step[0] * 1e3:.3f} ms ({out[name]['path']}, "
+              f"{100 * out[name]['step_floor_fraction']:.0f}% of the bytes floor)" + "".join(
+                  f"; {path} {t * 1e3:.3f} ms" for path, t in both.items()), flush=True)
         del X, x_sq, C, centres, fit, step, km
         cupy.get_default_memory_pool().free_all_blocks()
     return out
@@ -380,9 +398,13 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--skip-kmeans", action="store_true",
                         help="leave out the k-means-alone section")
+    parser.add_argument("--only-kmeans", action="store_true",
+                        help="the k-means-alone section only (no shapes)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "fast.json"
+    if args.only_kmeans:
+        args.shapes = []
 
     doc = {"benchmark": "fast path: grid / gemm builders, Chebyshev eigensolver, k-means",
            "environment": environment_info("gpu"), "argv": sys.argv[1:] if argv is None
