@@ -1,9 +1,12 @@
-"""The spectral clustering estimator: graph -> embedding -> k-means, scikit-learn style."""
+"""Spectral clustering: :func:`partition_graph` (embedding -> k-means on a built graph)
+and the scikit-learn style estimator that builds the graph first."""
 
 from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
@@ -14,6 +17,7 @@ from ._validation import check_choice, check_float, check_int
 from .embedding import (
     EIGENGAP_TOL,
     SOLVERS,
+    Embedding,
     auto_k_max,
     eigengap_k,
     isolated_vertices,
@@ -186,50 +190,28 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
 
         isolated = isolated_vertices(csr)
         n = csr.shape[0]
-        m = n - int(xp.count_nonzero(isolated))
-        if m == 0:
+        if int(xp.count_nonzero(isolated)) == n:
             raise ValueError(
                 f"the graph has no edge: all n={n} points are isolated; raise the threshold "
                 f"(now {graph.params.describe()}) until points have neighbours"
             )
-        auto = self.n_clusters == "auto"
-        if not auto and self.n_clusters > m:
-            raise ValueError(
-                f"n_clusters={self.n_clusters} is out of range: only {m} of the n={n} points "
-                f"have an edge ({n - m} are isolated); allowed: 1 <= n_clusters <= {m}"
-            )
-        embedded = csr
-        if not auto:
-            # More components than k: the k largest are the clusters (see
-            # explorer.graph._components); the others' vertices get label -1.
-            embedded, n_components, n_dropped = keep_largest_components(
-                csr, self.n_clusters, isolated=isolated,
-                n_components=components_besides_isolated(graph.stats))
-            if n_dropped:
-                _warn_components(n_components, int(n - m), self.n_clusters, n_dropped)
-        emb = spectral_embedding(
-            embedded,
-            auto_k_max(m) if auto else self.n_clusters,
-            solver=self.eigen_solver,
-            tol=EIGENGAP_TOL if auto and self.eigen_tol is None else self.eigen_tol,
-            max_iter=self.eigen_max_iter,
-            random_state=rng,
-        )
-        k = eigengap_k(emb.eigenvalues) if auto else self.n_clusters
-        emb = emb.truncate(k)
-        t2 = time.perf_counter()
-
-        keep = xp.flatnonzero(~emb.isolated)
-        km = KMeans(
-            k,
+        part = partition_graph(
+            csr,
+            self.n_clusters,
+            n_components=components_besides_isolated(graph.stats),
+            eigen_solver=self.eigen_solver,
+            eigen_tol=self.eigen_tol,
+            eigen_max_iter=self.eigen_max_iter,
             n_init=self.n_init,
-            tol=self.kmeans_tol,
-            max_iter=self.kmeans_max_iter,
+            kmeans_tol=self.kmeans_tol,
+            kmeans_max_iter=self.kmeans_max_iter,
             random_state=rng,
-        ).fit(emb.embedding[keep])
-        labels = xp.full(n, -1, dtype=xp.int32)
-        labels[keep] = km.labels_
-        t3 = time.perf_counter()
+            isolated=isolated,
+        )
+        if part.n_dropped:
+            _warn_components(part.n_components, int(xp.count_nonzero(isolated)),
+                             part.n_clusters, part.n_dropped)
+        emb, k, labels = part.embedding.truncate(part.n_clusters), part.n_clusters, part.labels
 
         self.labels_ = _like_input(labels, X)
         self.n_clusters_ = int(k)
@@ -248,8 +230,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.n_features_in_ = int(np.shape(X)[1])
         self.timings_ = {
             "graph": t1 - t0,
-            "embedding": t2 - t1,
-            "kmeans": t3 - t2,
+            **part.timings,
             "total": time.perf_counter() - t_start,
         }
         return self
@@ -266,6 +247,153 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         check_int(self.n_init, "n_init", low=1)
         check_float(self.kmeans_tol, "kmeans_tol", low=0.0, high=1.0)
         check_int(self.kmeans_max_iter, "kmeans_max_iter", low=1)
+
+
+@dataclass
+class GraphPartition:
+    """What :func:`partition_graph` produced.
+
+    Attributes
+    ----------
+    labels : ndarray of int32, shape (n,)
+        Cluster of each vertex, −1 for isolated vertices and for those of components
+        beyond the k largest; on the graph's device (NumPy or CuPy).
+    n_clusters : int
+        The k used (the eigengap's choice under ``n_clusters="auto"``).
+    n_clusters_suggested : int
+        The eigengap's k among the computed eigenvalues
+        (:func:`~explorer.embedding.eigengap_k`), whatever k was used.
+    embedding : explorer.Embedding
+        Every computed eigenpair (at least k; see `n_eigenpairs`); k-means clustered
+        the unit rows of its first k (``embedding.truncate(n_clusters)``).
+    kmeans : explorer.KMeans
+        The fitted k-means.
+    n_components : int or None
+        Connected components outside the isolated vertices, when they were counted
+        (given, or counted because of a fixed k).
+    n_dropped : int
+        Vertices of the components beyond the k largest (label −1).
+    timings : dict of str to float
+        Seconds: ``"embedding"`` (with the components rule) and ``"kmeans"``.
+    """
+
+    labels: object
+    n_clusters: int
+    n_clusters_suggested: int
+    embedding: Embedding
+    kmeans: KMeans
+    n_components: int | None
+    n_dropped: int
+    timings: dict = field(default_factory=dict)
+
+
+def partition_graph(
+    csr,
+    n_clusters,
+    *,
+    n_eigenpairs=None,
+    n_components=None,
+    eigen_solver="auto",
+    eigen_tol=None,
+    eigen_max_iter=None,
+    n_init=10,
+    kmeans_tol=1e-4,
+    kmeans_max_iter=300,
+    random_state=None,
+    isolated=None,
+    on_kmeans: Callable[[int], None] | None = None,
+) -> GraphPartition:
+    """Spectral clustering of a built similarity graph: the eigenvectors of its
+    normalised Laplacian, then k-means on their unit rows (the last two stages of
+    :class:`SpectralClustering`, which the app runs too).
+
+    Parameters
+    ----------
+    csr : scipy.sparse or cupyx.scipy.sparse matrix of shape (n, n)
+        The similarity matrix (:attr:`explorer.Graph.csr`); a CuPy matrix keeps both
+        stages on its GPU.
+    n_clusters : int or "auto"
+        k, between 1 and the number of non-isolated vertices. ``"auto"`` computes
+        :func:`~explorer.embedding.auto_k_max` eigenpairs and takes the eigengap's k.
+        With a fixed k and more connected components than k (outside the isolated
+        vertices), the k largest components are the clusters and the vertices of the
+        others get label −1 (see :class:`SpectralClustering`, Notes).
+    n_eigenpairs : int, optional
+        With a fixed k, compute at least this many eigenpairs (to show the spectrum
+        beyond k); k-means still uses the first k.
+    n_components : int, optional
+        The graph's components outside the isolated vertices, when known (from
+        :attr:`explorer.Graph.stats`): at most k skips labelling them.
+    eigen_solver, eigen_tol, eigen_max_iter
+        As :func:`explorer.spectral_embedding` (`solver`, `tol`, `max_iter`); the
+        default tolerance under ``n_clusters="auto"`` is
+        :data:`~explorer.embedding.EIGENGAP_TOL`.
+    n_init, kmeans_tol, kmeans_max_iter
+        :class:`explorer.KMeans`'s `n_init`, `tol` and `max_iter`.
+    random_state : int, numpy.random.RandomState or None
+        One random stream for the eigensolver's start and then k-means.
+    isolated : bool array of shape (n,), optional
+        The vertices without an edge, when already known.
+    on_kmeans : callable, optional
+        Called with k between the two stages (a progress hook).
+
+    Returns
+    -------
+    GraphPartition
+
+    Raises
+    ------
+    ValueError
+        `n_clusters` out of range, or a graph without any edge (from
+        :func:`explorer.spectral_embedding`).
+    """
+    rng = check_random_state(random_state)
+    xp = array_module(csr)
+    n = csr.shape[0]
+    auto = n_clusters == "auto"
+    if not auto:
+        n_clusters = check_int(n_clusters, "n_clusters", low=1)
+    n_eigenpairs = check_int(n_eigenpairs, "n_eigenpairs", low=1, allow_none=True)
+    isolated = isolated_vertices(csr) if isolated is None else isolated
+    n_kept = n - int(xp.count_nonzero(isolated))
+    if not auto and n_clusters > n_kept:
+        raise ValueError(
+            f"n_clusters={n_clusters} is out of range: only {n_kept} of the n={n} points "
+            f"have an edge ({n - n_kept} are isolated); allowed: 1 <= n_clusters <= {n_kept}"
+        )
+
+    t0 = time.perf_counter()
+    embedded, n_dropped = csr, 0
+    if not auto:
+        # More components than k: the k largest are the clusters (see
+        # explorer.graph._components); the others' vertices get label -1.
+        embedded, n_components, n_dropped = keep_largest_components(
+            csr, n_clusters, isolated=isolated, n_components=n_components)
+    n_kept -= n_dropped
+    if auto:
+        m = auto_k_max(n_kept)
+    else:
+        m = min(n_kept, max(n_clusters, n_eigenpairs or 1))
+    tol = EIGENGAP_TOL if auto and eigen_tol is None else eigen_tol
+    emb = spectral_embedding(embedded, m, solver=eigen_solver, tol=tol,
+                             max_iter=eigen_max_iter, random_state=rng)
+    suggested = eigengap_k(emb.eigenvalues)
+    k = suggested if auto else n_clusters
+    used = emb.truncate(k)
+    t1 = time.perf_counter()
+
+    if on_kmeans is not None:
+        on_kmeans(k)
+    keep = xp.flatnonzero(~used.isolated)
+    km = KMeans(k, n_init=n_init, tol=kmeans_tol, max_iter=kmeans_max_iter,
+                random_state=rng).fit(used.embedding[keep])
+    labels = xp.full(n, -1, dtype=xp.int32)
+    labels[keep] = km.labels_
+    return GraphPartition(
+        labels=labels, n_clusters=int(k), n_clusters_suggested=int(suggested), embedding=emb,
+        kmeans=km, n_components=n_components, n_dropped=int(n_dropped),
+        timings={"embedding": t1 - t0, "kmeans": time.perf_counter() - t1},
+    )
 
 
 def _warn_components(n_components: int, n_isolated: int, k: int, n_dropped: int) -> None:

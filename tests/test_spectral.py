@@ -11,7 +11,7 @@ from sklearn.base import clone
 from sklearn.cluster import spectral_clustering
 from sklearn.datasets import load_digits, make_blobs, make_circles, make_moons
 
-from explorer import SpectralClustering, build_graph
+from explorer import SpectralClustering, build_graph, partition_graph
 from explorer.metrics import adjusted_rand_score
 
 CENTRES = [[-6, -6], [6, 6], [-6, 6], [6, -6]]
@@ -155,6 +155,43 @@ def test_more_components_than_k_clusters_the_k_largest(solver, backend, rng):
     assert adjusted_rand_score(truth, labels[: len(truth)]) == 1.0
     assert int(sc.isolated_.sum()) == 2 and sc.n_clusters_ == 3
     np.testing.assert_allclose(sc.eigenvalues_, 0.0, atol=1e-6)
+
+
+def test_partition_graph_is_the_estimator_after_its_graph(rng):
+    X, y, params, k = shape("blobs", rng)
+    sc = SpectralClustering(k, **params, random_state=3, backend="cpu").fit(X)
+    graph = build_graph(X, **params, backend="cpu")
+    stages = []
+    part = partition_graph(graph.csr, k, random_state=3, on_kmeans=stages.append)
+    np.testing.assert_array_equal(part.labels, sc.labels_)
+    np.testing.assert_array_equal(part.embedding.eigenvalues, sc.eigenvalues_)
+    assert stages == [k] and part.n_clusters == k and part.n_clusters_suggested == k
+    assert part.kmeans.n_clusters == k and part.n_dropped == 0
+    assert set(part.timings) == {"embedding", "kmeans"}
+    assert adjusted_rand_score(y, part.labels) >= 0.99
+
+
+def test_partition_graph_extra_eigenpairs_and_auto(rng):
+    X, _, params, k = shape("moons", rng)
+    csr = build_graph(X, **params, backend="cpu").csr
+    exact = partition_graph(csr, k, eigen_solver="dense", random_state=0)
+    wider = partition_graph(csr, k, n_eigenpairs=6, eigen_solver="dense", random_state=0)
+    assert wider.embedding.n_components == 6 and exact.embedding.n_components == k
+    np.testing.assert_allclose(wider.embedding.eigenvalues[:k], exact.embedding.eigenvalues,
+                               atol=1e-10)
+    # The first k unit rows are the same up to each vector's sign: the same partition.
+    assert adjusted_rand_score(exact.labels, wider.labels) == 1.0
+    auto = partition_graph(csr, "auto", random_state=0)
+    assert auto.n_clusters == k == auto.n_clusters_suggested
+
+
+def test_partition_graph_names_a_bad_n_clusters(rng):
+    X, _, params, _ = shape("blobs", rng)
+    csr = build_graph(X, **params, backend="cpu").csr
+    with pytest.raises(ValueError, match=f"n_clusters={len(X) + 1} is out of range: only"):
+        partition_graph(csr, len(X) + 1)
+    with pytest.raises(TypeError, match="n_clusters must be an integer"):
+        partition_graph(csr, 2.5)
 
 
 def test_estimator_protocol():

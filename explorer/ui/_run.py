@@ -9,19 +9,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import param
-from sklearn.utils import check_random_state
 
 import explorer
 from explorer import metrics
 from explorer._backend import array_module, resolve_backend, to_numpy
-from explorer.embedding import (
-    EIGENGAP_TOL,
-    SOLVERS,
-    auto_k_max,
-    eigengap_k,
-    spectral_embedding,
-)
-from explorer.graph._components import components_besides_isolated, keep_largest_components
+from explorer.embedding import SOLVERS
+from explorer.graph._components import components_besides_isolated
+from explorer.spectral import partition_graph
 
 from ._errors import describe_error
 
@@ -308,7 +302,6 @@ def _pipeline(spec: RunSpec, report: Callable[[int, str], None]) -> RunResult:
     csr = graph.csr
 
     report(1)
-    t0 = time.perf_counter()
     auto = s["n_clusters"] == "auto"
     n_kept = graph.n - int(graph.stats.n_isolated)
     if n_kept < 1:
@@ -321,35 +314,18 @@ def _pipeline(spec: RunSpec, report: Callable[[int, str], None]) -> RunResult:
             f"n_clusters={s['n_clusters']} is more than the {n_kept} points that have "
             "neighbours; lower k or raise the threshold"
         )
-    k_fixed = None if auto else s["n_clusters"]
-    embedded, n_dropped = csr, 0
-    if not auto:
-        # More components than k: the k largest are the clusters, as in
-        # SpectralClustering.fit (explorer/graph/_components.py).
-        embedded, _, n_dropped = keep_largest_components(
-            csr, k_fixed, n_components=components_besides_isolated(graph.stats))
-        n_kept -= n_dropped
-    m = auto_k_max(n_kept) if auto else min(n_kept, max(k_fixed, _eigenpairs(s, graph.n)))
-    # One random stream for the embedding and k-means, as SpectralClustering.fit.
-    rng = check_random_state(s["random_state"])
-    tol = EIGENGAP_TOL if auto and s["eigen_tol"] is None else s["eigen_tol"]
-    emb = spectral_embedding(
-        embedded, m, solver=s["eigen_solver"], tol=tol, max_iter=s["eigen_max_iter"],
-        random_state=rng,
-    )
-    k_suggested = eigengap_k(emb.eigenvalues)
-    k = k_suggested if auto else k_fixed
+    # The stages of SpectralClustering.fit after its graph, with the same random stream.
+    part = partition_graph(
+        csr, s["n_clusters"], n_eigenpairs=None if auto else _eigenpairs(s, graph.n),
+        n_components=components_besides_isolated(graph.stats),
+        eigen_solver=s["eigen_solver"], eigen_tol=s["eigen_tol"],
+        eigen_max_iter=s["eigen_max_iter"], n_init=s["n_init"],
+        random_state=s["random_state"], on_kmeans=lambda k: report(2, f" (k = {k})"))
+    timings.update(part.timings)
+    timings["k-means"] = timings.pop("kmeans")
+    k, emb = part.n_clusters, part.embedding
     used = emb.truncate(k)
-    timings["embedding"] = time.perf_counter() - t0
-
-    report(2, f" (k = {k})")
-    t0 = time.perf_counter()
-    isolated = to_numpy(used.isolated)
-    labels = np.full(graph.n, -1, dtype=np.int64)
-    points = used.embedding[~used.isolated]
-    km = explorer.KMeans(k, n_init=s["n_init"], random_state=rng).fit(points)
-    labels[~isolated] = to_numpy(km.labels_)
-    timings["k-means"] = time.perf_counter() - t0
+    labels = to_numpy(part.labels).astype(np.int64)
 
     kmeans_labels = None
     if spec.compare:
@@ -371,9 +347,10 @@ def _pipeline(spec: RunSpec, report: Callable[[int, str], None]) -> RunResult:
     timings["total"] = time.perf_counter() - t_run
 
     return RunResult(
-        warnings=_warnings(graph.stats, k, emb, n_dropped),
+        warnings=_warnings(graph.stats, k, emb, part.n_dropped),
         dataset=dataset.name, labels=labels, kmeans_labels=kmeans_labels, y_true=y,
-        n_clusters=k, k_suggested=k_suggested, eigenvalues=np.asarray(emb.eigenvalues),
+        n_clusters=k, k_suggested=part.n_clusters_suggested,
+        eigenvalues=np.asarray(emb.eigenvalues),
         vectors=np.asarray(to_numpy(emb.vectors)),
         embedding=np.asarray(to_numpy(used.embedding)),
         csr=host_csr, graph_stats=graph.stats, timings=timings, backend=graph.backend,
