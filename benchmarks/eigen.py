@@ -19,6 +19,12 @@ runs), ``lanczos`` (explorer.embedding's: ``cupyx``/``scipy`` ``eigsh``), ``lobp
 at the tolerance of benchmarks/paper_tables.py (1e-3 on Syn1M, 1e-4 on Syn5M). Past
 ``--budget`` seconds a baseline's remaining repeats are skipped (recorded as such).
 
+The solvers are called below the public API on purpose (``explorer.embedding``'s and
+``explorer._subspace``'s own functions on one A formed once): the variants compared
+here — block layouts, the library LOBPCG, a Lanczos the default never picks — are not
+choices ``spectral_embedding`` offers, and forming A per variant would blur the solve
+times.
+
 Writes ``<out>/<name>.json`` after every shape (default benchmarks/results/eigen.json on
 the GPU, eigen-cpu.json / eigen-cpu-small.json on the CPU).
 
