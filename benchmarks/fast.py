@@ -299,6 +299,13 @@ def run_partition(spec, csr, y, repeats, bandwidth, solver="chebyshev"):
     return out
 
 
+def _fit_record(timing) -> dict:
+    """A KMeans fit's (median, runs, last fit) as its JSON record."""
+    median, runs, fitted = timing
+    return {"s": median, "runs_s": runs, "inertia": fitted.inertia_,
+            "n_iter_kept_run": fitted.n_iter_}
+
+
 def kmeans_alone(repeats, bandwidth):
     """k-means at n = 5·10⁶ and 2.4·10⁵, k = d <= 64, and at k in the thousands.
 
@@ -338,15 +345,12 @@ def kmeans_alone(repeats, bandwidth):
         fit = median_time(lambda X=X, k=k, n_init=n_init, max_iter=max_iter: KMeans(
             k, n_init=n_init, max_iter=max_iter, random_state=0).fit(X), repeats)
         km = fit[2]
-        fits = {"auto": {"s": fit[0], "runs_s": fit[1], "inertia": km.inertia_,
-                         "n_iter_kept_run": km.n_iter_}}
+        fits = {"auto": _fit_record(fit)}
         if greedy:
-            g = median_time(lambda X=X, k=k, n_init=n_init, max_iter=max_iter: KMeans(
-                k, init="k-means++", n_init=n_init, max_iter=max_iter,
-                random_state=0).fit(X), repeats)
-            fits["k-means++"] = {"s": g[0], "runs_s": g[1], "inertia": g[2].inertia_,
-                                 "n_iter_kept_run": g[2].n_iter_}
-            del g
+            fits["k-means++"] = _fit_record(median_time(
+                lambda X=X, k=k, n_init=n_init, max_iter=max_iter: KMeans(
+                    k, init="k-means++", n_init=n_init, max_iter=max_iter,
+                    random_state=0).fit(X), repeats))
         step_bytes = n * d * 4 + n * 4 + n * 8
         both = {}
         if fused_step_fits(k, d):

@@ -684,7 +684,8 @@ def _solve_lobpcg(A, k, degree, tol, max_iter, rng, xp):
     X = xp.random.RandomState(rng.randint(2**31 - 1)).standard_normal((m, block))
     X[:, 0] = xp.sqrt(degree)
     X = _svqb(X, xp)
-    AX = matmul(A, X)
+    slabs = row_slabs(A)  # once: past 2**30 entries each product goes slab by slab
+    AX = matmul(A, X, slabs)
     theta, C, _, _ = _ritz([X], [AX], block, xp)
     X, AX = X @ C, AX @ C
     P = AP = None
@@ -694,7 +695,7 @@ def _solve_lobpcg(A, k, degree, tol, max_iter, rng, xp):
         residual_norms = to_numpy(column_norms(R, xp))
         if (residual_norms[:k] <= tol).all():
             # AX was carried along through the updates; confirm with a fresh product.
-            AX = matmul(A, X)
+            AX = matmul(A, X, slabs)
             R = AX - X * xp.asarray(theta)
             residual_norms = to_numpy(column_norms(R, xp))
             if (residual_norms[:k] <= tol).all():
@@ -705,7 +706,7 @@ def _solve_lobpcg(A, k, degree, tol, max_iter, rng, xp):
         iterations += 1
         W = R[:, xp.asarray(residual_norms > tol)]
         W = _svqb(W - X @ (X.T @ W), xp)
-        AW = matmul(A, W)
+        AW = matmul(A, W, slabs)
         basis, images = [X, W], [AX, AW]
         if P is not None:
             P, AP = _svqb(P, xp, AP)

@@ -415,7 +415,7 @@ def _assign_products(X, x_sq, centers, chunk, xp, *, want_sums):
 
 def _lloyd(X, x_sq, centers, max_iter, tol, chunk, xp):
     n = X.shape[0]
-    previous = None
+    previous = xp.full(n, -1, dtype=xp.int32)  # no label: every point "changes" first
     consistent = False
     n_iter = 0
     while n_iter < max_iter:
@@ -425,9 +425,7 @@ def _lloyd(X, x_sq, centers, max_iter, tol, chunk, xp):
         empty = counts == 0
         # Both counts in one transfer: each host round trip is a visible share of a
         # step at small n on the GPU.
-        tally = xp.stack([xp.count_nonzero(empty),
-                          xp.count_nonzero(labels != previous) if previous is not None
-                          else xp.asarray(n)])
+        tally = xp.stack([xp.count_nonzero(empty), xp.count_nonzero(labels != previous)])
         n_empty, changed = (int(v) for v in to_numpy(tally))
         centers = sums[:, :-1] / xp.where(empty, 1.0, counts)[:, None]
         if n_empty:

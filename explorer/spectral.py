@@ -190,7 +190,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
 
         isolated = isolated_vertices(csr)
         n = csr.shape[0]
-        if int(xp.count_nonzero(isolated)) == n:
+        n_isolated = int(xp.count_nonzero(isolated))
+        if n_isolated == n:
             raise ValueError(
                 f"the graph has no edge: all n={n} points are isolated; raise the threshold "
                 f"(now {graph.params.describe()}) until points have neighbours"
@@ -209,9 +210,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             isolated=isolated,
         )
         if part.n_dropped:
-            _warn_components(part.n_components, int(xp.count_nonzero(isolated)),
-                             part.n_clusters, part.n_dropped)
-        emb, k, labels = part.embedding.truncate(part.n_clusters), part.n_clusters, part.labels
+            _warn_components(part.n_components, n_isolated, part.n_clusters, part.n_dropped)
+        emb, k, labels = part.clustered, part.n_clusters, part.labels
 
         self.labels_ = _like_input(labels, X)
         self.n_clusters_ = int(k)
@@ -264,8 +264,10 @@ class GraphPartition:
         The eigengap's k among the computed eigenvalues
         (:func:`~explorer.embedding.eigengap_k`), whatever k was used.
     embedding : explorer.Embedding
-        Every computed eigenpair (at least k; see `n_eigenpairs`); k-means clustered
-        the unit rows of its first k (``embedding.truncate(n_clusters)``).
+        Every computed eigenpair (at least k; see `n_eigenpairs`).
+    clustered : explorer.Embedding
+        Its first k (``embedding.truncate(n_clusters)``), whose unit rows k-means
+        clustered.
     kmeans : explorer.KMeans
         The fitted k-means.
     n_components : int or None
@@ -281,6 +283,7 @@ class GraphPartition:
     n_clusters: int
     n_clusters_suggested: int
     embedding: Embedding
+    clustered: Embedding
     kmeans: KMeans
     n_components: int | None
     n_dropped: int
@@ -391,7 +394,7 @@ def partition_graph(
     labels[keep] = km.labels_
     return GraphPartition(
         labels=labels, n_clusters=int(k), n_clusters_suggested=int(suggested), embedding=emb,
-        kmeans=km, n_components=n_components, n_dropped=int(n_dropped),
+        clustered=used, kmeans=km, n_components=n_components, n_dropped=int(n_dropped),
         timings={"embedding": t1 - t0, "kmeans": time.perf_counter() - t1},
     )
 

@@ -24,8 +24,9 @@ from ._launch import launch, multiprocessors
 #: Threads per block of ``kmeans_step``.
 BLOCK = 256
 
-#: Blocks per multiprocessor: enough resident warps to hide the row loads, few enough
-#: that the blocks' final float64 atomics (k·(d + 1) each) stay negligible.
+#: Blocks per multiprocessor of ``kmeans_step`` and ``squared_error``: enough resident
+#: warps to hide the row loads, few enough that the blocks' final float64 atomics
+#: (k·(d + 1) each in ``kmeans_step``) stay negligible.
 BLOCKS_PER_SM = 8
 
 #: Largest per-block float64 accumulator, bytes: k·(d + 1)·8 within the 48 KiB a block
@@ -60,6 +61,19 @@ def fused_step_pays(k: int, d: int) -> bool:
     return (k * d <= FUSED_MAX_KD or d <= FUSED_ANY_K_MAX_D) and fused_step_fits(k, d)
 
 
+def _blocks(items: int, per_block: int, per_sm: int) -> int:
+    """Blocks of a grid-stride launch: enough for `items` at `per_block` each, at most
+    `per_sm` per multiprocessor, at least one."""
+    return max(1, min(-(-items // per_block), multiprocessors() * per_sm))
+
+
+def _float32_centres(centers):
+    """The centres in float32 and their squared norms: the terms both step paths
+    compare, ``-2 x·c + ||c||^2``, in the same precision as the CPU's."""
+    C32 = centers.astype(np.float32)
+    return C32, (C32 * C32).sum(axis=1)
+
+
 def kmeans_step(X, x_sq, centers, *, want_sums: bool):
     """Nearest centre of every row, its squared distance, and per-cluster sums.
 
@@ -88,16 +102,13 @@ def kmeans_step(X, x_sq, centers, *, want_sums: bool):
     if not fused_step_fits(k, d):
         raise ValueError(f"k={k}, d={d}: k*(d+1)*8 exceeds {MAX_SUMS_BYTES} bytes")
     X = cupy.ascontiguousarray(X, dtype=cupy.float32)
-    C32 = centers.astype(cupy.float32)
+    C32, c_sq = _float32_centres(centers)
     neg2c = cupy.ascontiguousarray(-2.0 * C32)
-    c_sq = (C32 * C32).sum(axis=1)
     labels = cupy.empty(n, dtype=cupy.int32)
     mind = cupy.empty(n, dtype=cupy.float32)
     sums = cupy.zeros((k, d + 1), dtype=cupy.float64) if want_sums else None
-    sms = multiprocessors()
-    grid = max(1, min(-(-n // BLOCK), sms * BLOCKS_PER_SM))
     shared = k * (d + 1) * 8 if want_sums else 0
-    launch("kmeans", "kmeans_step", (), (grid,), (BLOCK,),
+    launch("kmeans", "kmeans_step", (), (_blocks(n, BLOCK, BLOCKS_PER_SM),), (BLOCK,),
            (X, cupy.ascontiguousarray(x_sq, dtype=cupy.float32), neg2c, c_sq,
             np.int64(n), np.int32(d), np.int32(k), labels, mind,
             sums if want_sums else np.uint64(0)),
@@ -111,6 +122,9 @@ PASS_BLOCK = 256
 #: Blocks per multiprocessor for ``cluster_sums``: each block ends with k·(d + 1)
 #: float64 atomics into the result, so fewer, fuller blocks.
 SUMS_BLOCKS_PER_SM = 4
+
+#: Blocks per multiprocessor for ``nearest_centre`` (one warp per row, grid-stride).
+NEAREST_BLOCKS_PER_SM = 32
 
 #: Columns a lane of ``cluster_sums`` covers per launch (``SUM_COLS`` in kmeans.cu).
 SUM_COLS = 4
@@ -129,19 +143,16 @@ def gemm_step(X, x_sq, centers, *, want_sums: bool, chunk: int):
     k = centers.shape[0]
     X = cupy.ascontiguousarray(X, dtype=cupy.float32)
     x_sq = cupy.ascontiguousarray(x_sq, dtype=cupy.float32)
-    C32 = centers.astype(cupy.float32)
+    C32, c_sq = _float32_centres(centers)
     neg2_ct = cupy.ascontiguousarray((-2.0 * C32).T)
-    c_sq = (C32 * C32).sum(axis=1)
     labels = cupy.empty(n, dtype=cupy.int32)
     mind = cupy.empty(n, dtype=cupy.float32)
     block = cupy.empty((min(chunk, n), k), dtype=cupy.float32)
-    sms = multiprocessors()
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
         D = block[: stop - start]
         cupy.matmul(X[start:stop], neg2_ct, out=D)
-        warps_per_block = PASS_BLOCK // 32
-        grid = max(1, min(-(-(stop - start) // warps_per_block), sms * 32))
+        grid = _blocks(stop - start, PASS_BLOCK // 32, NEAREST_BLOCKS_PER_SM)
         launch("kmeans", "nearest_centre", (), (grid,), (PASS_BLOCK,),
                (D, c_sq, x_sq[start:stop], np.int64(stop - start), np.int32(k),
                 labels[start:stop], mind[start:stop]))
@@ -171,9 +182,8 @@ def cluster_sums(X, labels, k: int):
     # MAX_SUMS_BYTES), else atomics straight into the result.
     shared = k * (d + 1) * 8
     use_shared = shared <= MAX_SUMS_BYTES
-    sms = multiprocessors()
-    warps = -(-n // 32)  # a warp's run should be at least 32 rows
-    grid = max(1, min(-(-warps // (PASS_BLOCK // 32)), sms * SUMS_BLOCKS_PER_SM))
+    # A warp's run of rows should be at least 32 long.
+    grid = _blocks(-(-n // 32), PASS_BLOCK // 32, SUMS_BLOCKS_PER_SM)
     for col0 in range(0, d + 1, 32 * SUM_COLS):
         launch("kmeans", "cluster_sums", (), (grid,), (PASS_BLOCK,),
                (X, labels, np.int64(n), np.int32(d), np.int32(k), np.int32(col0),
@@ -195,8 +205,7 @@ def squared_error(X, centers, labels) -> float:
 
     n, d = X.shape
     total = cupy.zeros(1, dtype=cupy.float64)
-    sms = multiprocessors()
-    grid = max(1, min(-(-(n * d) // PASS_BLOCK), sms * 8))
+    grid = _blocks(n * d, PASS_BLOCK, BLOCKS_PER_SM)
     launch("kmeans", "squared_error", (), (grid,), (PASS_BLOCK,),
            (cupy.ascontiguousarray(X, dtype=cupy.float32),
             cupy.ascontiguousarray(centers, dtype=cupy.float64),

@@ -29,18 +29,22 @@ def float64_means(X, labels, k):
     return np.array([X64[labels == j].mean(0) for j in range(k)])
 
 
+@pytest.mark.parametrize("init", ["auto", "k-means||"])
 @pytest.mark.parametrize(
     ("n", "d", "k", "spread"),
     [(2000, 2, 3, 1.0), (3000, 5, 8, 1.0), (1500, 16, 12, 1.5), (3000, 3, 20, 0.7)],
 )
-def test_inertia_matches_scikit_learn(n, d, k, spread, rng):
+def test_inertia_matches_scikit_learn(n, d, k, spread, init, rng):
+    # "auto" is greedy k-means++ at these sizes, scikit-learn's seeding.
     X = blobs(rng, n, d, k, spread=spread)
     seed = int(rng.integers(2**31))
-    ours = KMeans(k, n_init=4, random_state=seed).fit(X)
+    ours = KMeans(k, init=init, n_init=4, random_state=seed).fit(X)
     ref = SkKMeans(k, n_init=4, random_state=seed).fit(X)
     # One-sided: both are local searches, and on some draws scikit-learn's restarts
     # settle in a worse optimum than ours (seen: 23% higher); ours must never be the
-    # worse one by more than 1%.
+    # worse one by more than 1%. On 20 draws of 40 blobs of spread 0.7 in 3-D (where
+    # every seeding lands in local optima), k-means|| averaged 0.96 of scikit-learn's
+    # inertia and greedy k-means++ 0.99.
     assert ours.inertia_ <= 1.01 * ref.inertia_
     # Our inertia_ is the float64 sum of squared distances to our centres.
     direct = ((X - ours.cluster_centers_[ours.labels_]) ** 2).sum()
@@ -147,23 +151,6 @@ def test_random_init_and_single_cluster(rng):
     one = KMeans(1, n_init=1).fit(X)
     np.testing.assert_allclose(one.cluster_centers_[0], X.mean(0), rtol=1e-6, atol=1e-6)
     assert (one.labels_ == 0).all()
-
-
-@pytest.mark.parametrize(
-    ("n", "d", "k", "spread"),
-    [(2000, 2, 3, 1.0), (3000, 5, 8, 1.0), (1500, 16, 12, 1.5), (3000, 3, 20, 0.7)],
-)
-def test_kmeans_parallel_seeding_is_as_good_as_greedy(n, d, k, spread, rng):
-    X = blobs(rng, n, d, k, spread=spread)
-    seed = int(rng.integers(2**31))
-    ours = KMeans(k, init="k-means||", n_init=4, random_state=seed).fit(X)
-    ref = SkKMeans(k, n_init=4, random_state=seed).fit(X)
-    # As the greedy test above. On 20 draws of 40 blobs of spread 0.7 in 3-D (where
-    # every seeding lands in local optima), k-means|| averaged 0.96 of scikit-learn's
-    # inertia and greedy k-means++ 0.99.
-    assert ours.inertia_ <= 1.01 * ref.inertia_
-    direct = ((X - ours.cluster_centers_[ours.labels_]) ** 2).sum()
-    assert ours.inertia_ == pytest.approx(direct, rel=1e-6)
 
 
 def test_kmeans_parallel_candidates_are_weighted_by_their_nearest_rows(rng):

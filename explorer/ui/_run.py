@@ -321,10 +321,9 @@ def _pipeline(spec: RunSpec, report: Callable[[int, str], None]) -> RunResult:
         eigen_solver=s["eigen_solver"], eigen_tol=s["eigen_tol"],
         eigen_max_iter=s["eigen_max_iter"], n_init=s["n_init"],
         random_state=s["random_state"], on_kmeans=lambda k: report(2, f" (k = {k})"))
-    timings.update(part.timings)
-    timings["k-means"] = timings.pop("kmeans")
-    k, emb = part.n_clusters, part.embedding
-    used = emb.truncate(k)
+    timings["embedding"] = part.timings["embedding"]
+    timings["k-means"] = part.timings["kmeans"]
+    k, emb, used = part.n_clusters, part.embedding, part.clustered
     labels = to_numpy(part.labels).astype(np.int64)
 
     kmeans_labels = None
