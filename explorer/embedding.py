@@ -40,7 +40,7 @@ from ._csr import (
 )
 from ._validation import check_choice, check_float, check_int
 
-SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "chebyshev")
+SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "chebyshev", "components")
 
 #: ``solver="auto"`` solves densely up to this many (non-isolated) vertices. The dense
 #: solver is exact whatever the multiplicities, but its O(n^3) cost overtakes LOBPCG's
@@ -106,17 +106,17 @@ class Embedding:
         Eigenvalues of L_sym, ascending (0 once per connected component).
     isolated : ndarray of bool, shape (n,)
         Vertices of degree 0, left out of the eigenproblem.
-    solver : {"dense", "lanczos", "lobpcg", "chebyshev"}
+    solver : {"dense", "lanczos", "lobpcg", "chebyshev", "components"}
         The solver that ran ("auto" resolved; an iterative solver asked for on a graph
         too small for it runs densely).
     iterations : int or None
         Lanczos: matrix-vector products with A (counted through a LinearOperator).
-        LOBPCG: iterations (one block product with A each). Dense: None.
+        LOBPCG: iterations (one block product with A each). Dense, components: None.
     residual_norms : numpy.ndarray of shape (k,)
         ||A v - μ v|| of each unit eigenvector, recomputed in float64 after the solver
         returned (not the solver's own estimate).
     tol : float or None
-        The stopping tolerance the iterative solver used; None for dense.
+        The stopping tolerance the iterative solver used; None for dense and components.
     timings : dict of str to float
         Seconds per step: ``"laplacian"`` (split into ``"laplacian.check"``: the
         float64 copy, symmetry check, degrees, dropping isolated vertices; and
@@ -185,7 +185,7 @@ def spectral_embedding(
         A CuPy matrix keeps the whole computation on its GPU.
     n_components : int
         k, the number of eigenpairs: 1 <= k <= number of non-isolated vertices.
-    solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev"}, default "auto"
+    solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "components"}, default "auto"
         ``"dense"``: full symmetric eigendecomposition of A as a dense matrix (exact;
         for small graphs). ``"lanczos"``: implicitly restarted Lanczos
         (``scipy.sparse.linalg.eigsh`` / ``cupyx.scipy.sparse.linalg.eigsh``,
@@ -193,16 +193,20 @@ def spectral_embedding(
         a seeded random block (our implementation, on NumPy or CuPy; see Notes).
         ``"chebyshev"``: Chebyshev-filtered block subspace iteration
         (:func:`explorer._subspace.chebyshev_subspace`; float32 block products on the
-        GPU, float64 Rayleigh-Ritz and residuals). ``"auto"``: dense up to
+        GPU, float64 Rayleigh-Ritz and residuals). ``"components"``: only for a graph
+        with exactly `n_components` connected components among its non-isolated
+        vertices, whose k eigenvalues 0 have the components' indicators as
+        eigenvectors (exact, no iteration; see Notes). ``"auto"``: dense up to
         :data:`DENSE_MAX_N` non-isolated vertices, Chebyshev beyond.
     tol : float, optional
         Stopping tolerance of the iterative solvers on the residual norm of each unit
         eigenvector; default :data:`DEFAULT_TOL` (Chebyshev:
-        :data:`explorer._subspace.DEFAULT_TOL`, 1e-4). Ignored by ``"dense"``.
+        :data:`explorer._subspace.DEFAULT_TOL`, 1e-4). Ignored by ``"dense"`` and
+        ``"components"``.
     max_iter : int, optional
         Lanczos: maximum number of restarts (SciPy) or Lanczos steps (CuPy), solver
         default when None. LOBPCG: maximum iterations, default
-        :data:`DEFAULT_LOBPCG_MAX_ITER`. Ignored by ``"dense"``.
+        :data:`DEFAULT_LOBPCG_MAX_ITER`. Ignored by ``"dense"`` and ``"components"``.
     random_state : int, numpy.random.RandomState or None
         Seeds the starting vector (Lanczos) or block (LOBPCG).
 
@@ -216,7 +220,8 @@ def spectral_embedding(
         If `csr` is not a SciPy or CuPy sparse matrix.
     ValueError
         If `csr` is not square, has negative or non-finite weights, is not symmetric,
-        has no edge at all, or an argument is out of range.
+        has no edge at all, or an argument is out of range; or ``solver="components"``
+        on a graph whose number of components is not `n_components`.
     ConvergenceError
         (A ValueError and a RuntimeError) if SciPy's Lanczos (ARPACK) does not
         converge within `max_iter`.
@@ -266,6 +271,16 @@ def spectral_embedding(
     Isolated vertices cost a matrix without them; when their rows store nothing (as
     the builders' rows do) it shares the values, and only the column indices are
     renumbered into a new array (4 or 8 B per nonzero).
+
+    **Exactly k components.** Then the k smallest eigenvalues of L_sym are 0 and
+    the vectors D^1/2 1_c of the components c span their eigenspace, so
+    ``solver="components"`` returns those, and the rows of U are constant on each
+    component. An iterative solver must instead separate the zeros from the next
+    eigenvalues, which on path-like clusters lie within 10⁻⁶ of them: on two moons of
+    10⁶ points Chebyshev stopped at its tolerance with the vectors mixed (ARI 0.37,
+    benchmarks/README.md). :func:`explorer.partition_graph` (and so
+    :class:`explorer.SpectralClustering`) takes this solver under ``"auto"`` when the
+    graph it embeds has exactly k components.
 
     **More components than k.** Then the k smallest eigenvalues are all 0 and any k
     vectors of the span of the component indicators are a valid answer; the
@@ -565,6 +580,8 @@ def _solve(A, k, used, tol, max_iter, degree, rng, xp):
     first start vector)."""
     if used == "dense":
         return _solve_dense(A, k, xp)
+    if used == "components":
+        return _solve_components(A, k, degree, xp)
     if used == "lanczos":
         tol_used = DEFAULT_TOL if tol is None else tol
         return (*_solve_lanczos(A, k, tol_used, max_iter, rng, xp), tol_used)
@@ -624,6 +641,25 @@ def _solve_dense(A, k, xp):
         mu, V = mu[m - k :], V[:, m - k :]
     order = xp.argsort(-mu)
     return mu[order], V[:, order], None, None
+
+
+def _solve_components(A, k, degree, xp):
+    """The eigenpairs of eigenvalue 1 of A when it has exactly k connected components:
+    V's column c is D^1/2 times the indicator of component c (components in order of
+    their first vertex), exact whatever the gap to the next eigenvalue."""
+    from .graph._components import component_labels
+
+    found, column = xp.unique(component_labels(A), return_inverse=True)
+    n_found = int(found.shape[0])
+    if n_found != k:
+        raise ValueError(
+            f"solver='components' needs exactly n_components={k} connected components "
+            f"among the non-isolated vertices, the graph has {n_found}; use another solver"
+        )
+    m = A.shape[0]
+    V = xp.zeros((m, k), dtype=xp.float64)
+    V[xp.arange(m), column.ravel()] = xp.sqrt(degree)
+    return xp.ones(k, dtype=xp.float64), V, None, None
 
 
 class _CountingOperator:

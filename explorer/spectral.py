@@ -51,7 +51,12 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         ``"bruteforce"``, ``"kdtree"`` on the CPU; see :func:`explorer.build_graph`).
     hypo_max_nnz_row, sp_max_nz_pct, mem_use_rate
         CSR-2 and CSR-3 parameters of the core paper, passed to the builder.
-    eigen_solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev"}, default "auto"
+    eigen_solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "components"}, \
+            default "auto"
+        See :func:`explorer.spectral_embedding`. ``"auto"`` with a fixed k takes
+        ``"components"`` (the components' indicators, exact and without iterations)
+        when the graph clustered has exactly k connected components besides its
+        isolated vertices, and otherwise dense up to 1000 vertices, Chebyshev beyond.
     eigen_tol : float, optional
         Residual tolerance of the iterative eigensolvers. Default: the solver's own
         (1e-5 for LOBPCG and Lanczos, 1e-4 for Chebyshev), and at most
@@ -330,7 +335,9 @@ def partition_graph(
     eigen_solver, eigen_tol, eigen_max_iter
         As :func:`explorer.spectral_embedding` (`solver`, `tol`, `max_iter`); the
         default tolerance under ``n_clusters="auto"`` is
-        :data:`~explorer.embedding.EIGENGAP_TOL`.
+        :data:`~explorer.embedding.EIGENGAP_TOL`. A fixed k and ``"auto"`` take
+        ``"components"`` when the graph left after the components rule has exactly k
+        components and no more than k eigenpairs are wanted.
     n_init, kmeans_tol, kmeans_max_iter
         :class:`explorer.KMeans`'s `n_init`, `tol` and `max_iter`.
     random_state : int, numpy.random.RandomState or None
@@ -378,7 +385,13 @@ def partition_graph(
     else:
         m = min(n_kept, max(n_clusters, n_eigenpairs or 1))
     tol = EIGENGAP_TOL if auto and eigen_tol is None else eigen_tol
-    emb = spectral_embedding(embedded, m, solver=eigen_solver, tol=tol,
+    solver = eigen_solver
+    if solver == "auto" and not auto and m == n_clusters and n_components >= n_clusters:
+        # The embedded graph has exactly k components: their indicators are the
+        # answer, exact where an iterative solver may not resolve the zeros from the
+        # next eigenvalues (explorer.spectral_embedding, Notes).
+        solver = "components"
+    emb = spectral_embedding(embedded, m, solver=solver, tol=tol,
                              max_iter=eigen_max_iter, random_state=rng)
     suggested = eigengap_k(emb.eigenvalues)
     k = suggested if auto else n_clusters

@@ -115,6 +115,48 @@ def test_a_repeated_zero_eigenvalue_is_found_whole(solver, rng):
     np.testing.assert_allclose(centres @ centres.T, np.eye(3), atol=1e-6)
 
 
+@pytest.mark.parametrize("on_gpu", [False, pytest.param(True, marks=pytest.mark.gpu)])
+def test_components_solver_returns_the_indicators(on_gpu, rng):
+    csr, truth = blob_graph(rng, [150, 120, 130], n_isolated=4)
+    graph = csr
+    if on_gpu:
+        cupy = pytest.importorskip("cupy")
+        import cupyx.scipy.sparse as csp
+
+        graph = csp.csr_matrix(csr)
+    emb = spectral_embedding(graph, 3, solver="components")
+    host = emb if not on_gpu else Embedding(
+        **{f: cupy.asnumpy(v) if isinstance(v, cupy.ndarray) else v
+           for f, v in vars(emb).items()})
+    assert host.solver == "components" and host.iterations is None and host.tol is None
+    np.testing.assert_array_equal(host.eigenvalues, 0.0)
+    assert host.residual_norms.max() <= 1e-12
+    np.testing.assert_array_equal(host.isolated, truth == -1)
+    assert np.isnan(host.vectors[truth == -1]).all()
+    # Columns in the order of each component's first vertex; U = 1_c / sqrt(vol c).
+    deg = np.asarray(csr.astype(np.float64).sum(axis=1)).ravel()
+    first = sorted(range(3), key=lambda c: np.flatnonzero(truth == c)[0])
+    for column, c in enumerate(first):
+        rows = truth == c
+        want = np.zeros((rows.sum(), 3))
+        want[:, column] = 1.0
+        np.testing.assert_array_equal(host.embedding[rows], want)
+        np.testing.assert_allclose(host.vectors[rows, column], 1 / np.sqrt(deg[rows].sum()),
+                                   rtol=1e-12)
+    # The dense solver's eigenspace of the three zeros.
+    _, V_ref, keep, _, deg_kept = reference(csr, 3)
+    V = host.vectors[keep] * np.sqrt(deg_kept)[:, None]
+    assert principal_cosines(V, V_ref).min() > 1 - 1e-10
+
+
+def test_components_solver_needs_exactly_k_components(rng):
+    csr, _ = blob_graph(rng, [100, 90, 80])
+    for k in (2, 4):
+        with pytest.raises(ValueError, match=f"needs exactly n_components={k} connected "
+                           "components among the non-isolated vertices, the graph has 3"):
+            spectral_embedding(csr, k, solver="components")
+
+
 @pytest.mark.parametrize(("sizes", "k"), [([120] * 6, 4), ([200, 150, 100], 12)])
 def test_lobpcg_matches_the_dense_spectrum(sizes, k, rng):
     # More components than k (any k vectors of the null space are right), and k well

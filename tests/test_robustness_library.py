@@ -95,6 +95,10 @@ def _asymmetric():
     return sp.csr_matrix(np.array([[0, 1, 0], [0, 0, 1], [1, 0, 0]], dtype=np.float32))
 
 
+def _two_edges():
+    return sp.csr_matrix(np.kron(np.eye(2), [[0, 1], [1, 0]]).astype(np.float32))
+
+
 def _negative():
     return sp.csr_matrix(np.array([[0, -1], [-1, 0]], dtype=np.float32))
 
@@ -267,6 +271,10 @@ CASES = [
     Case("spectral_embedding", "not square",
          lambda: spectral_embedding(sp.csr_matrix((3, 4)), 1), V,
          r"csr must be a square n×n matrix"),
+    Case("spectral_embedding", "solver='components', 2 components, k = 1",
+         lambda: spectral_embedding(_two_edges(), 1, solver="components"), V,
+         r"solver='components' needs exactly n_components=1 connected components among "
+         r"the non-isolated vertices, the graph has 2"),
     Case("data.read", "label_column not a column",
          lambda: datasets.read(_csv(), label_column="class"), V,
          r"good.csv: label_column='class' is not a column; column names: 'a', 'b'"),

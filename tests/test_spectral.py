@@ -37,13 +37,32 @@ def shape(name, rng):
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_shapes_are_recovered(name, rng):
     X, y, params, k = shape(name, rng)
-    sc = SpectralClustering(k, **params, random_state=0, backend="cpu").fit(X)
+    sc = SpectralClustering(k, **params, eigen_solver="chebyshev", random_state=0,
+                            backend="cpu").fit(X)
     assert adjusted_rand_score(y, sc.labels_) >= 0.99
     assert sc.n_clusters_ == k
-    # Chebyshev (auto above 1000 vertices) at its default tolerance 1e-4: the zero
-    # eigenvalues are accurate to about tol² / gap.
+    # Chebyshev at its default tolerance 1e-4: the zero eigenvalues are accurate to
+    # about tol² / gap.
     assert sc.eigen_solver_ == "chebyshev" and sc.eigen_residuals_.max() <= 2e-4
     np.testing.assert_allclose(sc.eigenvalues_[:k], 0.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_exactly_k_components_are_the_clusters_without_iterations(name, rng):
+    # Each shape is one component: "auto" takes the components' indicators.
+    X, y, params, k = shape(name, rng)
+    sc = SpectralClustering(k, **params, random_state=0, backend="cpu").fit(X)
+    assert sc.eigen_solver_ == "components" and sc.eigen_iterations_ is None
+    np.testing.assert_array_equal(sc.eigenvalues_, 0.0)
+    assert sc.eigen_residuals_.max() <= 1e-12
+    kept = ~sc.isolated_
+    _, component = sp.csgraph.connected_components(sc.affinity_matrix_)
+    assert adjusted_rand_score(component[kept], sc.labels_[kept]) == 1.0
+    assert adjusted_rand_score(y, sc.labels_) >= 0.99
+    # More eigenpairs than k (the app's spectrum view) need a real solver.
+    wider = partition_graph(sc.affinity_matrix_, k, n_eigenpairs=k + 2, random_state=0)
+    assert wider.embedding.solver == "chebyshev" and wider.embedding.eigenvalues[k] > 1e-4
+    assert adjusted_rand_score(wider.labels, sc.labels_) == 1.0
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
@@ -98,7 +117,9 @@ def test_fitted_attributes(rng):
     assert sp.issparse(sc.affinity_matrix_) and sc.affinity_matrix_.shape == (n, n)
     assert sc.graph_.csr is sc.affinity_matrix_ and sc.graph_stats_ is sc.graph_.stats
     assert sc.backend_ == "cpu" and sc.backend_reason_ == "asked for the CPU"
-    assert sc.eigen_solver_ == "dense" and sc.eigen_iterations_ is None
+    # Two moons, each at least one component: the two largest are the clusters, and
+    # their indicators the embedding (no iterative solver).
+    assert sc.eigen_solver_ == "components" and sc.eigen_iterations_ is None
     assert sc.n_features_in_ == 2
     assert set(sc.timings_) == {"graph", "embedding", "kmeans", "total"}
     assert sc.timings_["total"] >= sc.timings_["graph"] + sc.timings_["embedding"]
@@ -261,3 +282,31 @@ def test_keep_largest_components_finds_isolated_points_itself_and_trusts_a_count
     assert (given != found).nnz == 0
     # A known count of at most k components returns the matrix untouched.
     assert keep_largest_components(csr, 2, n_components=2)[0] is csr
+
+
+@pytest.mark.parametrize("on_gpu", [False, pytest.param(True, marks=pytest.mark.gpu)])
+def test_keep_largest_components_breaks_ties_by_first_vertex(on_gpu, rng):
+    from explorer.graph._components import keep_largest_components
+
+    # Components of 5, 3, 3, 3 and 2 vertices (paths) on shuffled vertex ids: with k = 3
+    # the 5 and the two 3s whose smallest vertex comes first are kept.
+    sizes = [5, 3, 3, 3, 2]
+    members = np.split(rng.permutation(sum(sizes)), np.cumsum(sizes)[:-1])
+    rows = np.concatenate([m[:-1] for m in members] + [m[1:] for m in members])
+    cols = np.concatenate([m[1:] for m in members] + [m[:-1] for m in members])
+    n = sum(sizes)
+    csr = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, cols)), shape=(n, n))
+    threes = sorted(members[1:4], key=min)
+    want = np.zeros(n, bool)
+    for m in [members[0], *threes[:2]]:
+        want[m] = True
+    graph = csr
+    if on_gpu:
+        pytest.importorskip("cupy")
+        import cupyx.scipy.sparse as csp
+
+        graph = csp.csr_matrix(csr)
+    kept, n_components, n_dropped = keep_largest_components(graph, 3)
+    kept = kept.get() if on_gpu else kept
+    assert (n_components, n_dropped) == (5, 5)
+    np.testing.assert_array_equal(np.asarray(kept.sum(axis=1)).ravel() > 0, want)

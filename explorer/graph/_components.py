@@ -75,11 +75,13 @@ def keep_largest_components(csr, k: int, *, isolated=None, n_components=None):
     xp = array_module(csr)
     in_graph = ~isolated if isolated is not None else row_sums(csr, xp) > 0
     labels = component_labels(csr)
-    found, first, counts = np.unique(to_numpy(labels[in_graph]), return_index=True,
-                                     return_counts=True)
+    # On the labels' device: np.unique of 5·10⁶ labels takes 0.25 s on a 2-core CPU.
+    # CuPy's sort is stable, so `first` is each component's first vertex there too.
+    found, first, counts = xp.unique(labels[in_graph], return_index=True, return_counts=True)
     n_components = int(found.shape[0])
     if n_components <= k:
         return csr, n_components, 0
+    found, first, counts = to_numpy(found), to_numpy(first), to_numpy(counts)
     # Largest first; among equal sizes the component met first in vertex order.
     order = np.lexsort((first, -counts))[:k]
     kept = xp.isin(labels, xp.asarray(found[order])) & in_graph
