@@ -20,6 +20,7 @@ from explorer._subspace import (
     _Block,
     _degree,
     _rayleigh_ritz,
+    _target,
     chebyshev_subspace,
 )
 
@@ -366,6 +367,39 @@ def test_cupy_is_reproducible(rng):
     # The same invariant subspace (columns may rotate inside a repeated eigenvalue).
     cosines = cupy.linalg.svd(first[1].T @ again[1], compute_uv=False)
     cupy.testing.assert_allclose(cosines, cupy.ones(3), atol=1e-6)
+
+
+def test_the_gap_target_applies_after_separated_clusters_only():
+    floor = 1e-10
+    # Two zero eigenvalues of L_sym, the next at 5e-6: the gap is the whole next
+    # eigenvalue, and the target tightens to GAP_ANGLE times it.
+    moons = 1.0 - np.array([0.0, 0.0, 5e-6, 5e-6, 1e-2])
+    assert _target(1e-4, moons, 2, floor) == pytest.approx(0.05 * 5e-6)
+    # k = 3 inside a bunch near 1e-3 (gaps of 2e-6, a fiftieth of a percent of the
+    # eigenvalue): any split of the bunch is an answer, so tol stands.
+    bunch = 1.0 - np.array([0.0, 0.0, 1e-3, 1e-3 + 2e-6, 1e-3 + 4e-6, 2e-2])
+    assert _target(1e-4, bunch, 3, floor) == 1e-4
+    # A repeated eigenvalue at k, and no Ritz value beyond k: tol.
+    assert _target(1e-4, 1.0 - np.array([0.0, 0.0, 0.0]), 2, floor) == 1e-4
+    assert _target(1e-4, moons[:2], 2, floor) == 1e-4
+
+
+def test_k_inside_a_bunch_stops_at_tol_within_the_bunch(rng):
+    # Two unit eigenvalues of A, then six within 1e-5 of 1 - 1e-3: k = 4 splits that
+    # bunch. The span comes back inside the eigenspace of the two and the bunch, with
+    # Ritz values from the bunch.
+    n = 400
+    Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    bunch = 1.0 - 1e-3 - 2e-6 * np.arange(6)
+    mu = np.concatenate([[1.0, 1.0], bunch, np.linspace(0.95, -0.9, n - 8)])
+    A = sp.csr_matrix((Q * mu) @ Q.T)
+    theta, V, products, residuals = chebyshev_subspace(A, 4, tol=1e-4, random_state=0)
+    assert residuals.max() <= 1e-4
+    assert products <= 1000  # 4583 when the gap target applied inside the bunch
+    # Davis-Kahan: the sine is at most the block's residual over the gap to the rest
+    # of the spectrum (0.95 and below).
+    assert sin_angle(V, Q[:, :8]) <= np.linalg.norm(residuals) / (bunch[-1] - 0.95)
+    assert np.all((theta[2:] <= bunch[0] + 1e-7) & (theta[2:] >= bunch[-1] - 1e-7))
 
 
 def test_a_small_gap_after_k_is_resolved_beyond_tol(rng):
