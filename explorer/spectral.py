@@ -328,7 +328,8 @@ def partition_graph(
         others get label −1 (see :class:`SpectralClustering`, Notes).
     n_eigenpairs : int, optional
         With a fixed k, compute at least this many eigenpairs (to show the spectrum
-        beyond k); k-means still uses the first k.
+        beyond k); k-means still uses the first k. Ignored by
+        ``eigen_solver="components"``, which gives exactly k.
     n_components : int, optional
         The graph's components outside the isolated vertices, when known (from
         :attr:`explorer.Graph.stats`): at most k skips labelling them.
@@ -354,8 +355,9 @@ def partition_graph(
     Raises
     ------
     ValueError
-        `n_clusters` out of range, or a graph without any edge (from
-        :func:`explorer.spectral_embedding`).
+        `n_clusters` out of range, a graph without any edge (from
+        :func:`explorer.spectral_embedding`), or ``eigen_solver="components"`` with
+        ``n_clusters="auto"`` or on a graph without exactly k components.
     """
     rng = check_random_state(random_state)
     xp = array_module(csr)
@@ -380,8 +382,16 @@ def partition_graph(
         embedded, n_components, n_dropped = keep_largest_components(
             csr, n_clusters, isolated=isolated, n_components=n_components)
     n_kept -= n_dropped
+    if auto and eigen_solver == "components":
+        raise ValueError(
+            "eigen_solver='components' needs a fixed n_clusters (it gives exactly k "
+            "eigenpairs, no spectrum for the eigengap to read); with n_clusters='auto' use "
+            "another solver"
+        )
     if auto:
         m = auto_k_max(n_kept)
+    elif eigen_solver == "components":  # k eigenpairs, whatever n_eigenpairs asks
+        m = n_clusters
     else:
         m = min(n_kept, max(n_clusters, n_eigenpairs or 1))
     tol = EIGENGAP_TOL if auto and eigen_tol is None else eigen_tol

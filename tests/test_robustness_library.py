@@ -224,6 +224,9 @@ CASES = [
     Case("SpectralClustering.fit", "unknown eigen_solver", _sc(eigen_solver="arpack"), V,
          r"eigen_solver='arpack' is not allowed; use one of 'auto', 'dense', 'lanczos', "
          r"'lobpcg'"),
+    Case("SpectralClustering.fit", "eigen_solver='components' with n_clusters='auto'",
+         _sc(n_clusters="auto", eigen_solver="components"), V,
+         r"eigen_solver='components' needs a fixed n_clusters"),
     Case("SpectralClustering.fit", "eigen_tol = 0", _sc(eigen_tol=0), V,
          r"eigen_tol=0.0 is out of range; allowed: \(0.0, inf\]"),
     Case("SpectralClustering.fit", "eigen_max_iter = 0", _sc(eigen_max_iter=0), V,

@@ -310,3 +310,17 @@ def test_keep_largest_components_breaks_ties_by_first_vertex(on_gpu, rng):
     kept = kept.get() if on_gpu else kept
     assert (n_components, n_dropped) == (5, 5)
     np.testing.assert_array_equal(np.asarray(kept.sum(axis=1)).ravel() > 0, want)
+
+
+def test_components_solver_asked_for_by_name(rng):
+    X, y, params, k = shape("blobs", rng)
+    csr = build_graph(X, **params, backend="cpu").csr
+    # It gives exactly k eigenpairs, whatever n_eigenpairs asks for.
+    part = partition_graph(csr, k, n_eigenpairs=k + 3, eigen_solver="components")
+    assert part.embedding.solver == "components" and part.embedding.n_components == k
+    assert adjusted_rand_score(y, part.labels) >= 0.99
+    with pytest.raises(ValueError, match="eigen_solver='components' needs a fixed n_clusters"):
+        SpectralClustering("auto", **params, eigen_solver="components", backend="cpu").fit(X)
+    with pytest.raises(ValueError, match=f"needs exactly n_components={k + 1} connected "
+                       f"components among the non-isolated vertices, the graph has {k}"):
+        partition_graph(csr, k + 1, eigen_solver="components")

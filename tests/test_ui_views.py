@@ -93,6 +93,20 @@ def test_app_builds_page_and_bokeh_models(app):
     assert app.clusters.plot.object is not None  # the data, before any run
 
 
+def test_timings_say_why_no_solver_iterated(app):
+    _connect(app.state)
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))  # the defaults first
+    csr = sp.load_npz(app.export._graph())
+    isolated = int((np.asarray(csr.sum(axis=1)).ravel() == 0).sum())
+    k = sp.csgraph.connected_components(csr)[0] - isolated
+    r = app.state.run_state
+    _act(lambda: r.param.update(n_clusters=k, eigen_solver="components"))
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))
+    assert app.state.result is not None and app.state.result.solver == "components"
+    assert "exactly k connected components" in app.timings.table.object
+    assert "iterations —" in app.timings.table.object
+
+
 def test_run_button_runs_and_fills_every_view(app):
     _connect(app.state)
     _act(lambda: app.run_controls.button.param.trigger("clicks"))  # a click in the browser

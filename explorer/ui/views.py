@@ -404,11 +404,13 @@ class TimingsView(pn.viewable.Viewer):
         lines = ["| stage | seconds |", "| --- | ---: |"]
         lines += [f"| {k} | {v:.3f} |" for k, v in r.timings.items()]
         it = "—" if r.eigen_iterations is None else f"{r.eigen_iterations:,}"
+        why = (" (the clustered graph has exactly k connected components, whose indicators "
+               "are the eigenvectors: nothing to iterate)" if r.solver == "components" else "")
         lines += [
             "",
             f"**Backend**: {r.backend} — {r.backend_reason}  ",
             f"**Graph builder**: {r.method} — {r.method_reason}  ",
-            f"**Eigensolver**: {r.solver}, iterations {it}, largest residual "
+            f"**Eigensolver**: {r.solver}{why}, iterations {it}, largest residual "
             f"‖Av − μv‖ = {float(np.max(r.eigen_residuals)):.2e}",
         ]
         self.table.object = "\n".join(lines)
