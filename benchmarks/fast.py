@@ -190,7 +190,9 @@ def builder(spec):
 
 
 def run_shape(spec, repeats, bandwidth, rate):
-    """Our builder on one shape: median time, stages, nnz, floors; then the partition."""
+    """Our builder on one shape: median time, stages, nnz, floors; then the partition.
+
+    Returns the JSON record, the graph and the labels (for partitions into other k)."""
     X, y, params, gen_s = load_shape(spec)
     n, d = X.shape
     build = builder(spec)
@@ -205,7 +207,7 @@ def run_shape(spec, repeats, bandwidth, rate):
         default = run_default_partition(spec, csr, y, repeats)
     except Exception as exc:  # recorded; the Chebyshev figures stand
         default = {"error": f"{type(exc).__name__}: {exc}"}
-    return {
+    record = {
         "n": n, "d": d, "data": spec["data"], "params": spec["params"],
         "method": spec["method"], "build_s": med, "build_runs_s": times,
         "target_s": spec["target_s"], "meets_target": med <= spec["target_s"],
@@ -217,6 +219,7 @@ def run_shape(spec, repeats, bandwidth, rate):
         "partition": partition,
         "partition_default": default,
     }
+    return record, csr, y
 
 
 def run_paper_best(spec, repeats, ours_s, bandwidth):
@@ -239,10 +242,19 @@ def run_paper_best(spec, repeats, ours_s, bandwidth):
     return out
 
 
+def partition_scores(y, labels, seconds, target_s) -> dict:
+    """ARI / NMI of `labels` (-1: unclustered) against `y`, and the time against its
+    target (None: no target)."""
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+    return {"ari": float(adjusted_rand_score(y, labels)),
+            "nmi": float(normalized_mutual_info_score(y, labels)),
+            "target_s": target_s, "meets_target": seconds <= target_s if target_s else None}
+
+
 def run_partition(spec, csr, y, repeats, bandwidth, solver="chebyshev"):
     """spectral_embedding + KMeans on the unit rows of `csr`: times, scores, floors."""
     import cupy
-    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
     from explorer import KMeans, spectral_embedding
     from explorer._subspace import default_block
@@ -278,11 +290,7 @@ def run_partition(spec, csr, y, repeats, bandwidth, solver="chebyshev"):
         "eig_kmeans_s": total_s, "runs_s": runs, "eigen_iterations": emb.iterations,
         "eigen_stages_s": emb.timings, "max_residual": float(np.max(emb.residual_norms)),
         "eigenvalues": [float(v) for v in emb.eigenvalues], "kmeans_iterations": km.n_iter_,
-        "ari": float(adjusted_rand_score(y, labels)),
-        "nmi": float(normalized_mutual_info_score(y, labels)),
-        "target_s": spec["partition_target_s"],
-        "meets_target": (total_s <= spec["partition_target_s"]
-                         if spec["partition_target_s"] else None),
+        **partition_scores(y, labels, total_s, spec["partition_target_s"]),
     }
     if spec["paper_partition_3090_s"]:
         out["paper_3090_s"] = spec["paper_partition_3090_s"]
@@ -309,7 +317,6 @@ def run_default_partition(spec, csr, y, repeats):
     it after its graph: the components rule (counting them, here uncounted before), the
     solver "auto" picks, k-means. CUDA events around the whole call."""
     import cupy
-    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
     from explorer import partition_graph
 
@@ -330,16 +337,13 @@ def run_default_partition(spec, csr, y, repeats):
         runs.append(seconds)
     labels = cupy.asnumpy(part.labels).astype(np.int64)
     emb, total_s = part.clustered, statistics.median(runs)
-    target = spec["partition_target_s"]
     return {
         "solver": emb.solver, "k": k, "eig_kmeans_s": total_s, "runs_s": runs,
         "stages_host_clock_s": part.timings, "eigen_iterations": emb.iterations,
         "max_residual": float(np.max(emb.residual_norms)),
         "eigenvalues": [float(v) for v in emb.eigenvalues],
         "n_components": part.n_components, "n_dropped": part.n_dropped,
-        "ari": float(adjusted_rand_score(y, labels)),
-        "nmi": float(normalized_mutual_info_score(y, labels)),
-        "target_s": target, "meets_target": total_s <= target if target else None,
+        **partition_scores(y, labels, total_s, spec["partition_target_s"]),
     }
 
 
@@ -481,9 +485,11 @@ def main(argv=None) -> int:
 
     # Our builders on every shape first, then the (much slower) paper methods.
     for name in args.shapes:
+        csr = y = None
         try:
-            res = run_shape(SHAPES[name], args.repeats, doc["memory_bandwidth_GBps"] * 1e9,
-                            doc["gemm_fp16_TFLOPs"] * 1e12)
+            res, csr, y = run_shape(SHAPES[name], args.repeats,
+                                    doc["memory_bandwidth_GBps"] * 1e9,
+                                    doc["gemm_fp16_TFLOPs"] * 1e12)
         except Exception as exc:  # recorded; the other shapes still run
             res = {"error": f"{type(exc).__name__}: {exc}"}
         cupy.get_default_memory_pool().free_all_blocks()
@@ -503,20 +509,19 @@ def main(argv=None) -> int:
             f"ERROR {default['error']}" if "error" in default else
             f"{default['solver']} (components {default['n_components']}) "
             f"{default['eig_kmeans_s'] * 1e3:.1f} ms, ARI {default['ari']:.3f}"), flush=True)
-        for k in args.k_sweep:
+        for k in args.k_sweep:  # the same graph into k clusters
             spec = {**SHAPES[name], "k": k, "partition_target_s": None,
                     "paper_partition_3090_s": None}
             try:
-                X, y, params, _ = load_shape(spec)
-                part = run_partition(spec, builder(spec)(X, params)[0], y, args.repeats,
+                part = run_partition(spec, csr, y, args.repeats,
                                      doc["memory_bandwidth_GBps"] * 1e9)
-                del X, y
             except Exception as exc:  # recorded; the other figures stand
                 part = {"error": f"{type(exc).__name__}: {exc}"}
-            cupy.get_default_memory_pool().free_all_blocks()
             res.setdefault("partition_by_k", {})[str(k)] = part
             save()
             print_partition(f"{name} k={k}", part)
+        del csr, y
+        cupy.get_default_memory_pool().free_all_blocks()
     for name in args.shapes:
         spec, res = SHAPES[name], doc["shapes"][name]
         if "paper_best" not in spec or "error" in res:

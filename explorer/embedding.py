@@ -39,6 +39,7 @@ from ._csr import (
     with_values,
 )
 from ._validation import check_choice, check_float, check_int
+from .graph._components import component_labels
 
 SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "chebyshev", "components")
 
@@ -647,8 +648,6 @@ def _solve_components(A, k, degree, xp):
     """The eigenpairs of eigenvalue 1 of A when it has exactly k connected components:
     V's column c is D^1/2 times the indicator of component c (components in order of
     their first vertex), exact whatever the gap to the next eigenvalue."""
-    from .graph._components import component_labels
-
     found, column = xp.unique(component_labels(A), return_inverse=True)
     n_found = int(found.shape[0])
     if n_found != k:

@@ -365,6 +365,12 @@ def partition_graph(
     auto = n_clusters == "auto"
     if not auto:
         n_clusters = check_int(n_clusters, "n_clusters", low=1)
+    elif eigen_solver == "components":
+        raise ValueError(
+            "eigen_solver='components' needs a fixed n_clusters (it gives exactly k "
+            "eigenpairs, no spectrum for the eigengap to read); with n_clusters='auto' use "
+            "another solver"
+        )
     n_eigenpairs = check_int(n_eigenpairs, "n_eigenpairs", low=1, allow_none=True)
     isolated = isolated_vertices(csr) if isolated is None else isolated
     n_kept = n - int(xp.count_nonzero(isolated))
@@ -382,12 +388,6 @@ def partition_graph(
         embedded, n_components, n_dropped = keep_largest_components(
             csr, n_clusters, isolated=isolated, n_components=n_components)
     n_kept -= n_dropped
-    if auto and eigen_solver == "components":
-        raise ValueError(
-            "eigen_solver='components' needs a fixed n_clusters (it gives exactly k "
-            "eigenpairs, no spectrum for the eigengap to read); with n_clusters='auto' use "
-            "another solver"
-        )
     if auto:
         m = auto_k_max(n_kept)
     elif eigen_solver == "components":  # k eigenpairs, whatever n_eigenpairs asks
