@@ -39,7 +39,7 @@ from ._csr import (
     with_values,
 )
 from ._validation import check_choice, check_float, check_int
-from .graph._components import component_labels
+from .components import component_labels
 
 SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "chebyshev", "components")
 

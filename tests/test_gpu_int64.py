@@ -26,8 +26,10 @@ from test_int64 import RULE, clustered_points, widen  # noqa: E402
 
 from explorer import SpectralClustering, _csr, _subspace, build_graph, embedding  # noqa: E402
 from explorer._backend import resolve_backend  # noqa: E402
+from explorer._csr import csr_from_arrays  # noqa: E402
+from explorer.components import count_components  # noqa: E402
 from explorer.embedding import spectral_embedding  # noqa: E402
-from explorer.graph import _dispatch, _gpu  # noqa: E402
+from explorer.graph import _dispatch  # noqa: E402
 from explorer.metrics import adjusted_rand_score  # noqa: E402
 from explorer.ui._export import map_graph_npz, save_graph_npz  # noqa: E402
 
@@ -64,8 +66,9 @@ def test_int64_components_in_row_blocks_equal_scipy(block, rng):
     host.sum_duplicates()
     want = scipy_components(host, directed=False)[0]
     assert np.diff(host.indptr).max() > 1  # rows longer than block=1
-    got = _gpu.count_components(n, cupy.asarray(host.indptr.astype(np.int64)),
-                                cupy.asarray(host.indices.astype(np.int64)), block=block)
+    int64 = csr_from_arrays(cupy.asarray(host.data), cupy.asarray(host.indices.astype(np.int64)),
+                            cupy.asarray(host.indptr.astype(np.int64)), (n, n), canonical=True)
+    got = count_components(int64, block=block)
     assert got == want
 
 
