@@ -257,7 +257,7 @@ def run_partition(spec, csr, y, repeats, bandwidth, solver="chebyshev"):
     import cupy
 
     from explorer import KMeans, spectral_embedding
-    from explorer._subspace import default_block
+    from explorer.embedding.chebyshev import default_block
 
     k, n = spec["k"], csr.shape[0]
 
