@@ -11,16 +11,16 @@ median of ``--repeats`` reported with every run. ARI and NMI against the data se
 (isolated vertices get label -1), and the float64 residual norms of what each solver
 returned.
 
-Variants: ``chebyshev`` (explorer._subspace at its default tolerance; on the GPU float32
-with the row-major block), ``chebyshev-col`` (GPU: column-major block), ``chebyshev-1e-5``
-(tighter tolerance); ``lobpcg`` (explorer.embedding's own LOBPCG, what ``solver="auto"``
-runs), ``lanczos`` (explorer.embedding's: ``cupyx``/``scipy`` ``eigsh``), ``lobpcg-cupyx``
+Variants: ``chebyshev`` (explorer.embedding.chebyshev at its default tolerance; on the GPU
+float32 with the row-major block), ``chebyshev-col`` (GPU: column-major block),
+``chebyshev-1e-5`` (tighter tolerance); ``lobpcg`` (explorer.embedding.lobpcg, our own
+LOBPCG), ``lanczos`` (explorer.embedding.lanczos: ``cupyx``/``scipy`` ``eigsh``), ``lobpcg-cupyx``
 / ``lobpcg-scipy`` (the library LOBPCG, block k + 2, started like ours). The baselines run
 at the tolerance of benchmarks/paper_tables.py (1e-3 on Syn1M, 1e-4 on Syn5M). Past
 ``--budget`` seconds a baseline's remaining repeats are skipped (recorded as such).
 
-The solvers are called below the public API on purpose (``explorer.embedding``'s and
-``explorer._subspace``'s own functions on one A formed once): the variants compared
+The solvers are called below ``spectral_embedding`` on purpose (the public functions of
+the solver modules of ``explorer.embedding`` on one A formed once): the variants compared
 here — block layouts, the library LOBPCG, a Lanczos the default never picks — are not
 choices ``spectral_embedding`` offers, and forming A per variant would blur the solve
 times.
@@ -107,15 +107,18 @@ class Clock:
 
 def variants(xp, gpu: bool):
     """(label, solver callable, tolerance or None for the shape's baseline tolerance)."""
-    from explorer import _subspace, embedding
+    from explorer.embedding import chebyshev as cheb
+    from explorer.embedding.lanczos import lanczos_eigenpairs
+    from explorer.embedding.linalg import sparse_linalg
+    from explorer.embedding.lobpcg import DEFAULT_MAX_ITER, lobpcg_eigenpairs
 
-    sl = embedding._linalg_module(xp)
+    sl = sparse_linalg(xp)
     dtype = None  # the solver's default: float32 on the GPU, float64 on the CPU
 
     def chebyshev(layout, dtype=dtype):
         def solve(A, k, degree, tol, seed):
             checks = []
-            mu, V, products, _ = _subspace.chebyshev_subspace(
+            mu, V, products, _ = cheb.chebyshev_subspace(
                 A, k, tol=tol, random_state=seed, layout=layout, dtype=dtype,
                 callback=lambda *a: checks.append(a[0]))
             return xp.asarray(mu), V, {"products": products, "checks": len(checks)}
@@ -123,12 +126,11 @@ def variants(xp, gpu: bool):
 
     def lobpcg(A, k, degree, tol, seed):
         rng = np.random.RandomState(seed)
-        mu, V, it = embedding._solve_lobpcg(A, k, degree, tol, embedding.DEFAULT_LOBPCG_MAX_ITER,
-                                            rng, xp)
+        mu, V, it = lobpcg_eigenpairs(A, k, degree, tol, DEFAULT_MAX_ITER, rng, xp)
         return mu, V, {"iterations": it}
 
     def lanczos(A, k, degree, tol, seed):
-        mu, V, products = embedding._solve_lanczos(A, k, tol, None, np.random.RandomState(seed), xp)
+        mu, V, products = lanczos_eigenpairs(A, k, tol, None, np.random.RandomState(seed), xp)
         return mu, V, {"products": products}
 
     def library_lobpcg(A, k, degree, tol, seed):
@@ -140,11 +142,11 @@ def variants(xp, gpu: bool):
         order = xp.argsort(-mu)[:k]
         return mu[order], V[:, order], {"maxiter": 300}
 
-    out = [("chebyshev", chebyshev("row"), _subspace.DEFAULT_TOL)]
+    out = [("chebyshev", chebyshev("row"), cheb.DEFAULT_TOL)]
     if gpu:
-        out.append(("chebyshev-col", chebyshev("col"), _subspace.DEFAULT_TOL))
+        out.append(("chebyshev-col", chebyshev("col"), cheb.DEFAULT_TOL))
     else:
-        out.append(("chebyshev-float32", chebyshev("row", "float32"), _subspace.DEFAULT_TOL))
+        out.append(("chebyshev-float32", chebyshev("row", "float32"), cheb.DEFAULT_TOL))
     out += [
         ("chebyshev-1e-5", chebyshev("row"), 1e-5),
         ("lobpcg", lobpcg, None),
@@ -173,28 +175,28 @@ def load_shape(name, backend):
 
 
 def laplacian(csr, xp):
-    """A = D^-1/2 S D^-1/2 on the non-isolated vertices (explorer.embedding's steps)."""
-    from explorer import embedding
+    """A = D^-1/2 S D^-1/2 on the non-isolated vertices (explorer.embedding.laplacian)."""
     from explorer._csr import row_sums
+    from explorer.embedding import laplacian
 
     S = csr.astype(xp.float64)
     degree = row_sums(S, xp)
     keep = xp.flatnonzero(degree > 0)
     if int(keep.shape[0]) < S.shape[0]:
-        S = embedding._submatrix(S, keep, xp)
+        S = laplacian.submatrix(S, keep, xp)
         degree = degree[keep]
     dinv = 1.0 / xp.sqrt(degree)
-    return embedding._scale_symmetric(S, dinv, xp), degree, dinv, keep
+    return laplacian.scale_symmetric(S, dinv, xp), degree, dinv, keep
 
 
 def product_times(A, xp, clock, gpu):
     """Milliseconds of one A @ Y (b = 8) per precision and layout: the unit of work."""
-    from explorer import _subspace
+    from explorer.embedding.chebyshev import ChebyshevBlock
 
     out = {}
     for dtype in ("float32", "float64"):
         for layout in ("row", "col") if gpu else ("row",):
-            ops = _subspace._Block(A, xp, np.dtype(dtype), layout, 0)
+            ops = ChebyshevBlock(A, xp, np.dtype(dtype), layout, 0)
             Y = ops.random(A.shape[0], 8)
             ops.product(Y)
             runs = []
@@ -209,13 +211,13 @@ def product_times(A, xp, clock, gpu):
 
 
 def one_run(solve, A, k, degree, dinv, tol, clock, xp):
-    from explorer import embedding
+    from explorer.embedding.linalg import unit_rows
     from explorer.kmeans import KMeans
 
     a = clock.mark()
     mu, V, info = solve(A, k, degree, tol, 0)
     b = clock.mark()
-    U = embedding._unit_rows(V * dinv[:, None], xp)
+    U = unit_rows(V * dinv[:, None], xp)
     labels = KMeans(n_clusters=k, random_state=0).fit(U).labels_
     c = clock.mark()
     return clock.between(a, b), clock.between(b, c), (mu, V, labels, info)

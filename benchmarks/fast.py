@@ -257,7 +257,7 @@ def run_partition(spec, csr, y, repeats, bandwidth, solver="chebyshev"):
     import cupy
 
     from explorer import KMeans, spectral_embedding
-    from explorer._subspace import default_block
+    from explorer.embedding.chebyshev import default_block
 
     k, n = spec["k"], csr.shape[0]
 
@@ -370,7 +370,7 @@ def kmeans_alone(repeats, bandwidth):
 
     from explorer import KMeans
     from explorer._backend import chunk_rows
-    from explorer.kmeans import _assign, _assign_products
+    from explorer.kmeans import assign_nearest, assign_nearest_by_products
 
     rng = cupy.random.RandomState(0)
     out = {}
@@ -388,7 +388,7 @@ def kmeans_alone(repeats, bandwidth):
         x_sq = (X * X).sum(axis=1)
         C = X[:k].astype(cupy.float64)
         chunk = chunk_rows(cupy, max(k, d))
-        step = median_time(lambda X=X, x_sq=x_sq, C=C, chunk=chunk: _assign(
+        step = median_time(lambda X=X, x_sq=x_sq, C=C, chunk=chunk: assign_nearest(
             X, x_sq, C, chunk, cupy, want_sums=True), repeats)
         fit = median_time(lambda X=X, k=k, n_init=n_init, max_iter=max_iter: KMeans(
             k, n_init=n_init, max_iter=max_iter, random_state=0).fit(X), repeats)
@@ -406,8 +406,9 @@ def kmeans_alone(repeats, bandwidth):
                 X, x_sq, C, want_sums=True), repeats)[0]
         both["gemm"] = median_time(lambda X=X, x_sq=x_sq, C=C, chunk=chunk: gemm_step(
             X, x_sq, C, want_sums=True, chunk=chunk), repeats)[0]
-        both["products"] = median_time(lambda X=X, x_sq=x_sq, C=C, chunk=chunk: _assign_products(
-            X, x_sq, C, chunk, cupy, want_sums=True), repeats)[0]
+        both["products"] = median_time(
+            lambda X=X, x_sq=x_sq, C=C, chunk=chunk: assign_nearest_by_products(
+                X, x_sq, C, chunk, cupy, want_sums=True), repeats)[0]
         name = f"n{n}_d{d}_k{k}"
         out[name] = {
             "n": n, "d": d, "k": k, "n_init": n_init, "max_iter": max_iter,

@@ -202,7 +202,7 @@ class KMeans(ClusterMixin, BaseEstimator):
         Xc, shift, _ = _centre(X, C.mean(axis=0))
         x_sq = _row_sq_norms(Xc, xp)
         chunk = chunk_rows(xp, max(C.shape[0], d))
-        labels, _, _ = _assign(Xc, x_sq, C - shift, chunk, xp, want_sums=False)
+        labels, _, _ = assign_nearest(Xc, x_sq, C - shift, chunk, xp, want_sums=False)
         return labels
 
     def fit_predict(self, X, y=None):
@@ -340,8 +340,8 @@ def _oversample(X, x_sq, k, rng, xp):
         if chosen.size == 0:
             continue
         new = X[chosen].astype(xp.float64)
-        _, dist, _ = _assign(X, x_sq, new, chunk_rows(xp, max(len(chosen), d)), xp,
-                             want_sums=False)
+        _, dist, _ = assign_nearest(X, x_sq, new, chunk_rows(xp, max(len(chosen), d)), xp,
+                                    want_sums=False)
         closest = xp.minimum(closest, dist)
         picked.append(chosen)
     index = xp.concatenate(picked)
@@ -352,8 +352,8 @@ def _oversample(X, x_sq, k, rng, xp):
         index = xp.concatenate([index, farthest])
     m = index.shape[0]
     candidates = X[index]
-    labels, _, _ = _assign(X, x_sq, candidates.astype(xp.float64),
-                           chunk_rows(xp, max(m, d)), xp, want_sums=False)
+    labels, _, _ = assign_nearest(X, x_sq, candidates.astype(xp.float64),
+                                  chunk_rows(xp, max(m, d)), xp, want_sums=False)
     weights = xp.bincount(labels, minlength=m).astype(xp.float64)
     if m * (d + 2 + np.log(k)) <= HOST_REDUCTION_MAX_WORK:
         candidates, weights = to_numpy(candidates), to_numpy(weights)
@@ -361,9 +361,43 @@ def _oversample(X, x_sq, k, rng, xp):
     return candidates, _row_sq_norms(candidates, cm), weights
 
 
-def _assign(X, x_sq, centers, chunk, xp, *, want_sums):
+def assign_nearest(X, x_sq, centers, chunk, xp, *, want_sums):
     """Nearest centre of every row, its squared distance, and (optionally) the float64
-    per-cluster sums of the rows with their counts as a last column."""
+    per-cluster sums of the rows with their counts as a last column.
+
+    The assignment step of Lloyd's algorithm (and, with `want_sums`, the sums of the
+    update step), on X's device.
+
+    Parameters
+    ----------
+    X : float32 ndarray of shape (n, d)
+        The (centred) rows, NumPy or CuPy.
+    x_sq : float32 ndarray of shape (n,)
+        Squared norms of the rows of X.
+    centers : float64 ndarray of shape (k, d)
+        On X's device.
+    chunk : int
+        Rows per matrix product (:func:`explorer._backend.chunk_rows`).
+    xp : module
+        The array module of X.
+    want_sums : bool
+        Also return the per-cluster sums.
+
+    Returns
+    -------
+    labels : int32 ndarray of shape (n,)
+    min_sqdist : float32 ndarray of shape (n,)
+        Squared distance of each row to its centre, clipped at 0.
+    sums : float64 ndarray of shape (k, d + 1) or None
+        Per-cluster sums of the rows, their counts in the last column; None without
+        `want_sums`.
+
+    Notes
+    -----
+    On the GPU, one fused kernel pass with the centres in registers where that pays
+    (``explorer.kernels.kmeans.fused_step_pays``), else the GEMM path's kernels
+    (``gemm_step``); on the CPU :func:`assign_nearest_by_products`.
+    """
     n, d = X.shape
     k = centers.shape[0]
     if xp is not np:
@@ -372,12 +406,22 @@ def _assign(X, x_sq, centers, chunk, xp, *, want_sums):
         if fused_step_pays(k, d):  # one pass over the rows, centres in registers
             return kmeans_step(X, x_sq, centers, want_sums=want_sums)
         return gemm_step(X, x_sq, centers, want_sums=want_sums, chunk=chunk)
-    return _assign_products(X, x_sq, centers, chunk, xp, want_sums=want_sums)
+    return assign_nearest_by_products(X, x_sq, centers, chunk, xp, want_sums=want_sums)
 
 
-def _assign_products(X, x_sq, centers, chunk, xp, *, want_sums):
-    """:func:`_assign` by matrix products, a chunk of rows at a time (the CPU's way;
-    the GPU's is ``kernels.kmeans.gemm_step``, the same arithmetic in three kernels)."""
+def assign_nearest_by_products(X, x_sq, centers, chunk, xp, *, want_sums):
+    """:func:`assign_nearest` by matrix products, a chunk of rows at a time.
+
+    Same parameters and returns as :func:`assign_nearest`, on NumPy or CuPy.
+
+    Notes
+    -----
+    The CPU's way; the GPU's is ``explorer.kernels.kmeans.gemm_step``, the same
+    arithmetic in three kernels. ``argmin_c ||x - c||²`` is taken as ``argmin_c (||c||²
+    - 2 x·c)`` in float32, ``||x||²`` added to the winning entry only; the sums are a
+    one-hot matrix times each chunk of rows, accumulated in float64 (the accurate
+    update of papers/004).
+    """
     n, d = X.shape
     k = centers.shape[0]
     # argmin_c ||x - c||^2 = argmin_c (||c||^2 - 2 x·c): ||x||^2 is added to the
@@ -420,7 +464,7 @@ def _lloyd(X, x_sq, centers, max_iter, tol, chunk, xp):
     n_iter = 0
     while n_iter < max_iter:
         n_iter += 1
-        labels, mind, sums = _assign(X, x_sq, centers, chunk, xp, want_sums=True)
+        labels, mind, sums = assign_nearest(X, x_sq, centers, chunk, xp, want_sums=True)
         counts = sums[:, -1]
         empty = counts == 0
         # Both counts in one transfer: each host round trip is a visible share of a
@@ -437,7 +481,7 @@ def _lloyd(X, x_sq, centers, max_iter, tol, chunk, xp):
         if changed <= tol * n:
             break
     if not consistent:
-        labels, _, _ = _assign(X, x_sq, centers, chunk, xp, want_sums=False)
+        labels, _, _ = assign_nearest(X, x_sq, centers, chunk, xp, want_sums=False)
     return centers, labels, _inertia(X, centers, labels, chunk, xp), n_iter
 
 

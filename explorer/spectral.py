@@ -14,6 +14,7 @@ from sklearn.utils import check_random_state
 
 from ._backend import array_module, resolve_backend, to_numpy
 from ._validation import check_choice, check_float, check_int
+from .components import components_besides_isolated, keep_largest_components
 from .embedding import (
     EIGENGAP_TOL,
     SOLVERS,
@@ -24,7 +25,6 @@ from .embedding import (
     spectral_embedding,
 )
 from .graph import GraphParams, build_graph
-from .graph._components import components_besides_isolated, keep_largest_components
 from .kmeans import KMeans
 
 

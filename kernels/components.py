@@ -1,4 +1,6 @@
-"""Launcher of the device connected components (``components.cu``)."""
+"""Launchers of the device connected components (``components.cu``): union-find by
+hooking each edge's endpoints into one parent array, then flattening every vertex
+onto its root."""
 
 from __future__ import annotations
 
@@ -7,8 +9,24 @@ import numpy as np
 from ._launch import launch
 
 #: One warp per row, 8 rows per block (hook); 256 threads per block (flatten).
-_HOOK_BLOCK = (32, 8)
-_FLAT_BLOCK = 256
+HOOK_BLOCK = (32, 8)
+FLAT_BLOCK = 256
+
+
+def hook(n: int, indptr, indices, parent) -> None:
+    """Hook the endpoints of every edge of CSR `indptr`, `indices` (int32) into `parent`
+    (int32, one entry per vertex), in place. Rows may be empty: a row block of a larger
+    graph is hooked with offsets rebased to the block."""
+    bx, by = HOOK_BLOCK
+    launch("components", "cc_hook", (), (-(-n // by),), (bx, by),
+           (np.int32(n), indptr, indices, parent))
+
+
+def flatten(n: int, parent) -> None:
+    """``parent[i]`` <- the root of i, in place: afterwards the roots are exactly the i
+    with ``parent[i] == i``."""
+    launch("components", "cc_flatten", (), (-(-n // FLAT_BLOCK),), (FLAT_BLOCK,),
+           (np.int32(n), parent))
 
 
 def component_labels(n: int, indptr, indices):
@@ -22,17 +40,6 @@ def component_labels(n: int, indptr, indices):
     parent = cupy.arange(n, dtype=cupy.int32)
     if n == 0:
         return parent
-    bx, by = _HOOK_BLOCK
-    launch("components", "cc_hook", (), (-(-n // by),), (bx, by),
-           (np.int32(n), indptr, indices, parent))
-    launch("components", "cc_flatten", (), (-(-n // _FLAT_BLOCK),), (_FLAT_BLOCK,),
-           (np.int32(n), parent))
+    hook(n, indptr, indices, parent)
+    flatten(n, parent)
     return parent
-
-
-def count_components(n: int, indptr, indices) -> int:
-    """Number of connected components (isolated vertices count as components)."""
-    import cupy
-
-    labels = component_labels(n, indptr, indices)
-    return int(cupy.count_nonzero(labels == cupy.arange(n, dtype=cupy.int32)))

@@ -8,8 +8,8 @@ one of two ways:
   :data:`FUSED_MAX_KD`), and for any k that fits when d <= :data:`FUSED_ANY_K_MAX_D`.
 - :func:`gemm_step`: the cross terms by cuBLAS a block of rows at a time, then one
   kernel for the nearest centres and one for the sums. The CPU's code run on CuPy
-  (``explorer.kmeans._assign_products``: argmin, gather, a float64 copy of the data
-  and a sparse product, about fifteen kernels per block) takes 24.4 ms at
+  (``explorer.kmeans.assign_nearest_by_products``: argmin, gather, a float64 copy of the
+  data and a sparse product, about fifteen kernels per block) takes 24.4 ms at
   n = 5·10⁶, k = d = 64 on an H200, this path 3.8 ms (benchmarks/results/fast.json).
 
 :func:`squared_error` is the inertia in float64 in one pass.

@@ -237,7 +237,7 @@ def test_iterative_solvers_leave_isolated_vertices_out(solver, rng):
 def test_the_matrix_without_isolated_vertices(stored_zero, rng):
     # Both ways of forming it: renumbering the columns when the dropped rows store
     # nothing, compacting when an explicit zero is stored in a dropped row or column.
-    from explorer import embedding
+    from explorer.embedding import laplacian
 
     csr, truth = blob_graph(rng, [150, 120], n_isolated=6)
     iso = np.flatnonzero(truth == -1)
@@ -253,7 +253,7 @@ def test_the_matrix_without_isolated_vertices(stored_zero, rng):
     if stored_zero:
         assert S.nnz > np.count_nonzero(S.toarray())  # the zero is stored
     keep = np.flatnonzero(truth >= 0)
-    sub = embedding._submatrix(S.astype(np.float64), keep, np)
+    sub = laplacian.submatrix(S.astype(np.float64), keep, np)
     assert sub.shape == (keep.size, keep.size) and sub.has_canonical_format
     np.testing.assert_array_equal(sub.toarray(), S.toarray()[np.ix_(keep, keep)])
     assert sub.nnz == np.count_nonzero(S.toarray()[np.ix_(keep, keep)])

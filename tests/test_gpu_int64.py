@@ -24,10 +24,13 @@ cupy = pytest.importorskip("cupy")
 
 from test_int64 import RULE, clustered_points, widen  # noqa: E402
 
-from explorer import SpectralClustering, _csr, _subspace, build_graph, embedding  # noqa: E402
+from explorer import SpectralClustering, _csr, build_graph  # noqa: E402
 from explorer._backend import resolve_backend  # noqa: E402
-from explorer.embedding import spectral_embedding  # noqa: E402
-from explorer.graph import _dispatch, _gpu  # noqa: E402
+from explorer._csr import csr_from_arrays  # noqa: E402
+from explorer.components import count_components  # noqa: E402
+from explorer.embedding import laplacian, spectral_embedding  # noqa: E402
+from explorer.embedding.chebyshev import ChebyshevBlock  # noqa: E402
+from explorer.graph import _dispatch  # noqa: E402
 from explorer.metrics import adjusted_rand_score  # noqa: E402
 from explorer.ui._export import map_graph_npz, save_graph_npz  # noqa: E402
 
@@ -64,8 +67,9 @@ def test_int64_components_in_row_blocks_equal_scipy(block, rng):
     host.sum_duplicates()
     want = scipy_components(host, directed=False)[0]
     assert np.diff(host.indptr).max() > 1  # rows longer than block=1
-    got = _gpu.count_components(n, cupy.asarray(host.indptr.astype(np.int64)),
-                                cupy.asarray(host.indices.astype(np.int64)), block=block)
+    int64 = csr_from_arrays(cupy.asarray(host.data), cupy.asarray(host.indices.astype(np.int64)),
+                            cupy.asarray(host.indptr.astype(np.int64)), (n, n), canonical=True)
+    got = count_components(int64, block=block)
     assert got == want
 
 
@@ -92,21 +96,21 @@ def test_embedding_of_an_int64_gpu_graph_equals_int32(solver, tol, graph, monkey
     csr32, csr64, _ = graph
     want = spectral_embedding(csr32, 3, solver=solver, tol=tol, random_state=0)
     seen = []
-    block_init = _subspace._Block.__init__
+    block_init = ChebyshevBlock.__init__
 
     def init(self, A, *args):
         block_init(self, A, *args)
         seen.extend([self.A.indices.dtype, self.A64.indices.dtype])
 
-    scale = embedding._scale_symmetric
+    scale = laplacian.scale_symmetric
 
     def scale_spy(*args, **kwargs):
         out = scale(*args, **kwargs)
         seen.extend([out.indices.dtype, out.indptr.dtype])
         return out
 
-    monkeypatch.setattr(_subspace._Block, "__init__", init)
-    monkeypatch.setattr(embedding, "_scale_symmetric", scale_spy)
+    monkeypatch.setattr(ChebyshevBlock, "__init__", init)
+    monkeypatch.setattr(laplacian, "scale_symmetric", scale_spy)
     # Blocks of 50 entries: the block passes run many times on the device; products
     # in slabs of 400 entries, as past 2**30 (one cuSPARSE SpMV failed at 2.2·10⁹).
     monkeypatch.setattr(_csr, "ENTRY_BLOCK", 50)

@@ -19,10 +19,11 @@ import pytest
 import scipy.sparse as sp
 
 import explorer.spectral
-from explorer import SpectralClustering, _csr, _subspace, build_graph, embedding
+from explorer import SpectralClustering, _csr, build_graph
 from explorer._backend import array_module, resolve_backend
 from explorer._csr import cast_values, csr_from_arrays, with_values
-from explorer.embedding import isolated_vertices, spectral_embedding
+from explorer.embedding import isolated_vertices, laplacian, spectral_embedding
+from explorer.embedding.chebyshev import ChebyshevBlock
 from explorer.graph import _dispatch
 from explorer.graph._stats import csr_bytes, stats_from_counts
 from explorer.ui._export import graph_npz, map_graph_npz, save_graph_npz
@@ -74,18 +75,18 @@ def spy_dtypes(monkeypatch):
             seen.append((name, out.indices.dtype, out.indptr.dtype))
             return out
 
-        monkeypatch.setattr(embedding, name, wrapper)
+        monkeypatch.setattr(laplacian, name, wrapper)
 
-    spy("_submatrix", embedding._submatrix)
-    spy("_scale_symmetric", embedding._scale_symmetric)
-    block_init = _subspace._Block.__init__
+    spy("submatrix", laplacian.submatrix)
+    spy("scale_symmetric", laplacian.scale_symmetric)
+    block_init = ChebyshevBlock.__init__
 
     def init(self, A, *args):
         block_init(self, A, *args)
-        seen.append(("_Block.A", self.A.indices.dtype, self.A.indptr.dtype))
-        seen.append(("_Block.A64", self.A64.indices.dtype, self.A64.indptr.dtype))
+        seen.append(("ChebyshevBlock.A", self.A.indices.dtype, self.A.indptr.dtype))
+        seen.append(("ChebyshevBlock.A64", self.A64.indices.dtype, self.A64.indptr.dtype))
 
-    monkeypatch.setattr(_subspace._Block, "__init__", init)
+    monkeypatch.setattr(ChebyshevBlock, "__init__", init)
     return seen
 
 
@@ -154,9 +155,9 @@ def test_embedding_of_an_int64_graph_equals_int32(solver, graph, spy_dtypes):
     assert_same_embedding(got, want)
     assert int(np.count_nonzero(got.isolated)) == 4
     names = {name for name, _, _ in spy_dtypes}
-    assert {"_submatrix", "_scale_symmetric"} <= names
+    assert {"submatrix", "scale_symmetric"} <= names
     if solver == "chebyshev":
-        assert {"_Block.A", "_Block.A64"} <= names
+        assert {"ChebyshevBlock.A", "ChebyshevBlock.A64"} <= names
     assert all(i == p == np.int64 for _, i, p in spy_dtypes), spy_dtypes
     assert csr64.indices.dtype == np.int64 and csr64.dtype == np.float32  # not modified
 
@@ -171,17 +172,17 @@ def test_blockwise_passes_equal_whole_matrix_passes(graph, monkeypatch):
 
     S = with_values(csr64, csr64.data.astype(np.float64))
     keep = np.flatnonzero(~isolated_vertices(csr64))
-    sub = embedding._submatrix(S, keep, np)
+    sub = laplacian.submatrix(S, keep, np)
     dense = csr32.toarray().astype(np.float64)[np.ix_(keep, keep)]
     np.testing.assert_array_equal(sub.toarray(), dense)
     assert sub.indices.dtype == sub.indptr.dtype == np.int64
     assert sub.has_canonical_format and sub.nnz == np.count_nonzero(dense)
     dinv = 1.0 / np.sqrt(dense.sum(axis=1))
-    A = embedding._scale_symmetric(sub, dinv, np)
+    A = laplacian.scale_symmetric(sub, dinv, np)
     assert A.indices is sub.indices and A.data is not sub.data
     np.testing.assert_allclose(A.toarray(), dense * dinv[:, None] * dinv[None, :], rtol=1e-15)
     before = sub.data.copy()
-    B = embedding._scale_symmetric(sub, dinv, np, inplace=True)
+    B = laplacian.scale_symmetric(sub, dinv, np, inplace=True)
     assert B is sub and not np.array_equal(sub.data, before)
     np.testing.assert_array_equal(B.data, A.data)
 
@@ -198,7 +199,7 @@ def test_a_non_canonical_int64_matrix_is_summed_on_a_copy(graph):
     messy = csr_from_arrays(data, indices, indptr, csr32.shape, canonical=False)
     assert not messy.has_canonical_format
     kept = (messy.data.copy(), messy.indices.copy(), messy.indptr.copy())
-    checked = embedding._check_affinity(messy)
+    checked = laplacian.check_affinity(messy)
     assert checked.has_canonical_format and checked.indices.dtype == np.int64
     np.testing.assert_allclose(checked.toarray(), csr32.toarray(), rtol=1e-6)
     for before, after in zip(kept, (messy.data, messy.indices, messy.indptr), strict=True):

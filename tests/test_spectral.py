@@ -269,8 +269,8 @@ def test_numpy_in_numpy_out_on_the_gpu(rng):
 
 
 def test_keep_largest_components_finds_isolated_points_itself_and_trusts_a_count(rng):
+    from explorer.components import keep_largest_components
     from explorer.embedding import isolated_vertices
-    from explorer.graph._components import keep_largest_components
 
     X = np.vstack([rng.uniform(0, 1, (300, 2)), rng.uniform(5, 6, (200, 2)),
                    [[50, 50], [50, 50.01], [90, 90]]]).astype(np.float32)
@@ -286,7 +286,7 @@ def test_keep_largest_components_finds_isolated_points_itself_and_trusts_a_count
 
 @pytest.mark.parametrize("on_gpu", [False, pytest.param(True, marks=pytest.mark.gpu)])
 def test_keep_largest_components_breaks_ties_by_first_vertex(on_gpu, rng):
-    from explorer.graph._components import keep_largest_components
+    from explorer.components import keep_largest_components
 
     # Components of 5, 3, 3, 3 and 2 vertices (paths) on shuffled vertex ids: with k = 3
     # the 5 and the two 3s whose smallest vertex comes first are kept.

@@ -12,12 +12,11 @@ import time
 from collections.abc import Mapping
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from .._backend import Backend, resolve_backend, to_numpy
 from .._csr import row_sums
 from .._validation import check_data, check_float, check_int
+from ..components import count_components
 from . import _cpu
 from ._params import GraphParams
 from ._stats import stats_from_counts
@@ -307,21 +306,8 @@ def _stats_of_csr(csr, be: Backend, hypo) -> GraphStats:
     n = csr.shape[0]
     counts = xp.diff(csr.indptr)
     degrees = row_sums(csr, xp)
-    gpu = _gpu_bridge() if be.is_gpu else None
-    if gpu is not None and hasattr(gpu, "connected_components"):
-        n_comp = int(gpu.connected_components(csr))
-    else:
-        host = csr.get() if be.is_gpu else csr
-        # Pattern only: an explicit zero (an underflowed weight) is still an edge.
-        pattern = sp.csr_matrix(
-            (np.ones(host.nnz, dtype=np.int8), host.indices, host.indptr), shape=(n, n)
-        )
-        # The pattern is symmetric, so its strongly connected components are its
-        # connected components; SciPy finds them without building the transpose
-        # that directed=False costs (half the time at n = 1M).
-        n_comp = int(connected_components(
-            pattern, directed=True, connection="strong", return_labels=False
-        ))
+    # On csr's device: SciPy's csgraph on the CPU, the union-find kernels on the GPU.
+    n_comp = count_components(csr)
     return stats_from_counts(counts, n=n, hypo_max_nnz_row=hypo, n_components=n_comp,
                              degrees=degrees)
 

@@ -13,8 +13,8 @@ import param
 import explorer
 from explorer import metrics
 from explorer._backend import array_module, resolve_backend, to_numpy
+from explorer.components import components_besides_isolated
 from explorer.embedding import SOLVERS
-from explorer.graph._components import components_besides_isolated
 from explorer.spectral import partition_graph
 
 from ._errors import describe_error
@@ -46,7 +46,7 @@ class RunResult:
         Name of the data set.
     labels : ndarray of int, shape (n,)
         Spectral cluster of each point; −1 for isolated vertices and for the points
-        of components beyond the k largest (see explorer.graph._components).
+        of components beyond the k largest (see explorer.components).
     kmeans_labels : ndarray of int or None
         k-means on the raw data with the same k (None when not asked for).
     y_true : ndarray or None

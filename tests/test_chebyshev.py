@@ -14,14 +14,14 @@ from numpy.polynomial import chebyshev
 from sklearn.metrics import adjusted_rand_score
 
 from explorer import KMeans, build_graph, data
-from explorer._subspace import (
+from explorer.embedding.chebyshev import (
     DEFAULT_TOL,
     SPECTRUM,
-    _Block,
-    _degree,
-    _rayleigh_ritz,
-    _target,
+    ChebyshevBlock,
     chebyshev_subspace,
+    filter_degree,
+    gram_rayleigh_ritz,
+    residual_target,
 )
 
 # -------------------------------------------------------------------------- graphs
@@ -242,7 +242,7 @@ def test_filter_is_the_scaled_chebyshev_polynomial(p, dtype):
     x = np.linspace(-1.0, 1.0, 41)
     A = sp.diags(x).tocsr()
     cut = 0.6
-    ops = _Block(A, np, np.dtype(dtype), "row", 0)
+    ops = ChebyshevBlock(A, np, np.dtype(dtype), "row", 0)
     V = np.eye(41, dtype=dtype)
     Y = ops.filter(V, p, cut)
     low, high = SPECTRUM
@@ -259,7 +259,7 @@ def test_filter_is_the_scaled_chebyshev_polynomial(p, dtype):
 @pytest.mark.parametrize("cut", [-0.5, 0.0, 0.9, 0.999, 0.99999])
 @pytest.mark.parametrize("growth", [1e3, 1e6])
 def test_degree_keeps_the_growth_bound(cut, growth):
-    p = _degree(cut, 64, growth)
+    p = filter_degree(cut, 64, growth)
     low, high = SPECTRUM
     t0 = (2 * high - cut - low) / (cut - low)
     assert 1 <= p <= 64
@@ -277,7 +277,7 @@ def test_rayleigh_ritz_of_a_known_block(rng):
     # Same span, not orthonormal: a rotation and column scales up to 6 apart.
     Y = top @ np.linalg.qr(rng.standard_normal((b, b)))[0] @ np.diag([1.0, 2.0, 0.5, 3.0])
     Z = np.hstack([Y, A @ Y])
-    theta, Q, res = _rayleigh_ritz(Z.T @ Z, b, 2, 1e-13)
+    theta, Q, res = gram_rayleigh_ritz(Z.T @ Z, b, 2, 1e-13)
     np.testing.assert_allclose(theta, lam[::-1][:b], atol=1e-12)
     np.testing.assert_allclose((Y @ Q).T @ (Y @ Q), np.eye(b), atol=1e-10)
     assert res.shape == (2,) and res.max() < 1e-6
@@ -289,7 +289,7 @@ def test_rayleigh_ritz_drops_a_dependent_direction(rng):
     Y = np.hstack([Y, Y[:, :1] * 2.0])  # four columns, rank three
     A = np.diag(np.linspace(-1, 1, n))
     Z = np.hstack([Y, A @ Y])
-    theta, Q, _ = _rayleigh_ritz(Z.T @ Z, 4, 2, 1e-13)
+    theta, Q, _ = gram_rayleigh_ritz(Z.T @ Z, 4, 2, 1e-13)
     assert theta.shape == (3,) and Q.shape == (4, 3)
     np.testing.assert_allclose((Y @ Q).T @ (Y @ Q), np.eye(3), atol=1e-10)
 
@@ -374,14 +374,14 @@ def test_the_gap_target_applies_after_separated_clusters_only():
     # Two zero eigenvalues of L_sym, the next at 5e-6: the gap is the whole next
     # eigenvalue, and the target tightens to GAP_ANGLE times it.
     moons = 1.0 - np.array([0.0, 0.0, 5e-6, 5e-6, 1e-2])
-    assert _target(1e-4, moons, 2, floor) == pytest.approx(0.05 * 5e-6)
+    assert residual_target(1e-4, moons, 2, floor) == pytest.approx(0.05 * 5e-6)
     # k = 3 inside a bunch near 1e-3 (gaps of 2e-6, a fiftieth of a percent of the
     # eigenvalue): any split of the bunch is an answer, so tol stands.
     bunch = 1.0 - np.array([0.0, 0.0, 1e-3, 1e-3 + 2e-6, 1e-3 + 4e-6, 2e-2])
-    assert _target(1e-4, bunch, 3, floor) == 1e-4
+    assert residual_target(1e-4, bunch, 3, floor) == 1e-4
     # A repeated eigenvalue at k, and no Ritz value beyond k: tol.
-    assert _target(1e-4, 1.0 - np.array([0.0, 0.0, 0.0]), 2, floor) == 1e-4
-    assert _target(1e-4, moons[:2], 2, floor) == 1e-4
+    assert residual_target(1e-4, 1.0 - np.array([0.0, 0.0, 0.0]), 2, floor) == 1e-4
+    assert residual_target(1e-4, moons[:2], 2, floor) == 1e-4
 
 
 def test_k_inside_a_bunch_stops_at_tol_within_the_bunch(rng):

@@ -149,9 +149,19 @@ import math
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._backend import array_module, column_norms, sparse_module, to_numpy
-from ._csr import cast_values, matmul, row_slabs
-from ._validation import check_choice, check_float, check_int
+from .._backend import array_module, column_norms, sparse_module, to_numpy
+from .._csr import cast_values, matmul, row_slabs
+from .._validation import check_choice, check_float, check_int
+
+__all__ = [
+    "DEFAULT_TOL",
+    "ChebyshevBlock",
+    "chebyshev_subspace",
+    "default_block",
+    "filter_degree",
+    "gram_rayleigh_ritz",
+    "residual_target",
+]
 
 #: Default stopping tolerance on the residual norm ||A v - θ v|| of each wanted unit
 #: Ritz vector (module docstring, "Tolerance for clustering").
@@ -191,7 +201,7 @@ ESTIMATE_FLOOR = 1e-6
 FLOAT32_MIN_TOL = 1e-6
 
 #: Residuals the iteration can still resolve in each working precision, the floor of
-#: the gap-aware target (:func:`_target`).
+#: the gap-aware target (:func:`residual_target`).
 FLOAT32_RESOLUTION = 2e-7
 FLOAT64_RESOLUTION = 1e-10
 
@@ -339,7 +349,7 @@ def chebyshev_subspace(
             )
     rng = check_random_state(random_state)
 
-    ops = _Block(A.tocsr(), xp, work, layout, rng.randint(2**31 - 1))
+    ops = ChebyshevBlock(A.tocsr(), xp, work, layout, rng.randint(2**31 - 1))
     Y = ops.random(n, block)
     if v0 is not None:
         v0 = _check_v0(v0, n, block, xp)
@@ -348,8 +358,8 @@ def chebyshev_subspace(
     products, p, last = 1, 0, math.inf
     floor = FLOAT32_RESOLUTION if work == np.float32 else FLOAT64_RESOLUTION
     while True:
-        theta, Q, res = _rayleigh_ritz(to_numpy(ops.gram(Y, AY)), block, k, _DROP[work])
-        target = _target(tol, theta, k, floor)
+        theta, Q, res = gram_rayleigh_ritz(to_numpy(ops.gram(Y, AY)), block, k, _DROP[work])
+        target = residual_target(tol, theta, k, floor)
         if target < ESTIMATE_FLOOR and res.shape[0] == k and float(res.max()) <= ESTIMATE_FLOOR:
             res = ops.residuals(Y, AY, Q[:, :k], theta[:k])
         if callback is not None:
@@ -358,7 +368,7 @@ def chebyshev_subspace(
         if worst <= target or products + 2 > max_iter:  # a filter needs 1 + 1 products
             break
         cut = _cut(float(theta[-1]))
-        p = min(_degree(cut, degree, _GROWTH), _steps_to(target, worst, last, p))
+        p = min(filter_degree(cut, degree, _GROWTH), _steps_to(target, worst, last, p))
         p = max(1, min(p, max_iter - products - 1))  # >= 1: see the check above
         Y = ops.filter(ops.rotate(Y, Q, block), p, cut)
         AY = ops.product(Y)
@@ -370,8 +380,24 @@ def chebyshev_subspace(
 
 
 def default_block(k: int, n: int) -> int:
-    """Vectors in the iterated block when `block` is not given (see
-    :func:`chebyshev_subspace`)."""
+    """Vectors in the iterated block when `block` is not given.
+
+    Parameters
+    ----------
+    k : int
+        Eigenpairs wanted.
+    n : int
+        Order of A.
+
+    Returns
+    -------
+    int
+        ``min(n, max(8, k + max(4, k // 2)))``.
+
+    Notes
+    -----
+    Why the extra vectors, and why 8: :func:`chebyshev_subspace`, `block`.
+    """
     return min(n, max(8, k + max(4, k // 2)))
 
 
@@ -395,9 +421,30 @@ def _cut(smallest_ritz_value):
     return min(max(smallest_ritz_value, low + 1e-3 * (high - low)), high)
 
 
-def _degree(cut, largest, growth):
-    """Filter degree: the largest at most `largest` whose amplification of the top of
-    the spectrum over `cut` stays within `growth` (T_p(t0) <= growth)."""
+def filter_degree(cut, largest, growth):
+    """The degree of the next Chebyshev filter.
+
+    Parameters
+    ----------
+    cut : float
+        Upper end of the damped interval [-1, cut].
+    largest : int
+        Largest degree allowed (`degree` of :func:`chebyshev_subspace`).
+    growth : float
+        Largest amplification of the top of the spectrum over the cut.
+
+    Returns
+    -------
+    int
+        The largest p in [1, `largest`] with T_p(t0) <= `growth`, t0 the image of the
+        top of the spectrum under the map of [-1, cut] onto [-1, 1]; `largest` when
+        the cut is at the top.
+
+    Notes
+    -----
+    Step 4 of the module docstring: early on (cut far below 1) a few steps, near
+    convergence (cut within ~1e-3 of 1) the cap `largest`.
+    """
     low, high = SPECTRUM
     t0 = (2.0 * high - cut - low) / (cut - low)
     if t0 <= 1.0:
@@ -405,10 +452,28 @@ def _degree(cut, largest, growth):
     return max(1, min(largest, math.floor(math.acosh(growth) / math.acosh(t0))))
 
 
-def _target(tol, theta, k, floor):
+def residual_target(tol, theta, k, floor):
     """The residual to reach: `tol`, or less where the gap after the k-th Ritz value
     is so small that `tol` would leave the span far from the eigenspace.
 
+    Parameters
+    ----------
+    tol : float
+        The user's tolerance.
+    theta : numpy.ndarray
+        Ritz values of the block, descending.
+    k : int
+        Eigenpairs wanted.
+    floor : float
+        The smallest residual the working precision resolves
+        (:data:`FLOAT32_RESOLUTION` or :data:`FLOAT64_RESOLUTION`).
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
     Davis-Kahan: sin ∠ <= residual / gap. On moons at 10⁵ points (gap 2.7e-5 after the
     two zero eigenvalues) a residual of 9.5e-5 <= tol = 1e-4 left the second vector a
     mixture with the next eigenvector, and k-means scored ARI 0.00; asking for
@@ -440,13 +505,36 @@ def _steps_to(tol, now, before, p):
     return math.ceil(1.2 * math.acosh(max(now / tol, 1.0)) / phi) + 1
 
 
-def _rayleigh_ritz(M, b, k, drop):
+def gram_rayleigh_ritz(M, b, k, drop):
     """Ritz pairs of the block from its float64 Gram matrix ``[Y, AY]^T [Y, AY]``.
 
-    Returns the Ritz values (descending), the b×r coefficient matrix Q such that
-    ``Y @ Q`` are orthonormal Ritz vectors (r <= b: directions of the block below
-    `drop` relative size are rounding noise and left out), and the residual norms of
-    the first min(k, r), from ``||A Y q - θ Y q||² = q^T K q - θ²``.
+    Parameters
+    ----------
+    M : numpy.ndarray of shape (2b, 2b)
+        ``[Y, AY]^T [Y, AY]`` (:meth:`ChebyshevBlock.gram`), on the host.
+    b : int
+        Columns of the block Y.
+    k : int
+        Eigenpairs wanted.
+    drop : float
+        Relative size (squared singular value) below which a direction of the block
+        is rounding noise.
+
+    Returns
+    -------
+    theta : numpy.ndarray of shape (r,)
+        Ritz values, descending.
+    Q : numpy.ndarray of shape (b, r)
+        Coefficients such that ``Y @ Q`` are orthonormal Ritz vectors (r <= b:
+        directions below `drop` are left out).
+    residual_norms : numpy.ndarray of shape (min(k, r),)
+        Of the first min(k, r) Ritz pairs, from ``||A Y q - θ Y q||² = q^T K q - θ²``.
+
+    Notes
+    -----
+    Step 1 of the module docstring: G = YᵀY is orthonormalised within the span by
+    scaled SVQB (columns to unit length first, so one large column does not hide the
+    others), H = YᵀAY projected and diagonalised.
     """
     G = M[:b, :b]
     H = (M[:b, b:] + M[b:, :b]) / 2
@@ -467,11 +555,36 @@ def _rayleigh_ritz(M, b, k, drop):
     return theta, Q, np.sqrt(np.maximum(res2, 0.0))
 
 
-class _Block:
-    """The array work of one solve on one backend: products with A and block updates.
+class ChebyshevBlock:
+    """A in the working precision (and float64) and the array work of one solve on one
+    backend: products with A, Gram matrices, filters and block updates.
 
+    Parameters
+    ----------
+    A : scipy.sparse or cupyx.scipy.sparse CSR matrix
+        The matrix of the solve, any float dtype; its values are cast (the index arrays
+        are shared).
+    xp : module
+        The array module of `A`.
+    work : numpy.dtype
+        Working precision of the iteration (float32 or float64).
+    layout : {"row", "col"}
+        GPU only: storage order of the block handed to cuSPARSE SpMM.
+    seed : int
+        Seeds the random vectors (drawn on A's device).
+
+    Attributes
+    ----------
+    A : CSR matrix
+        A's values in `work` precision (the same matrix as `A64` in float64).
+    A64 : CSR matrix
+        A's values in float64, for the final Rayleigh-Ritz step.
+
+    Notes
+    -----
     Everything here is written against ``xp`` except the product and the fused
-    Chebyshev update, which use cuSPARSE SpMM and one CUDA elementwise kernel on the GPU.
+    Chebyshev update, which use cuSPARSE SpMM and one CUDA elementwise kernel on the
+    GPU (module docstring, "Precision and the GPU product").
     """
 
     def __init__(self, A, xp, work, layout, seed):
@@ -581,7 +694,7 @@ class _Block:
         V = V.astype(xp.float64)
         AV = matmul(self.A64, V, self.slabs64)
         M = to_numpy(self.gram(V, AV))
-        theta, Q, _ = _rayleigh_ritz(M, V.shape[1], k, _DROP[np.dtype(np.float64)])
+        theta, Q, _ = gram_rayleigh_ritz(M, V.shape[1], k, _DROP[np.dtype(np.float64)])
         Qk = xp.asarray(Q[:, :k])
         V = V @ Qk
         AV = AV @ Qk

@@ -1,0 +1,305 @@
+"""The embedding stage: :func:`spectral_embedding` and its result, :class:`Embedding`.
+
+Given the similarity matrix S (symmetric, non-negative, CSR), the embedding stage
+
+1. drops the isolated vertices (degree 0: they cannot be embedded),
+2. forms A = D^-1/2 S D^-1/2 on the rest,
+3. computes the k largest eigenpairs (μ, v) of A, which are the k smallest of the
+   normalised Laplacian L_sym = I - A (λ = 1 - μ),
+4. maps them to the eigenvectors of the random-walk Laplacian, U = D^-1/2 V (the
+   advice of von Luxburg that the core paper follows), and
+5. scales the rows of U to unit length: the points k-means clusters.
+
+One code path serves NumPy/SciPy and CuPy/cupyx: the array module is the one of the
+input matrix (:func:`explorer._backend.array_module`), and only the choice of the
+sparse-linear-algebra module differs. Steps 1-2 are :mod:`explorer.embedding.laplacian`,
+step 3 one of the solvers behind :func:`explorer.embedding.solvers.solve`.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+
+from .._backend import array_module, column_norms, to_numpy
+from .._csr import matmul, row_sums, with_values
+from .._validation import check_choice, check_float, check_int
+from . import laplacian, solvers
+from .linalg import sign_flip, unit_rows
+from .solvers import SOLVERS
+
+__all__ = ["Embedding", "spectral_embedding"]
+
+
+@dataclass
+class Embedding:
+    """The spectral embedding of a graph and how it was computed.
+
+    Arrays that have one entry per vertex live on the device of the input matrix
+    (NumPy or CuPy); the per-eigenpair arrays are small and always NumPy.
+
+    Attributes
+    ----------
+    embedding : ndarray of shape (n, k)
+        Rows of U scaled to unit Euclidean length: the points k-means clusters.
+        Rows of isolated vertices are NaN (they have no embedding; a NaN makes any
+        accidental use of them fail loudly instead of clustering them at the origin).
+        A non-isolated row that is all zero (possible only when the graph has more
+        connected components than ``k``) stays zero.
+    vectors : ndarray of shape (n, k)
+        The raw U = D^-1/2 V, the eigenvectors of L_rw, before row scaling; column i
+        belongs to ``eigenvalues[i]``. Each column of V has unit norm and the sign
+        that makes its largest-magnitude entry positive. Isolated rows are NaN.
+    eigenvalues : numpy.ndarray of shape (k,)
+        Eigenvalues of L_sym, ascending (0 once per connected component).
+    isolated : ndarray of bool, shape (n,)
+        Vertices of degree 0, left out of the eigenproblem.
+    solver : {"dense", "lanczos", "lobpcg", "chebyshev", "components"}
+        The solver that ran ("auto" resolved; an iterative solver asked for on a graph
+        too small for it runs densely).
+    iterations : int or None
+        Lanczos: matrix-vector products with A (counted through a LinearOperator).
+        LOBPCG: iterations (one block product with A each). Dense, components: None.
+    residual_norms : numpy.ndarray of shape (k,)
+        ||A v - μ v|| of each unit eigenvector, recomputed in float64 after the solver
+        returned (not the solver's own estimate).
+    tol : float or None
+        The stopping tolerance the iterative solver used; None for dense and components.
+    timings : dict of str to float
+        Seconds per step: ``"laplacian"`` (split into ``"laplacian.check"``: the
+        float64 copy, symmetry check, degrees, dropping isolated vertices; and
+        ``"laplacian.scale"``: forming A), ``"solve"``, ``"vectors"``, ``"total"``.
+    """
+
+    embedding: object
+    vectors: object
+    eigenvalues: np.ndarray
+    isolated: object
+    solver: str
+    iterations: int | None
+    residual_norms: np.ndarray
+    tol: float | None = None
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def n_components(self) -> int:
+        """k, the number of eigenpairs."""
+        return int(self.eigenvalues.shape[0])
+
+    def truncate(self, k: int) -> Embedding:
+        """The embedding of the first `k` eigenpairs (rows re-scaled to unit length).
+
+        Used after the eigengap heuristic picked ``k`` among more computed eigenpairs.
+        The first `k` eigenvectors of a solution for more are a solution for `k`
+        (unless eigenvalues ``k`` and ``k + 1`` coincide, where any split is valid).
+        """
+        k = check_int(k, "k", low=1, high=self.n_components)
+        vectors = self.vectors[:, :k]
+        return replace(
+            self,
+            embedding=unit_rows(vectors, array_module(vectors)),
+            vectors=vectors,
+            eigenvalues=self.eigenvalues[:k],
+            residual_norms=self.residual_norms[:k],
+        )
+
+
+def spectral_embedding(
+    csr, n_components, *, solver="auto", tol=None, max_iter=None, random_state=None
+) -> Embedding:
+    """Embed the vertices of a similarity graph with the eigenvectors of its Laplacian.
+
+    Parameters
+    ----------
+    csr : scipy.sparse or cupyx.scipy.sparse matrix of shape (n, n)
+        The similarity matrix S: symmetric, non-negative weights (normally float32
+        CSR without a stored diagonal, as :func:`explorer.build_graph` returns it).
+        A CuPy matrix keeps the whole computation on its GPU.
+    n_components : int
+        k, the number of eigenpairs: 1 <= k <= number of non-isolated vertices.
+    solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "components"}, default "auto"
+        ``"dense"``: full symmetric eigendecomposition of A as a dense matrix (exact;
+        for small graphs). ``"lanczos"``: implicitly restarted Lanczos
+        (``scipy.sparse.linalg.eigsh`` / ``cupyx.scipy.sparse.linalg.eigsh``,
+        ``which="LA"``). ``"lobpcg"``: block LOBPCG for the largest eigenvalues, from
+        a seeded random block (our implementation, on NumPy or CuPy; see Notes).
+        ``"chebyshev"``: Chebyshev-filtered block subspace iteration
+        (:func:`explorer.embedding.chebyshev.chebyshev_subspace`; float32 block products on the
+        GPU, float64 Rayleigh-Ritz and residuals). ``"components"``: only for a graph
+        with exactly `n_components` connected components among its non-isolated
+        vertices, whose k eigenvalues 0 have the components' indicators as
+        eigenvectors (exact, no iteration; see Notes). ``"auto"``: dense up to
+        :data:`~explorer.embedding.solvers.DENSE_MAX_N` non-isolated vertices, Chebyshev
+        beyond (:func:`explorer.embedding.solvers.resolve_solver`).
+    tol : float, optional
+        Stopping tolerance of the iterative solvers on the residual norm of each unit
+        eigenvector; default :data:`~explorer.embedding.solvers.DEFAULT_TOL` (Chebyshev:
+        :data:`explorer.embedding.chebyshev.DEFAULT_TOL`, 1e-4). Ignored by ``"dense"`` and
+        ``"components"``.
+    max_iter : int, optional
+        Lanczos: maximum number of restarts (SciPy) or Lanczos steps (CuPy), solver
+        default when None. LOBPCG: maximum iterations, default
+        :data:`~explorer.embedding.lobpcg.DEFAULT_MAX_ITER`. Chebyshev: budget of block
+        products, default :data:`explorer.embedding.chebyshev.DEFAULT_MAX_ITER`.
+        Ignored by ``"dense"`` and ``"components"``.
+    random_state : int, numpy.random.RandomState or None
+        Seeds the starting vector (Lanczos) or block (LOBPCG).
+
+    Returns
+    -------
+    Embedding
+
+    Raises
+    ------
+    TypeError
+        If `csr` is not a SciPy or CuPy sparse matrix.
+    ValueError
+        If `csr` is not square, has negative or non-finite weights, is not symmetric,
+        has no edge at all, or an argument is out of range; or ``solver="components"``
+        on a graph whose number of components is not `n_components`.
+    ConvergenceError
+        (A ValueError and a RuntimeError) if SciPy's Lanczos (ARPACK) does not
+        converge within `max_iter`.
+
+    Warns
+    -----
+    sklearn.exceptions.ConvergenceWarning
+        When an iterative solver stops with a residual norm above ``2 * tol``.
+
+    Notes
+    -----
+    **Repeated eigenvalues.** Eigenvalue 1 of A (0 of L_sym) has the multiplicity of
+    the number of connected components, and a clustered graph often has several.
+    Single-vector Lanczos builds one Krylov space, which in exact arithmetic holds one
+    vector per distinct eigenvalue: it finds the extra copies only through rounding
+    and may return a converged but *incomplete* set. On blob graphs with 3 and 6
+    components (n = 3000, k = 8) SciPy's ``eigsh`` returned 2 of 3 and 3 of 6 zero
+    eigenvalues, all with residuals below 1e-10, and on two-moons graphs with two
+    components it found one zero every time, while LOBPCG found them all.
+    A block method sees a whole multiplicity at once, which is also why the core paper
+    chose nvGRAPH's LOBPCG. Hence ``"auto"`` uses a block method (Chebyshev-filtered
+    subspace iteration), and ``"lanczos"`` is best kept for graphs known to be
+    connected.
+
+    **LOBPCG.** The block holds ``k + extra`` vectors, ``extra = min(k, max(2, k //
+    4))``: convergence of the k-th eigenpair is governed by its gap to eigenvalue
+    ``block + 1``, and a few extra vectors turn a tiny gap (a repeated or clustered
+    eigenvalue at the edge of the wanted set) into a larger one. SciPy's and CuPy's
+    ``lobpcg`` then iterate until the extra vectors have converged too, which is
+    the slowest part (5x the iterations on a 100 000-point graph), so the solver here
+    is our own LOBPCG that stops on the k wanted pairs alone
+    (:func:`explorer.embedding.lobpcg.lobpcg_eigenpairs`).
+    The first block vector is D^1/2 1, an exact eigenvector of A for eigenvalue 1
+    whatever the components, so one wanted vector is known from the start. No
+    preconditioner: the diagonal of L_sym is 1, so Jacobi preconditioning is the
+    identity. Graphs with ``n <= 5 * block`` (and Lanczos with k close to n) are
+    solved densely instead.
+
+    **Precision.** Everything is float64, on the GPU too: eigenvalues of A near 1
+    are often closer together than float32 resolves (1 - 1e-7 rounds to 1), which
+    would blur the eigengap and stall convergence. The matrix-vector products are
+    memory-bound, so float64 values cost about 1.5x the float32 time.
+
+    **Memory.** Besides `csr`, the stage holds the float64 values of A (8 B per
+    nonzero; A shares `csr`'s index arrays, so int64 indices stay int64 and are not
+    copied) and, for Chebyshev on the GPU, their float32 copy (4 B per nonzero); the
+    passes that need each entry's row work on blocks of :data:`~explorer._csr.ENTRY_BLOCK` entries.
+    Isolated vertices cost a matrix without them; when their rows store nothing (as
+    the builders' rows do) it shares the values, and only the column indices are
+    renumbered into a new array (4 or 8 B per nonzero).
+
+    **Exactly k components.** Then the k smallest eigenvalues of L_sym are 0 and
+    the vectors D^1/2 1_c of the components c span their eigenspace, so
+    ``solver="components"`` returns those, and the rows of U are constant on each
+    component. An iterative solver must instead separate the zeros from the next
+    eigenvalues, which on path-like clusters lie within 10⁻⁶ of them: on two moons of
+    10⁶ points Chebyshev stopped at its tolerance with the vectors mixed (ARI 0.37,
+    benchmarks/README.md). :func:`explorer.partition_graph` (and so
+    :class:`explorer.SpectralClustering`) takes this solver under ``"auto"`` when the
+    graph it embeds has exactly k components.
+
+    **More components than k.** Then the k smallest eigenvalues are all 0 and any k
+    vectors of the span of the component indicators are a valid answer; the
+    embedding separates components, not geometry. Raise the threshold (or σ) until
+    the graph has at most k components outside the isolated vertices.
+    """
+    t_start = _now(None)
+    csr = laplacian.check_affinity(csr)
+    check_choice(solver, "solver", SOLVERS)
+    tol = check_float(tol, "tol", low=0.0, low_inclusive=False, allow_none=True)
+    max_iter = check_int(max_iter, "max_iter", low=1, allow_none=True)
+    rng = check_random_state(random_state)
+    xp = array_module(csr)
+    n = csr.shape[0]
+
+    t0 = _now(xp)
+    # float64 values on csr's own index arrays: the one copy of the matrix the stage
+    # makes (8 B per nonzero), later scaled in place into A.
+    S = with_values(csr, csr.data.astype(xp.float64))
+    laplacian.check_symmetric(S, xp)
+    degree = row_sums(S, xp)
+    isolated = degree <= 0
+    keep = xp.flatnonzero(~isolated)
+    m = int(keep.shape[0])
+    if m == 0:
+        raise ValueError(
+            f"csr has no edge with positive weight: all n={n} vertices are isolated, "
+            "nothing can be embedded; use a larger threshold (or sigma)"
+        )
+    n_components = check_int(n_components, "n_components", low=1, high=m)
+    if m < n:
+        S = laplacian.submatrix(S, keep, xp)
+        degree = degree[keep]
+    t_checked = _now(xp)
+    dinv = 1.0 / xp.sqrt(degree)
+    A = laplacian.scale_symmetric(S, dinv, xp, inplace=True)
+    t1 = _now(xp)
+
+    used = solvers.resolve_solver(solver, m, n_components, xp)
+    mu, V, iterations, tol_used = solvers.solve(used, A, n_components, degree=degree, tol=tol,
+                                                max_iter=max_iter, rng=rng, xp=xp)
+    t2 = _now(xp)
+
+    V = V / column_norms(V, xp)
+    residuals = to_numpy(column_norms(matmul(A, V) - V * mu, xp))
+    if tol_used is not None and float(residuals.max()) > 2 * tol_used:
+        warnings.warn(
+            f"eigensolver {used!r} stopped with residual norm {float(residuals.max()):.2e} "
+            f"above 2*tol={2 * tol_used:.1e} ({iterations} iterations); raise max_iter, "
+            "loosen tol, or try another solver",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    V = sign_flip(V, xp)
+    U_kept = V * dinv[:, None]
+    vectors = xp.full((n, n_components), xp.nan, dtype=xp.float64)
+    vectors[keep] = U_kept
+    embedding = xp.full((n, n_components), xp.nan, dtype=xp.float64)
+    embedding[keep] = unit_rows(U_kept, xp)
+    t3 = _now(xp)
+
+    return Embedding(
+        embedding=embedding,
+        vectors=vectors,
+        eigenvalues=1.0 - to_numpy(mu),
+        isolated=isolated,
+        solver=used,
+        iterations=iterations,
+        residual_norms=residuals,
+        tol=tol_used,
+        timings={"laplacian": t1 - t0, "laplacian.check": t_checked - t0,
+                 "laplacian.scale": t1 - t_checked, "solve": t2 - t1, "vectors": t3 - t2,
+                 "total": t3 - t_start},
+    )
+
+
+def _now(xp) -> float:
+    """Wall clock after the GPU (if any) has finished the queued work."""
+    if xp is not None and xp is not np:
+        xp.cuda.get_current_stream().synchronize()
+    return time.perf_counter()

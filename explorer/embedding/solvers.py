@@ -1,0 +1,180 @@
+"""Which eigensolver runs, and the one interface through which the embedding calls it.
+
+:func:`explorer.embedding.spectral_embedding` resolves the user's ``solver`` with
+:func:`resolve_solver` (``"auto"``, and graphs too small for an iterative solver) and
+calls :func:`solve`, which applies the solver's defaults and returns
+:class:`Eigenpairs` whatever the solver. One module per solver family holds the
+algorithm:
+
+==============  ==============================================================
+``dense``       :func:`explorer.embedding.dense.dense_eigenpairs`
+``lanczos``     :func:`explorer.embedding.lanczos.lanczos_eigenpairs`
+``lobpcg``      :func:`explorer.embedding.lobpcg.lobpcg_eigenpairs`
+``chebyshev``   :func:`explorer.embedding.chebyshev.chebyshev_subspace`
+``components``  :func:`explorer.embedding.components.indicator_eigenpairs`
+==============  ==============================================================
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import chebyshev, lobpcg
+from .components import indicator_eigenpairs
+from .dense import dense_eigenpairs
+from .lanczos import lanczos_eigenpairs
+
+__all__ = [
+    "DEFAULT_TOL",
+    "DENSE_MAX_N",
+    "SOLVERS",
+    "Eigenpairs",
+    "resolve_solver",
+    "solve",
+]
+
+SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "chebyshev", "components")
+
+#: ``solver="auto"`` solves densely up to this many (non-isolated) vertices. The dense
+#: solver is exact whatever the multiplicities, but its O(n^3) cost overtakes LOBPCG's
+#: early: on 2 CPU cores, for ε-graphs of 50-100 nonzeros per row and k = 2..20,
+#: dense took 0.1-0.3 s at n = 800 (LOBPCG about the same), 1.6-2.3 s at n = 1500
+#: (LOBPCG 0.2-0.8 s) and 3.5-4.9 s at n = 2000 (LOBPCG 0.3-2 s).
+DENSE_MAX_N = 1000
+
+#: Default stopping tolerance of the Lanczos and LOBPCG solvers: the residual norm
+#: ||A v - μ v|| of each unit eigenvector (||A|| <= 1, so it is also relative). The
+#: eigenvalues are then accurate to about tol²/gap (zeros come out below 1e-9), the
+#: vectors to about tol/gap. On syn4d, moons, circles and digits graphs, 1e-6 cost
+#: LOBPCG 15-30 % more iterations and 1e-4 saved 15-25 %, with the same ARI to four
+#: digits. The core paper ran nvGRAPH's LOBPCG at 1e-3 to 1e-4. (Chebyshev has its
+#: own, :data:`explorer.embedding.chebyshev.DEFAULT_TOL`.)
+DEFAULT_TOL = 1e-5
+
+
+class Eigenpairs(NamedTuple):
+    """What every solver returns through :func:`solve`."""
+
+    #: The k largest eigenvalues μ of A, descending, on A's device.
+    values: object
+    #: Eigenvectors (m, k), column i for ``values[i]``, on A's device; unit norm except
+    #: the components solver's (the caller normalises).
+    vectors: object
+    #: Lanczos: vectors A was applied to; LOBPCG: iterations; Chebyshev: block
+    #: products. None for dense and components.
+    iterations: int | None
+    #: The stopping tolerance applied; None for dense and components.
+    tol: float | None
+
+
+def resolve_solver(solver: str, m: int, k: int, xp=np) -> str:
+    """The solver that runs for `solver` on a graph of `m` non-isolated vertices.
+
+    Parameters
+    ----------
+    solver : str
+        One of :data:`SOLVERS` (validated by the caller).
+    m : int
+        Non-isolated vertices.
+    k : int
+        Eigenpairs wanted, 1 <= k <= m.
+    xp : module, default numpy
+        The array module of the run (both backends choose alike).
+
+    Returns
+    -------
+    str
+        ``"auto"`` resolved; ``"dense"`` in place of an iterative solver on a graph
+        too small for it.
+
+    Notes
+    -----
+    ``"auto"`` is dense up to :data:`DENSE_MAX_N` vertices and Chebyshev-filtered
+    subspace iteration beyond, on both backends. On the GPU it needs one host sync per
+    filter instead of LOBPCG's several per iteration (6x faster on Syn1M,
+    benchmarks/results/fast.json); on 2 CPU cores, through SpectralClustering with the
+    same ARI: moons 10⁴ 0.72 s against LOBPCG's 1.3 s, digits 0.29 / 0.36 s,
+    infinite-digits 10⁴ 2.7 / 3.5 s, moons 10⁵ 36 s (ARI 0.985) against 152 s
+    (benchmarks/README.md, "CPU: Chebyshev"). Chebyshev needs ``k < m - 1``, ARPACK
+    ``k < m - 2`` with room for its Krylov basis, LOBPCG ``m > 5 * block``.
+    """
+    if solver == "auto":
+        solver = "dense" if m <= DENSE_MAX_N else "chebyshev"
+    if solver == "chebyshev" and m <= k + 1:
+        return "dense"
+    if solver == "lanczos" and k >= m - 2:
+        return "dense"
+    if solver == "lobpcg" and m <= 5 * (k + lobpcg.extra_vectors(k)):
+        return "dense"
+    return solver
+
+
+def solve(solver, A, k, *, degree, tol, max_iter, rng, xp) -> Eigenpairs:
+    """The k largest eigenpairs of A by the resolved `solver`, with its defaults.
+
+    Parameters
+    ----------
+    solver : {"dense", "lanczos", "lobpcg", "chebyshev", "components"}
+        As :func:`resolve_solver` returns it.
+    A : scipy.sparse or cupyx.scipy.sparse CSR matrix of shape (m, m)
+        A = D^-1/2 S D^-1/2 on the non-isolated vertices, float64.
+    k : int
+        Number of eigenpairs.
+    degree : float64 ndarray of shape (m,)
+        The degrees of A's vertices: D^1/2 1 is an exact eigenvector of A for
+        eigenvalue 1, the iterative solvers' first start vector.
+    tol : float or None
+        Stopping tolerance; None for the solver's default (:data:`DEFAULT_TOL`;
+        Chebyshev: :data:`explorer.embedding.chebyshev.DEFAULT_TOL`).
+    max_iter : int or None
+        Iteration limit; None for the solver's default.
+    rng : numpy.random.RandomState
+        Each iterative solver draws one seed from it.
+    xp : module
+        The array module of `A`.
+
+    Returns
+    -------
+    Eigenpairs
+    """
+    return _SOLVE[solver](A, k, degree=degree, tol=tol, max_iter=max_iter, rng=rng, xp=xp)
+
+
+def _dense(A, k, *, degree, tol, max_iter, rng, xp):
+    return Eigenpairs(*dense_eigenpairs(A, k, xp), None, None)
+
+
+def _components(A, k, *, degree, tol, max_iter, rng, xp):
+    return Eigenpairs(*indicator_eigenpairs(A, k, degree, xp), None, None)
+
+
+def _lanczos(A, k, *, degree, tol, max_iter, rng, xp):
+    tol = DEFAULT_TOL if tol is None else tol
+    return Eigenpairs(*lanczos_eigenpairs(A, k, tol, max_iter, rng, xp), tol)
+
+
+def _lobpcg(A, k, *, degree, tol, max_iter, rng, xp):
+    tol = DEFAULT_TOL if tol is None else tol
+    max_iter = lobpcg.DEFAULT_MAX_ITER if max_iter is None else max_iter
+    return Eigenpairs(*lobpcg.lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp), tol)
+
+
+def _chebyshev(A, k, *, degree, tol, max_iter, rng, xp):
+    tol = chebyshev.DEFAULT_TOL if tol is None else tol
+    mu, V, products, _ = chebyshev.chebyshev_subspace(
+        A, k, tol=tol, max_iter=max_iter,
+        random_state=rng.randint(2**31 - 1), v0=xp.sqrt(degree),
+    )
+    # The eigenvalues come back on the host; V stays on A's device.
+    return Eigenpairs(xp.asarray(mu), V, products, tol)
+
+
+_SOLVE = {
+    "dense": _dense,
+    "lanczos": _lanczos,
+    "lobpcg": _lobpcg,
+    "chebyshev": _chebyshev,
+    "components": _components,
+}
