@@ -149,11 +149,18 @@ def _cublas():
     return cublas, device.get_cublas_handle()
 
 
-class _Gemm:
-    """fp16 × fp16 → fp16 tiles with fp32 accumulation and fp32 split-K reductions.
+class TileGemm:
+    """fp16 × fp16 → fp16 tiles with fp32 accumulation and fp32 split-K reductions: the
+    builder's tile product (public so that benchmarks can time it alone).
 
     The cuBLAS handle is CuPy's; its pointer and math modes are set for the calls
     and restored by :meth:`close`.
+
+    >>> gemm = TileGemm()  # doctest: +SKIP
+    >>> try:
+    ...     gemm.tile(H, H, C, ldc)  # C[r, c] = H[r] · H[c]
+    ... finally:
+    ...     gemm.close()
     """
 
     def __init__(self):
@@ -268,7 +275,7 @@ def build_gemm(X, rule: Rule, *, tile_rows=None, tile_bytes=None, row_sort="auto
         if tile_rows >= 256:
             tile_rows -= tile_rows % 256
     tile_rows = min(tile_rows, n)
-    gemm = _Gemm()
+    gemm = TileGemm()
     try:
         screener = _Screener(X, rule, H, nrm, rnrm, screen, tile_rows, ldc, gemm)
         with timer("estimate"):

@@ -192,7 +192,7 @@ def test_tiles_obey_the_error_bound(rng):
         params = params_of(kind, X, rng)
         H, nrm, rnrm, scale = kgemm._prepare(Xd, kernel_rule(params))
         C = cupy.empty((512, 512), dtype=cupy.float16)
-        gemm = kgemm._Gemm()
+        gemm = kgemm.TileGemm()
         try:
             gemm.tile(H, H, C, 512)
         finally:
