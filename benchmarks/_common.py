@@ -20,7 +20,7 @@ from pathlib import Path
 
 from explorer._environment import environment_info
 
-__all__ = ["RESULTS", "device_name", "environment_info", "summary", "time_cpu", "time_gpu",
+__all__ = ["RESULTS", "device_name", "environment_info", "plain", "summary", "time_cpu", "time_gpu",
            "timer", "write_result"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -106,23 +106,30 @@ def write_result(name, payload) -> Path:
         raise ValueError(f"name={name!r} is not allowed; use letters, digits, '.', '_', '-'")
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    text = json.dumps(_plain(payload), indent=1, allow_nan=False)
+    text = json.dumps(plain(payload), indent=1, allow_nan=False)
     path.write_text(text + "\n")
     return path
 
 
-def _plain(obj):
+def plain(obj):
+    """`obj` as JSON-ready plain Python: dict keys as str, tuples as lists, NumPy and
+    CuPy scalars and arrays as numbers and lists, NaN and inf as None, anything else
+    as its str."""
     if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
+        return {str(k): plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
+        return [plain(v) for v in obj]
     if hasattr(obj, "tolist"):  # NumPy / CuPy scalars and arrays
-        return _plain(obj.tolist())
+        return plain(obj.tolist())
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, (str, int, float, bool)) or obj is None:
         return obj
     return str(obj)
+
+
+#: The former name, still imported by benchmarks/eigen.py (its owner switches to plain).
+_plain = plain
 
 
 def _check_counts(repeats, warmup):

@@ -114,12 +114,12 @@ def copy_bandwidth() -> float:
 def gemm_rate(k: int = 784) -> float:
     """Multiply-adds ×2 per second of the builder's own fp16 tile product (16384² × k)."""
     import cupy
-    from explorer.kernels.gemm import _Gemm
+    from explorer.kernels.gemm import TileGemm
 
     m = 16384
     H = cupy.asarray(np.random.default_rng(0).random((m, k)), dtype=cupy.float16)
     C = cupy.empty((m, m), dtype=cupy.float16)
-    gemm = _Gemm()
+    gemm = TileGemm()
     try:
         t, _, _ = median_time(lambda: gemm.tile(H, H, C, m), 5)
     finally:
@@ -183,10 +183,18 @@ def load_shape(spec):
 
 
 def builder(spec):
+    """``build(X, params)``: the spec's launcher, given the edge rule in kernel terms."""
     from explorer.kernels.gemm import build_gemm
     from explorer.kernels.grid import build_grid
 
-    return build_grid if spec["method"] == "grid" else build_gemm
+    from explorer.graph.gpu import kernel_rule
+
+    launcher = build_grid if spec["method"] == "grid" else build_gemm
+
+    def build(X, params):
+        return launcher(X, kernel_rule(params))
+
+    return build
 
 
 def run_shape(spec, repeats, bandwidth, rate):
@@ -225,7 +233,7 @@ def run_shape(spec, repeats, bandwidth, rate):
 def run_paper_best(spec, repeats, ours_s, bandwidth):
     """The paper's best method on this shape, timed the same way, and the graphs compared;
     then the partition with our LOBPCG on our graph (the paper used nvGRAPH's LOBPCG)."""
-    from explorer.graph._gpu import build_gpu
+    from explorer.graph.gpu import build_gpu
 
     X, y, params, _ = load_shape(spec)
     method, options = spec["paper_best"]

@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, _plain, environment_info  # noqa: E402
+from _common import RESULTS, environment_info, plain  # noqa: E402
 
 #: The edge rule: every pair within a group (squared distance <= 1), none across (>= 81).
 RULE = {"metric": "uniform", "threshold_sqdist": 4.0}
@@ -130,7 +130,7 @@ class Stages:
         self.free = free
 
     def write(self):
-        self.path.write_text(json.dumps(_plain(self.report), indent=1, allow_nan=False) + "\n")
+        self.path.write_text(json.dumps(plain(self.report), indent=1, allow_nan=False) + "\n")
 
 
 def export(csr, npz: Path, nnz: int, stages: Stages) -> None:

@@ -140,7 +140,7 @@ def fit_sp_max_nz_pct(X, params, options: dict) -> dict:
     paper's (our generated digits are), the overflow error names the percentage that
     fits, and that one is used (both are recorded in the build's info).
     """
-    from explorer.graph._gpu import build_gpu
+    from explorer.graph.gpu import build_gpu
 
     try:
         build_gpu(X, params, "csr3", **options)
@@ -195,7 +195,7 @@ def run_shape(name: str, spec: dict, X_host, y, repeats: int, budget: Budget) ->
     import cupy
 
     from explorer.graph import GraphParams
-    from explorer.graph._gpu import build_gpu
+    from explorer.graph.gpu import build_gpu
 
     params = GraphParams.from_args(**spec["params"])
     X = cupy.asarray(X_host)
@@ -263,7 +263,7 @@ def count_rows_1m(X_host) -> dict:
     import cupy
 
     from explorer.graph import GraphParams
-    from explorer.graph._gpu import count_rows_gpu
+    from explorer.graph.gpu import count_rows_gpu
 
     params = GraphParams.from_args(**SHAPES["Syn1M"]["params"])
     X = cupy.asarray(X_host)
@@ -290,7 +290,7 @@ def dense_to_csr_comparison() -> dict:
     """
     import cupy
     import cupyx.scipy.sparse as cps
-    from explorer.kernels._launch import launch, scan
+    from explorer.kernels import launch, scan
 
     out = {}
     rng = cupy.random.default_rng(0)

@@ -1,10 +1,12 @@
-"""Assertions for graph builders: the oracle checks every builder's tests call.
+"""Testing hooks for graph builders: the oracle checks every builder's tests call.
 
 :func:`check_canonical` checks the form DESIGN.md "Semantics" prescribes;
-:func:`assert_same_graph` compares a graph with the float64 reference, allowing
+:func:`assert_same_graph` compares a graph with the float64 reference
+(:func:`reference_csr`, re-exported from :mod:`explorer.graph.reference`), allowing
 differences only inside the float32 rounding band. Both take SciPy or CuPy CSR
 matrices (CuPy ones are copied to the host) and raise ``AssertionError`` with a
 message that says what differs and shows a few offending entries.
+:func:`tricky_data` makes the data that trips builders up.
 """
 
 from __future__ import annotations
@@ -14,10 +16,24 @@ import scipy.sparse as sp
 
 from ._backend import to_numpy
 from ._validation import check_data
-from .graph._params import GraphParams
-from .graph._reference import index_dtype, pair_values_at, threshold_value
+from .graph import GraphParams
+from .graph.reference import (
+    index_dtype,
+    pair_values,
+    pair_values_at,
+    reference_csr,
+    threshold_value,
+)
 
-__all__ = ["DATA_FLAVOURS", "assert_same_graph", "check_canonical", "tricky_data"]
+__all__ = [
+    "DATA_FLAVOURS",
+    "assert_same_graph",
+    "check_canonical",
+    "pair_values",
+    "pair_values_at",
+    "reference_csr",
+    "tricky_data",
+]
 
 #: Kinds of data :func:`tricky_data` makes, each aimed at a way builders go wrong.
 DATA_FLAVOURS = ("uniform", "blobs", "lattice", "duplicates", "offset", "zeros")
@@ -179,7 +195,7 @@ def assert_same_graph(
     """Assert that `actual` is the graph `expected` up to the float32 rounding band.
 
     The patterns must be equal except for pairs whose float64 compared value (squared
-    distance or cosine, :func:`explorer.graph._reference.pair_values_at`) lies within
+    distance or cosine, :func:`explorer.graph.reference.pair_values_at`) lies within
     ``params.band`` of the threshold: a float32 builder may decide those either way.
     On the common pattern the values must agree: ``|a - e| <= rtol |e| + atol``.
 

@@ -1,8 +1,9 @@
 """What every similarity-kernel launcher shares: the edge rule in kernel terms, the tile
 geometry, the operand layout, CUDA-event timing and the launch itself.
 
-The kernels (``common.cuh``) evaluate pairs in tiles: a block of ``(bsx, bsy)`` threads
-covers ``rows = bsy * tr`` rows and ``cols = bsx * 4`` columns, each thread a ``tr × 4``
+The pair kernels (``common.cuh``; the edge rule is ``edge_rule.cuh``, shared with the
+grid and GEMM builders) evaluate pairs in tiles: a block of ``(bsx, bsy)`` threads covers
+``rows = bsy * tr`` rows and ``cols = bsx * 4`` columns, each thread a ``tr × 4``
 register tile. Operands are the data transposed (``D × ld`` float32, the paper's
 ``GPU_dataT``), padded to ``ld`` columns with NaN so that no kernel needs a bounds test:
 every comparison with NaN is false, so padding never makes an edge.
@@ -21,7 +22,7 @@ import numpy as np
 
 from ._loader import get_module
 
-#: Kernel code of each metric (``METRIC`` in common.cuh).
+#: Kernel code of each metric (``METRIC`` in edge_rule.cuh).
 METRIC_CODE = {"gaussian": 0, "uniform": 1, "cosine": 2}
 
 #: Up to this many dimensions the vectors live in registers (``DREG``); beyond, they
@@ -50,40 +51,83 @@ _DEFAULT_SMEM = 48 * 1024
 
 @dataclass(frozen=True)
 class Rule:
-    """The edge rule as the kernels see it.
+    """The edge rule as every kernel sees it: plain numbers (edge_rule.cuh on the device).
+
+    The graph layer validates the user's parameters and translates them into a Rule;
+    the kernels only compare and weigh (DESIGN.md "Semantics").
 
     Attributes
     ----------
     metric : {"gaussian", "uniform", "cosine"}
     threshold : float
-        Compared in float32: the squared-distance cutoff (edge iff below) or the cosine
-        threshold (edge iff above).
-    scale : float
-        ``-1 / (2 sigma**2)`` for gaussian weights, else 0.
-    fast_exp : bool
-        Whether gaussian weights use ``__expf`` (see :data:`FAST_EXP_MAX_ARG`).
+        Compared in float32: the squared-distance cutoff (gaussian, uniform: edge iff
+        below) or the cosine threshold (cosine: edge iff above).
+    sigma : float or None
+        The gaussian width (required for gaussian, ignored otherwise).
+
+    Raises
+    ------
+    ValueError
+        An unknown metric, or a gaussian rule without a positive sigma.
     """
 
     metric: str
     threshold: float
-    scale: float = 0.0
-    fast_exp: bool = False
+    sigma: float | None = None
 
-    @classmethod
-    def make(cls, metric: str, threshold: float, sigma: float | None = None) -> Rule:
-        """The rule for `metric` with a squared-distance cutoff or cosine `threshold`."""
-        if metric != "gaussian":
-            return cls(metric, float(threshold))
-        two_s2 = 2.0 * float(sigma) ** 2
-        return cls(metric, float(threshold), -1.0 / two_s2, threshold / two_s2 <= FAST_EXP_MAX_ARG)
+    def __post_init__(self):
+        if self.metric not in METRIC_CODE:
+            raise ValueError(f"Rule metric={self.metric!r}; use one of {tuple(METRIC_CODE)}")
+        if self.metric == "gaussian" and not (self.sigma is not None and self.sigma > 0):
+            raise ValueError(f"a gaussian Rule needs sigma > 0; got sigma={self.sigma!r}")
+
+    @property
+    def code(self) -> int:
+        """``METRIC`` in edge_rule.cuh."""
+        return METRIC_CODE[self.metric]
+
+    @property
+    def is_cosine(self) -> bool:
+        """Whether the compared value is a cosine (else a squared distance)."""
+        return self.metric == "cosine"
+
+    @property
+    def scale(self) -> float:
+        """``-1 / (2 sigma**2)`` for gaussian weights, else 0."""
+        if self.metric != "gaussian":
+            return 0.0
+        return -1.0 / (2.0 * float(self.sigma) ** 2)
+
+    @property
+    def fast_exp(self) -> bool:
+        """Whether gaussian weights use ``__expf`` (see :data:`FAST_EXP_MAX_ARG`)."""
+        if self.metric != "gaussian":
+            return False
+        return float(self.threshold) / (2.0 * float(self.sigma) ** 2) <= FAST_EXP_MAX_ARG
+
+    @property
+    def exp_name(self) -> str | None:
+        """The device exponential of the weights: ``"__expf"``, ``"expf"`` or None."""
+        if self.metric != "gaussian":
+            return None
+        return "__expf" if self.fast_exp else "expf"
 
     @property
     def defines(self) -> tuple[str, ...]:
-        return (f"-DMETRIC={METRIC_CODE[self.metric]}", f"-DFAST_EXP={int(self.fast_exp)}")
+        """``-D`` options of edge_rule.cuh."""
+        return (f"-DMETRIC={self.code}", f"-DFAST_EXP={int(self.fast_exp)}")
 
     @property
     def args(self) -> tuple:
+        """``(threshold, scale)`` as the kernels' float32 arguments."""
         return np.float32(self.threshold), np.float32(self.scale)
+
+    def describe(self) -> str:
+        """One line for messages, e.g. ``gaussian σ=0.01, squared distance < 0.0008``."""
+        if self.is_cosine:
+            return f"cosine > {self.threshold:g}"
+        head = f"gaussian σ={self.sigma:g}" if self.metric == "gaussian" else "uniform"
+        return f"{head}, squared distance < {self.threshold:g}"
 
 
 @dataclass(frozen=True)
@@ -303,6 +347,15 @@ class StageTimer:
         for stage, start, end in self._events:
             out[stage] = out.get(stage, 0.0) + cupy.cuda.get_elapsed_time(start, end) / 1e3
         return out
+
+
+def free_device_bytes() -> int:
+    """Device memory a new allocation can get: the driver's free bytes plus the free
+    blocks CuPy's pool holds."""
+    import cupy
+
+    return int(cupy.cuda.runtime.memGetInfo()[0]) + int(
+        cupy.get_default_memory_pool().free_bytes())
 
 
 def launch(module: str, kernel: str, defines: tuple, grid, block, args, shared_mem: int = 0):

@@ -1,12 +1,11 @@
-// Shared by every pass of CSR-1, CSR-2 and CSR-3 and by the counting pass: the edge rule
-// (metric and threshold), the block/thread geometry, and the tile of pair evaluations.
+// Shared by every pass of CSR-1, CSR-2 and CSR-3 and by the counting pass: the block/thread
+// geometry and the tile of pair evaluations. The edge rule itself (pair_step, is_edge,
+// edge_weight, and the METRIC / FAST_EXP options) is edge_rule.cuh's, shared with grid.cu
+// and gemm.cu.
 //
 // Compile-time configuration (the launcher passes them as -D options; each combination is
 // its own cached module, so the inner loops carry no run-time branching):
-//   METRIC    0 gaussian (compares squared distances), 1 uniform (squared distances,
-//             weight 1), 2 cosine (dot products of row-normalised data)
-//   FAST_EXP  1: gaussian weights through __expf; 0: expf (the launcher picks from the
-//             exponent range, see kernels/_launch.py)
+//   METRIC, FAST_EXP  the edge rule, see edge_rule.cuh
 //   BSX, BSY  the thread block (the paper's Table 4 block shapes); BSX % 32 == 0
 //   TR, TC    the register tile: each thread evaluates TR rows x TC columns (TC == 4)
 //   DREG      d <= 8: the whole vectors live in registers (no shared staging), or
@@ -18,23 +17,16 @@
 // false, so padding and zero vectors never make an edge and the inner loop needs no bounds
 // test. Dimensions past d hold 0, which adds exactly 0 to a squared distance or a dot.
 //
-// Exactness: a pair's value is accumulated in float32 over k = 0..D-1 in order with the
-// round-to-nearest intrinsics, so the compiler cannot contract or reorder it differently in
-// different passes: the counting pass, the filling pass and the supplementary pass decide
-// every pair identically, which CSR-1 and CSR-2 rely on (offsets from one pass, values
-// from another).
+// Exactness: a pair's value is accumulated with pair_step over k = 0..D-1 in order, so the
+// counting pass, the filling pass and the supplementary pass decide every pair identically,
+// which CSR-1 and CSR-2 rely on (offsets from one pass, values from another).
 #ifndef SE_COMMON_CUH
 #define SE_COMMON_CUH
 
-#define METRIC_GAUSSIAN 0
-#define METRIC_UNIFORM 1
-#define METRIC_COSINE 2
+#include "edge_rule.cuh"
 
-#if !defined(METRIC) || !defined(BSX) || !defined(BSY) || !defined(TR) || !defined(TC)
-#error "METRIC, BSX, BSY, TR and TC must be defined by the launcher"
-#endif
-#ifndef FAST_EXP
-#define FAST_EXP 0
+#if !defined(BSX) || !defined(BSY) || !defined(TR) || !defined(TC)
+#error "BSX, BSY, TR and TC must be defined by the launcher"
 #endif
 #if defined(DREG)
 #define REG_PATH 1
@@ -55,38 +47,6 @@ static_assert(TC == 4, "TC is 4: columns are loaded as float4");
 static_assert(TR % 4 == 0 && TR * TC <= 32, "TR must be 4 or 8");
 
 typedef long long i64;
-
-// ----------------------------------------------------------------------------- edge rule
-
-__device__ __forceinline__ float pair_step(float acc, float a, float b) {
-#if METRIC == METRIC_COSINE
-    return __fmaf_rn(a, b, acc);
-#else
-    const float diff = __fsub_rn(a, b);
-    return __fmaf_rn(diff, diff, acc);
-#endif
-}
-
-__device__ __forceinline__ bool is_edge(float acc, float thr) {
-#if METRIC == METRIC_COSINE
-    return acc > thr;  // NaN (zero vector, padding) compares false
-#else
-    return acc < thr;
-#endif
-}
-
-// Weight of an edge from its accumulated value; `scale` is -1/(2 sigma^2) for gaussian.
-__device__ __forceinline__ float edge_weight(float acc, float scale) {
-#if METRIC == METRIC_COSINE
-    return acc;
-#elif METRIC == METRIC_UNIFORM
-    return 1.0f;
-#elif FAST_EXP
-    return __expf(acc * scale);
-#else
-    return expf(acc * scale);
-#endif
-}
 
 // ----------------------------------------------------------------------------- helpers
 

@@ -8,6 +8,12 @@ Stage names are the paper's kernel names (Table 1, Fig. 6-7): ``1stPass``, ``sca
 
 Block shapes are launch parameters; :func:`paper_block_shapes` gives the paper's Table 4
 values, the defaults.
+
+:func:`build_csr` runs one method end to end on a CuPy matrix (operand layout, passes,
+CUDA-event timings) and :func:`count_rows` runs the counting pass over all or some rows:
+the entry points the graph layer calls. Both take the paper's parameters as plain
+numbers (``hypo_max_nnz_row``, ``sp_max_nz_pct``, ``mem_use_rate``: required where the
+method uses them; the graph layer holds their defaults).
 """
 
 from __future__ import annotations
@@ -17,20 +23,25 @@ import math
 import numpy as np
 
 from ._launch import (
+    KC,
     MAX_GRID_Y,
+    TC,
     TILES_PER_STRIP,
     Geometry,
     Operands,
     Rule,
     StageTimer,
     check_block_shape,
+    free_device_bytes,
     gather_rows,
     geometry,
     header_bytes,
     launch,
     lcm,
+    prepare_operands,
     round_up,
     scan,
+    staged,
     staging_bytes,
 )
 from .count import count_pass
@@ -63,16 +74,18 @@ def paper_block_shapes(method: str, d: int, hypo: int | None = None) -> dict:
     """Table 4's best block shapes (RTX 3090) for `method` on data of `d` dimensions.
 
     MNIST rows (d >= 64) or Syn rows (d < 64); CSR-2's fullPass shape depends on
-    ``hypo`` as in the table (MNIST: 512 -> (64, 2), 1024 -> (128, 4), 2048 -> (128, 1)).
-    The conversions take :data:`CONVERT_BLOCK`.
+    ``hypo`` (hypoMaxNnzRow, required for ``"csr2"``) as in the table (MNIST: 512 ->
+    (64, 2), 1024 -> (128, 4), 2048 -> (128, 1)). The conversions take
+    :data:`CONVERT_BLOCK`.
     """
     high = d >= HIGH_D
     if method == "csr1":
         return {"1stPass": (32, 16) if high else (32, 8), "2ndPass": (64, 4) if high else (32, 4)}
     if method == "csr2":
+        if hypo is None:
+            raise ValueError("CSR-2's block shapes depend on hypo_max_nnz_row; pass it")
         if high:
-            h = 512 if hypo is None else hypo
-            full = (64, 2) if h <= 512 else (128, 4) if h <= 1024 else (128, 1)
+            full = (64, 2) if hypo <= 512 else (128, 4) if hypo <= 1024 else (128, 1)
             sup = (128, 2)
         else:
             full, sup = (32, 4), (128, 1)
@@ -129,15 +142,10 @@ def _defines(rule: Rule, geom: Geometry, ops: Operands) -> tuple:
     return rule.defines + geom.defines + ops.defines
 
 
-def _free_bytes() -> int:
-    import cupy
-
-    return int(cupy.cuda.runtime.memGetInfo()[0]) + int(cupy.get_default_memory_pool().free_bytes())
-
-
 def check_fits(nbytes: int, what: str, advice: str) -> None:
-    """Refuse an allocation the device cannot hold, with the figures in the message."""
-    free = _free_bytes()
+    """Refuse, during a build, an allocation the device cannot hold, with the figures in
+    the message (the graph layer's preflight, :mod:`explorer.memory`, runs before)."""
+    free = free_device_bytes()
     if nbytes > free:
         raise ValueError(
             f"{what} need {nbytes / 2**30:.2f} GiB but only {free / 2**30:.2f} GiB of GPU "
@@ -174,12 +182,17 @@ def csr1(ops: Operands, rule: Rule, geoms: dict, timer: StageTimer, *, max_grid_
 # --------------------------------------------------------------------------------- CSR-2
 
 
-def csr2(ops: Operands, rule: Rule, geoms: dict, hypo: int, timer: StageTimer, *,
+def csr2(ops: Operands, rule: Rule, geoms: dict, hypo_max_nnz_row: int, timer: StageTimer, *,
          convert_block=CONVERT_BLOCK):
-    """Algo CSR-2: fullPass into ELLPACK, scan, ellpackToCSR, supPass for overflowing rows."""
+    """Algo CSR-2: fullPass into ELLPACK, scan, ellpackToCSR, supPass for overflowing rows.
+
+    `hypo_max_nnz_row` (the paper's hypoMaxNnzRow, >= 1) is the ELLPACK width; the
+    caller chooses it (the graph layer holds the default).
+    """
     import cupy
 
     n = ops.n
+    hypo = int(hypo_max_nnz_row)
     gf, gs = geoms["fullPass"], geoms["supPass"]
     check_fits(
         n * hypo * 8, f"CSR-2's ELLPACK arrays (n={n} × hypo_max_nnz_row={hypo} × 8 bytes)",
@@ -341,3 +354,117 @@ def _overflow(ops: Operands, rule: Rule, geom: Geometry, spp: float, capacity: i
         f"({spp:g}% of n²={n2}), but the graph has nnz={real} ({need:.3g}% of n²); "
         f"use sp_max_nz_pct >= {advice:g}"
     )
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def build_csr(method: str, X, rule: Rule, *, hypo_max_nnz_row: int | None = None,
+              sp_max_nz_pct: float | None = None, mem_use_rate: float | None = None,
+              block_shapes=None, max_chunk_rows: int | None = None,
+              max_grid_y: int | None = None):
+    """Run CSR-1, CSR-2 or CSR-3 on `X`: operand layout, the method's passes, timings.
+
+    Parameters
+    ----------
+    method : {"csr1", "csr2", "csr3"}
+    X : cupy.ndarray of shape (n, d)
+        C-contiguous float32.
+    rule : Rule
+    hypo_max_nnz_row : int
+        CSR-2's ELLPACK width (required for ``"csr2"``).
+    sp_max_nz_pct, mem_use_rate : float
+        CSR-3's bound on the percentage of nonzeros and share of free memory for a
+        dense chunk (both required for ``"csr3"``).
+    block_shapes : mapping of str to (int, int), optional
+        Over :func:`paper_block_shapes` (see :func:`resolve_block_shapes`).
+    max_chunk_rows, max_grid_y : int, optional
+        Caps on CSR-3's chunk rows and on the row tiles of one 2-D grid (default
+        :data:`MAX_GRID_Y`); tests lower them to reach the many-chunk and grid-limit
+        paths on small data.
+
+    Returns
+    -------
+    col, val, rowptr : cupy.ndarray
+        int32 columns, float32 values, int64 row offsets (length n + 1); canonical rows.
+    timings : dict of str to float
+        Seconds per stage from CUDA events: ``prepare`` (the operand layout), then the
+        paper's stages.
+    info : dict
+        What the method measured and saw (pair evaluations; CSR-2's ``hypo``,
+        ``max_nnz_row``, ``rows_over_hypo``; CSR-3's capacity and chunks), the block
+        shapes, register tiles, where the dimensions live and the exponential used.
+
+    Raises
+    ------
+    ValueError
+        An unknown method, a missing parameter, bad block shapes, arrays found not to
+        fit in device memory, or CSR-3's capacity overflowing.
+    """
+    if method not in KERNELS:
+        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, KERNELS))}")
+    if method == "csr2" and hypo_max_nnz_row is None:
+        raise ValueError("method='csr2' needs hypo_max_nnz_row")
+    if method == "csr3" and (sp_max_nz_pct is None or mem_use_rate is None):
+        raise ValueError("method='csr3' needs sp_max_nz_pct and mem_use_rate")
+    n, d = X.shape
+    hypo = int(hypo_max_nnz_row) if method == "csr2" else None
+    shapes = resolve_block_shapes(method, d, hypo, block_shapes)
+    geoms, multiple = plan(method, d, shapes)
+    max_grid_y = MAX_GRID_Y if max_grid_y is None else int(max_grid_y)
+    timer = StageTimer()
+    with timer("prepare"):
+        ops = prepare_operands(X, rule.metric, multiple)
+    convert = shapes.get("ellpackToCSR") or shapes.get("denseToCSR") or CONVERT_BLOCK
+    if method == "csr1":
+        col, val, rowptr, run = csr1(ops, rule, geoms, timer, max_grid_y=max_grid_y)
+    elif method == "csr2":
+        col, val, rowptr, run = csr2(ops, rule, geoms, hypo, timer, convert_block=convert)
+    else:
+        col, val, rowptr, run = csr3(
+            ops, rule, geoms, float(sp_max_nz_pct), float(mem_use_rate), timer,
+            convert_block=convert, max_chunk_rows=max_chunk_rows, max_grid_y=max_grid_y,
+        )
+    del ops
+    info = dict(run)
+    info.update({
+        "block_shapes": {k: tuple(v) for k, v in shapes.items()},
+        "register_tile": {k: (g.tr, TC) for k, g in geoms.items()},
+        "dimensions": "registers" if not staged(d) else f"shared, {KC} at a time",
+        "exp": rule.exp_name,
+    })
+    return col, val, rowptr, timer.seconds(), info
+
+
+def count_rows(X, rule: Rule, rows=None, *, block_shape=None):
+    """Nonzeros and weighted degrees of rows, through the counting pass (no matrix).
+
+    Parameters
+    ----------
+    X : cupy.ndarray of shape (n, d)
+        C-contiguous float32.
+    rule : Rule
+    rows : cupy.ndarray of int32, optional
+        Row indices, each in [0, n) (unchecked); default every row. Each is counted
+        against all n columns: ``len(rows) × n`` pair evaluations.
+    block_shape : (int, int), optional
+        The counting block; default Table 4's CSR-1 1stPass shape.
+
+    Returns
+    -------
+    counts : cupy.ndarray of int32
+        Nonzeros per row (diagonal excluded), in the order of `rows`.
+    degrees : cupy.ndarray of float32
+        Sum of each row's edge weights.
+    """
+    n, d = X.shape
+    shape = paper_block_shapes("csr1", d)["1stPass"] if block_shape is None else block_shape
+    geom = geometry("count", check_block_shape("1stPass", shape), d)
+    ops = prepare_operands(X, rule.metric, lcm(geom.rows, geom.cols))
+    if rows is None:
+        counts, degrees = count_pass(ops, rule, geom, degrees=True)
+        return counts[:n], degrees[:n]
+    XR, row_ids = gather_rows(ops, rows, geom.rows)
+    counts, degrees = count_pass(ops, rule, geom, XR, row_ids, degrees=True)
+    m = int(rows.size)
+    return counts[:m], degrees[:m]

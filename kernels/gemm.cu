@@ -13,6 +13,10 @@
 //   coo_degrees, coo_to_rows, sort_rows_rank (rowsort.cuh): the symmetric CSR.
 // The screen keeps every pair the exact test could accept: docs/fast-builders.md
 // derives the bound (A r_i r_j + B (r_i + r_j) + C) the launcher passes in.
+//
+// Compile-time: METRIC and FAST_EXP (edge_rule.cuh: the edge test, the float32 step
+// of a pair's value and the weight, shared with the CSR kernels and the grid).
+#include "edge_rule.cuh"
 #include "rowsort.cuh"
 
 #define FULL_MASK 0xffffffffu
@@ -70,25 +74,18 @@ extern "C" __global__ void gemm_prepare(
     for (int k = d + lane; k < d_pad; k += 32) h[k] = 0;
 }
 
-// Exact float32 value of the pair (i, j) on the original data, the same in every
-// lane: lanes take features k = lane, lane + 32, ... (fma), then a fixed butterfly,
-// and lane 0's sum is broadcast (other lanes' sums may differ in the last bit).
+// Exact float32 value of the pair (i, j) on the original data (a dot product for
+// cosine, a squared distance otherwise), the same in every lane: lanes take features
+// k = lane, lane + 32, ... (edge_rule.cuh's pair_step), then a fixed butterfly, and
+// lane 0's sum is broadcast (other lanes' sums may differ in the last bit).
 __device__ __forceinline__ float warp_pair_value(const float* __restrict__ xi,
                                                  const float* __restrict__ xj,
-                                                 int d, int compares, int lane)
+                                                 int d, int lane)
 {
     float acc = 0.0f;
     // Unrolled so that a lane's loads of one row are in flight together.
-    if (compares == 0) {
 #pragma unroll 8
-        for (int k = lane; k < d; k += 32) acc = __fmaf_rn(__ldg(xi + k), __ldg(xj + k), acc);
-    } else {
-#pragma unroll 8
-        for (int k = lane; k < d; k += 32) {
-            const float diff = __fsub_rn(__ldg(xi + k), __ldg(xj + k));
-            acc = __fmaf_rn(diff, diff, acc);
-        }
-    }
+    for (int k = lane; k < d; k += 32) acc = pair_step(acc, __ldg(xi + k), __ldg(xj + k));
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(FULL_MASK, acc, off);
     return __shfl_sync(FULL_MASK, acc, 0);
@@ -126,8 +123,9 @@ __device__ __forceinline__ void flush(EdgeBuffer& buf, int i, int lane,
 // Screen: cosine: the tile value s > screen (and both rows non-zero).
 //         distances: D = nn_i + nn_j - 2 s < screen + band_ij, band_ij =
 //         A rr_i rr_j + B (rr_i + rr_j) + C + Cn (nn_i + nn_j), in scaled units.
-// Decision (float32, original data): cosine dot / (||x_i|| ||x_j||) > t; distances
-// d2 < t. Value: weight_kind 0 the cosine, 1 exp(-d2 / 2σ²) in double, 2 one.
+// Decision (float32, original data, edge_rule.cuh's is_edge): cosine
+// dot / (||x_i|| ||x_j||) > t; distances d2 < t. Value: edge_weight of the compared
+// value (the cosine; exp(d2 * scale) with scale = -1/(2σ²); or one).
 // counter[0] counts edges (all of them, also past `cap`, which bounds the writes);
 // counter[1] counts candidates re-checked.
 extern "C" __global__ void gemm_tile_edges(
@@ -135,8 +133,8 @@ extern "C" __global__ void gemm_tile_edges(
     int row0, const int* __restrict__ row_ids, int use_ids, int col0, int upper,
     const float* __restrict__ X, int d,
     const float* __restrict__ nrm, const float* __restrict__ rnrm,
-    int compares, float screen, float coef_a, float coef_b, float coef_c, float coef_n,
-    float t, int weight_kind, double neg_inv_two_sigma2, int seg_cols,
+    float screen, float coef_a, float coef_b, float coef_c, float coef_n,
+    float t, float scale, int seg_cols,
     unsigned long long* __restrict__ counter, long long cap,
     int* __restrict__ out_i, int* __restrict__ out_j, float* __restrict__ out_v)
 {
@@ -147,9 +145,10 @@ extern "C" __global__ void gemm_tile_edges(
     if (r >= rows) return;
     const int seg = (int)(warp % n_seg);
     const int i = use_ids ? row_ids[r] : row0 + (int)r;
+    constexpr bool cosine = !METRIC_SQDIST;
     const float nrm_i = nrm[i];
-    if (compares == 0 && nrm_i == 0.0f) return;  // a zero vector has no edges
-    const float rr_i = compares ? rnrm[i] : 0.0f;
+    if (cosine && nrm_i == 0.0f) return;  // a zero vector has no edges
+    const float rr_i = cosine ? 0.0f : rnrm[i];
     int c_begin = seg * seg_cols;
     const int c_end = min(cols, c_begin + seg_cols);
     if (upper) c_begin = max(c_begin, i + 1 - col0);
@@ -172,7 +171,7 @@ extern "C" __global__ void gemm_tile_edges(
                 if (c < c_begin || c >= c_end || j == i) continue;
                 const float s = half_to_float((unsigned short)(w[e >> 1] >> ((e & 1) * 16)));
                 bool pass;
-                if (compares == 0) {
+                if (cosine) {
                     pass = s > screen && __ldg(nrm + j) != 0.0f;
                 } else {
                     const float nn_j = __ldg(nrm + j), rr_j = __ldg(rnrm + j);
@@ -195,19 +194,14 @@ extern "C" __global__ void gemm_tile_edges(
                 bits &= bits - 1;
                 const int j = col0 + base + src * 8 + e;
                 ++checked;
-                const float acc = warp_pair_value(xi, X + (long long)j * d, d, compares, lane);
-                bool edge;
-                float value;
-                if (compares == 0) {
-                    float cs = acc / (nrm_i * __ldg(nrm + j));
-                    cs = fminf(fmaxf(cs, -1.0f), 1.0f);
-                    edge = cs > t;
-                    value = cs;
-                } else {
-                    edge = acc < t;
-                    value = weight_kind == 1 ? (float)exp((double)acc * neg_inv_two_sigma2) : 1.0f;
+                const float acc = warp_pair_value(xi, X + (long long)j * d, d, lane);
+                float compared = acc;
+                if (cosine) {
+                    compared = acc / (nrm_i * __ldg(nrm + j));
+                    compared = fminf(fmaxf(compared, -1.0f), 1.0f);
                 }
-                if (edge) {
+                if (is_edge(compared, t)) {
+                    const float value = edge_weight(compared, scale);
                     if (lane == buf.used) { buf.j = j; buf.v = value; }
                     if (++buf.used == 32) flush(buf, i, lane, counter, cap, out_i, out_j, out_v);
                 }

@@ -12,8 +12,9 @@ uses them to *screen* pairs and never to decide one:
 3. ``gemm_tile_edges`` keeps the pairs whose tile value passes the threshold widened
    by a proven bound on the GEMM's error (:func:`gemm_error_bound`), re-computes
    each of them with the float32 arithmetic of the CSR kernels on the original data
-   (a direct dot product or squared distance, one warp per pair) and appends the
-   edges (i < j) with their exact weights to a COO list.
+   (a direct dot product or squared distance, one warp per pair), decides and weighs
+   it with edge_rule.cuh (the rule every kernel shares) and appends the edges
+   (i < j) with their exact weights to a COO list.
 4. The COO pairs become the symmetric canonical CSR (both ends of each pair,
    counted, scanned, scattered, rows sorted: :func:`.grid.sort_rows`).
 
@@ -30,12 +31,17 @@ import math
 
 import numpy as np
 
-from explorer._validation import check_choice, check_int
-from explorer.graph._params import GraphParams
-
-from ._launch import StageTimer, scan
+from ._launch import Rule, StageTimer, free_device_bytes, scan
 from ._loader import get_module
-from .grid import ROW_SORTS, check_device_data, launch, make_csr, sort_rows
+from .grid import (
+    check_device_data,
+    check_option,
+    check_row_sort,
+    check_rule,
+    launch,
+    make_csr,
+    sort_rows,
+)
 
 #: fp16 unit roundoff (round to nearest) and the largest rounding error of an fp16
 #: subnormal (spacing 2^-24).
@@ -105,7 +111,7 @@ def gemm_error_bound(d: int, d_pad: int):
     return coef_a, coef_b, coef_c
 
 
-def _screen(params: GraphParams, d: int, d_pad: int, scale: float):
+def _screen(rule: Rule, d: int, d_pad: int, scale: float):
     """Screen threshold and band coefficients ``(screen, A, B, C, Cn)`` for the kernel.
 
     Cosine (unit rows, r = 1): keep ``ŝ > t − δ`` with δ the GEMM bound plus the
@@ -116,24 +122,24 @@ def _screen(params: GraphParams, d: int, d_pad: int, scale: float):
     norms and the float32 evaluation of the left side.
     """
     coef_a, coef_b, coef_c = gemm_error_bound(d, d_pad)
-    if params.compares == "cosine":
-        t = params.threshold
+    if rule.is_cosine:
+        t = rule.threshold
         delta = coef_a + 2 * coef_b + coef_c + (d + 10) * U_SINGLE + U_SINGLE * abs(t)
         screen = np.nextafter(np.float32(t - SAFETY * delta - 2**-22), np.float32(-np.inf))
         return screen, 0.0, 0.0, 0.0, 0.0
-    ts = scale * scale * params.sqdist_cutoff * (1 + (d + 12) * U_SINGLE) * (1 + 2**-20)
+    ts = scale * scale * rule.threshold * (1 + (d + 12) * U_SINGLE) * (1 + 2**-20)
     screen = np.nextafter(np.float32(ts), np.float32(np.inf))
     return (screen, SAFETY * 2 * coef_a, SAFETY * 2 * coef_b, SAFETY * 2 * coef_c, 2.0**-21)
 
 
 @functools.cache
-def _module():
-    return get_module("gemm")
+def _module(rule_defines: tuple):
+    return get_module("gemm", defines=rule_defines)
 
 
 @functools.cache
-def _kernel(name: str):
-    return _module().get_function(name)
+def _kernel(rule_defines: tuple, name: str):
+    return _module(rule_defines).get_function(name)
 
 
 def _cublas():
@@ -143,11 +149,18 @@ def _cublas():
     return cublas, device.get_cublas_handle()
 
 
-class _Gemm:
-    """fp16 × fp16 → fp16 tiles with fp32 accumulation and fp32 split-K reductions.
+class TileGemm:
+    """fp16 × fp16 → fp16 tiles with fp32 accumulation and fp32 split-K reductions: the
+    builder's tile product (public so that benchmarks can time it alone).
 
     The cuBLAS handle is CuPy's; its pointer and math modes are set for the calls
     and restored by :meth:`close`.
+
+    >>> gemm = TileGemm()  # doctest: +SKIP
+    >>> try:
+    ...     gemm.tile(H, H, C, ldc)  # C[r, c] = H[r] · H[c]
+    ... finally:
+    ...     gemm.close()
     """
 
     def __init__(self):
@@ -177,7 +190,7 @@ class _Gemm:
         self.cublas.setMathMode(self.handle, self._modes[1])
 
 
-def _prepare(X, params: GraphParams):
+def _prepare(X, rule: Rule):
     """fp16 rows H (n × d_pad), norms, and the scale of the distance rules."""
     import cupy
 
@@ -185,7 +198,7 @@ def _prepare(X, params: GraphParams):
     d_pad = -(-d // 8) * 8
     H = cupy.empty((n, d_pad), dtype=cupy.float16)
     nrm = cupy.empty(n, dtype=cupy.float32)
-    if params.compares == "cosine":
+    if rule.is_cosine:
         rnrm = nrm  # unused by the cosine screen
         center = cupy.zeros(1, dtype=cupy.float64)
         scale = 1.0
@@ -198,21 +211,22 @@ def _prepare(X, params: GraphParams):
         # A power of two: scaling is exact and |y| <= 1, inside fp16's range.
         scale = 1.0 if widest <= 0.0 else 2.0 ** -math.frexp(widest)[1]
         mode = 1
-    launch(_kernel("gemm_prepare"), 32 * n,
+    launch(_kernel(rule.defines, "gemm_prepare"), 32 * n,
            (X, np.int32(n), np.int32(d), np.int32(d_pad), np.int32(mode), center,
             np.float64(scale), H, nrm, rnrm))
     return H, nrm, rnrm, scale
 
 
-def build_gemm(X, params: GraphParams, *, tile_rows=None, tile_bytes=None, row_sort="auto"):
+def build_gemm(X, rule: Rule, *, tile_rows=None, tile_bytes=None, row_sort="auto"):
     """Build the graph from fp16 tensor-core tiles with an exact re-check (``method="gemm"``).
 
     Parameters
     ----------
     X : cupy.ndarray of shape (n, d), float32, C-contiguous
         Any d; it pays for d >= ~32, where a pair costs d multiply-adds.
-    params : GraphParams
-        Any rule: cosine, gaussian (either threshold) or uniform.
+    rule : Rule
+        Any rule: cosine, gaussian or uniform (a gaussian similarity threshold is a
+        squared-distance cutoff in ``rule.threshold``).
     tile_rows : int, optional
         Rows per tile (default: as many as `tile_bytes` allows, a multiple of 256).
     tile_bytes : int, optional
@@ -241,30 +255,29 @@ def build_gemm(X, params: GraphParams, *, tile_rows=None, tile_bytes=None, row_s
     import cupy
 
     X = check_device_data(X)
-    if not isinstance(params, GraphParams):
-        raise TypeError(f"params must be a GraphParams; got {type(params).__name__}")
+    check_rule(rule)
     n, d = X.shape
-    check_int(tile_rows, "tile_rows", low=1, allow_none=True)
-    check_int(tile_bytes, "tile_bytes", low=1, allow_none=True)
-    check_choice(row_sort, "row_sort", ROW_SORTS)
+    tile_rows = check_option(tile_rows, "tile_rows", low=1)
+    tile_bytes = check_option(tile_bytes, "tile_bytes", low=1)
+    check_row_sort(row_sort)
 
     timer = StageTimer()
     with timer("prepare"):
-        H, nrm, rnrm, scale = _prepare(X, params)
+        H, nrm, rnrm, scale = _prepare(X, rule)
     d_pad = H.shape[1]
-    screen = _screen(params, d, d_pad, scale)
+    screen = _screen(rule, d, d_pad, scale)
 
     ldc = -(-n // 8) * 8
     if tile_rows is None:
-        free = cupy.cuda.runtime.memGetInfo()[0] + cupy.get_default_memory_pool().free_bytes()
+        free = free_device_bytes()
         budget = tile_bytes if tile_bytes is not None else min(TILE_BYTES, free // 4)
         tile_rows = max(1, budget // (2 * ldc))
         if tile_rows >= 256:
             tile_rows -= tile_rows % 256
     tile_rows = min(tile_rows, n)
-    gemm = _Gemm()
+    gemm = TileGemm()
     try:
-        screener = _Screener(X, params, H, nrm, rnrm, screen, tile_rows, ldc, gemm)
+        screener = _Screener(X, rule, H, nrm, rnrm, screen, tile_rows, ldc, gemm)
         with timer("estimate"):
             cap, estimate = screener.estimate(n)
         pairs, checked = screener.run(cap, timer)
@@ -278,7 +291,7 @@ def build_gemm(X, params: GraphParams, *, tile_rows=None, tile_bytes=None, row_s
     with timer("assemble"):
         ei, ej, ev = (a[:pairs] for a in out)
         counts = cupy.zeros(n, dtype=cupy.int32)
-        launch(_kernel("coo_degrees"), pairs, (ei, ej, np.int64(pairs), counts))
+        launch(_kernel(rule.defines, "coo_degrees"), pairs, (ei, ej, np.int64(pairs), counts))
         row_start = scan(counts)
         wide = counts.astype(cupy.int64)
         max_row, sum_sq = (int(v) for v in cupy.stack([wide.max(), (wide * wide).sum()]).get())
@@ -286,11 +299,11 @@ def build_gemm(X, params: GraphParams, *, tile_rows=None, tile_bytes=None, row_s
         cols = cupy.empty(nnz, dtype=cupy.int32)
         vals = cupy.empty(nnz, dtype=cupy.float32)
         cursor = cupy.zeros(n, dtype=cupy.int32)
-        launch(_kernel("coo_to_rows"), pairs,
+        launch(_kernel(rule.defines, "coo_to_rows"), pairs,
                (ei, ej, ev, np.int64(pairs), row_start, cursor, cols, vals))
         del out, ei, ej, ev, cursor
     with timer("sort"):
-        indices, data, how = sort_rows(_module(), row_start, cols, vals, n=n, nnz=nnz,
+        indices, data, how = sort_rows(_module(rule.defines), row_start, cols, vals, n=n, nnz=nnz,
                                        max_row=max_row, sum_sq=sum_sq, how=row_sort)
     csr = make_csr(row_start, indices, data, n, nnz)
     info = {
@@ -305,6 +318,7 @@ def build_gemm(X, params: GraphParams, *, tile_rows=None, tile_bytes=None, row_s
         "nnz": nnz,
         "max_row": max_row,
         "row_sort": how,
+        "exp": rule.exp_name,
     }
     return csr, timer.seconds(), info
 
@@ -312,21 +326,14 @@ def build_gemm(X, params: GraphParams, *, tile_rows=None, tile_bytes=None, row_s
 class _Screener:
     """Runs the tiles: GEMM, then screen + exact re-check + append, row block by block."""
 
-    def __init__(self, X, params, H, nrm, rnrm, screen, tile_rows, ldc, gemm):
+    def __init__(self, X, rule, H, nrm, rnrm, screen, tile_rows, ldc, gemm):
         import cupy
 
-        self.X, self.params, self.H, self.nrm, self.rnrm = X, params, H, nrm, rnrm
+        self.X, self.rule, self.H, self.nrm, self.rnrm = X, rule, H, nrm, rnrm
         self.screen, self.tile_rows, self.ldc, self.gemm = screen, tile_rows, ldc, gemm
         self.C = cupy.empty((tile_rows, ldc), dtype=cupy.float16)
         self.out = None
-        if params.compares == "cosine":
-            self.t = np.float32(params.threshold)
-            self.weight_kind, self.neg_inv = 0, 0.0
-        else:
-            self.t = np.float32(params.sqdist_cutoff)
-            gaussian = params.metric == "gaussian"
-            self.weight_kind = 1 if gaussian else 2
-            self.neg_inv = -0.5 / (params.sigma * params.sigma) if gaussian else 0.0
+        self.t, self.scale = rule.args  # float32 threshold and -1/(2σ²)
 
     def _edges(self, rows, cols, row0, row_ids, col0, upper, counter, cap, out):
         """Screen the tile in ``self.C``; `row_ids` (or None: ``row0 + r``) names its rows."""
@@ -337,13 +344,13 @@ class _Screener:
         none_i = cupy.empty(0, dtype=cupy.int32)
         ei, ej, ev = out if out is not None else (none_i, none_i, cupy.empty(0, cupy.float32))
         use_ids = row_ids is not None
-        launch(_kernel("gemm_tile_edges"), 32 * rows * n_seg,
+        launch(_kernel(self.rule.defines, "gemm_tile_edges"), 32 * rows * n_seg,
                (self.C, np.int64(self.ldc), np.int32(rows), np.int32(cols), np.int32(row0),
                 row_ids if use_ids else none_i, np.int32(use_ids), np.int32(col0),
                 np.int32(upper), self.X, np.int32(self.X.shape[1]),
-                self.nrm, self.rnrm, np.int32(self.params.compares == "sqdist"),
+                self.nrm, self.rnrm,
                 np.float32(screen), np.float32(ca), np.float32(cb), np.float32(cc),
-                np.float32(cn), self.t, np.int32(self.weight_kind), np.float64(self.neg_inv),
+                np.float32(cn), self.t, self.scale,
                 np.int32(SEG_COLS), counter, np.int64(cap), ei, ej, ev))
 
     def estimate(self, n: int):
@@ -364,10 +371,10 @@ class _Screener:
         pairs = per_row * n / 2
         if rows.size == n:
             return int(round(pairs)), pairs
-        free = cupy.cuda.runtime.memGetInfo()[0] + cupy.get_default_memory_pool().free_bytes()
+        free = free_device_bytes()
         if 2 * pairs * BYTES_PER_NNZ > free:
             raise ValueError(
-                f"graph too large for GPU memory: {self.params.describe()} on n={n} gives an "
+                f"graph too large for GPU memory: {self.rule.describe()} on n={n} gives an "
                 f"estimated nnz ≈ {2 * pairs:.3g} ({per_row:.1f} per row, from {rows.size} "
                 f"sample rows), about {2 * pairs * BYTES_PER_NNZ / 2**30:.1f} GiB to build, "
                 f"but {free / 2**30:.1f} GiB is free; raise the similarity threshold (or lower "

@@ -15,13 +15,17 @@
 // Why a cell side of sqrt(t)·(1 + 1e-4) and coordinates in double suffice: see
 // docs/fast-builders.md, "grid: why no neighbour is missed".
 //
-// Compile-time: GRID_DIM = d (the launcher compiles one module per d <= 16).
+// Compile-time: GRID_DIM = d (the launcher compiles one module per d <= 16 and edge
+// rule), METRIC and FAST_EXP (edge_rule.cuh: the edge test and weight of every kernel).
 // Template: DC = number of cell dimensions (1..4), chosen per data set by the launcher.
 #ifndef GRID_DIM
 #error "compile with -DGRID_DIM=<number of features>"
 #endif
 
+#include "edge_rule.cuh"
 #include "rowsort.cuh"
+
+static_assert(METRIC_SQDIST, "the grid serves distance rules only (METRIC 0 or 1)");
 
 // Layout of the two small parameter arrays the launcher uploads (MAX_CELL_DIMS = 4):
 //   gd (double): lo[4], inv_h[4]
@@ -107,26 +111,16 @@ __device__ __forceinline__ void torus_coords(const Grid<DC>& g, const float (&x)
     for (int k = 0; k < DC; ++k) w[k] = torus_coord(g, k, feature(x, g.dim[k]));
 }
 
-// Squared distance, accumulated feature by feature in float32 with the
-// round-to-nearest intrinsics, k = 0..d-1 in order: the arithmetic of the CSR kernels
-// (common.cuh, pair_step), so both decide every pair identically; and the same
-// whichever point comes first, (a - b)² == (b - a)² exactly.
+// Squared distance, accumulated feature by feature with edge_rule.cuh's pair_step,
+// k = 0..d-1 in order: the arithmetic of the CSR kernels, so both decide every pair
+// identically and weigh it with the same bits; and the same whichever point comes
+// first, (a - b)² == (b - a)² exactly.
 __device__ __forceinline__ float sqdist(const float (&a)[GRID_DIM], const float (&b)[GRID_DIM])
 {
     float acc = 0.0f;
 #pragma unroll
-    for (int k = 0; k < GRID_DIM; ++k) {
-        const float diff = __fsub_rn(a[k], b[k]);
-        acc = __fmaf_rn(diff, diff, acc);
-    }
+    for (int k = 0; k < GRID_DIM; ++k) acc = pair_step(acc, a[k], b[k]);
     return acc;
-}
-
-// weight_kind: 0 uniform (1), 1 gaussian exp(-d2 / (2σ²)), evaluated in double from the
-// float32 d2 (the reference evaluates it in double too).
-__device__ __forceinline__ float edge_weight(float d2, int weight_kind, double neg_inv_two_sigma2)
-{
-    return weight_kind ? (float)exp((double)d2 * neg_inv_two_sigma2) : 1.0f;
 }
 
 // Calls span(begin, end) for the sorted-point ranges of the 3^DC torus cells around
@@ -173,7 +167,7 @@ __device__ __forceinline__ void for_each_neighbour_range(
 }
 
 // Every neighbour of the query point x (original index id): hit(j, d2) for each
-// point j != id with float32 squared distance < t.
+// point j != id that is_edge(d2, t) accepts (float32 squared distance < t).
 template <int DC, typename Hit>
 __device__ __forceinline__ void for_each_neighbour(
     const Grid<DC>& g, const float (&x)[GRID_DIM], int id, float t,
@@ -187,7 +181,7 @@ __device__ __forceinline__ void for_each_neighbour(
             float y[GRID_DIM];
             load_point(Xs, q, y);
             const float d2 = sqdist(x, y);
-            if (d2 < t) {
+            if (is_edge(d2, t)) {
                 const int j = __ldg(perm + q);
                 if (j != id) hit(j, d2);
             }
@@ -292,15 +286,15 @@ extern "C" __global__ void grid_scatter(const float* __restrict__ X, int n,
 // a sample of rows.
 
 // Counts (and, with want_degrees, weighted degrees summed in double) per query,
-// stored at the query's original index (by_id) or its position.
+// stored at the query's original index (by_id) or its position. `scale` is the
+// gaussian -1/(2σ²) (edge_rule.cuh, edge_weight).
 template <int DC>
 __global__ void grid_count(const float* __restrict__ Q, const int* __restrict__ qid, int nq,
                            const float* __restrict__ Xs, const int* __restrict__ perm,
                            const int* __restrict__ cell_start,
                            const double* __restrict__ gd, const long long* __restrict__ gi,
                            float t, int* __restrict__ counts, int by_id,
-                           int want_degrees, float* __restrict__ degrees,
-                           int weight_kind, double neg_inv_two_sigma2)
+                           int want_degrees, float* __restrict__ degrees, float scale)
 {
     const int q = blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= nq) return;
@@ -312,7 +306,7 @@ __global__ void grid_count(const float* __restrict__ Q, const int* __restrict__ 
     double degree = 0.0;
     for_each_neighbour(g, x, id, t, Xs, perm, cell_start, [&](int, float d2) {
         ++count;
-        if (want_degrees) degree += edge_weight(d2, weight_kind, neg_inv_two_sigma2);
+        if (want_degrees) degree += edge_weight(d2, scale);
     });
     const int at = by_id ? id : q;
     counts[at] = count;
@@ -326,7 +320,7 @@ __global__ void grid_fill(const float* __restrict__ Q, const int* __restrict__ q
                           const double* __restrict__ gd, const long long* __restrict__ gi,
                           float t, const long long* __restrict__ row_start,
                           int* __restrict__ out_cols, float* __restrict__ out_vals,
-                          int weight_kind, double neg_inv_two_sigma2)
+                          float scale)
 {
     const int q = blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= nq) return;
@@ -337,7 +331,7 @@ __global__ void grid_fill(const float* __restrict__ Q, const int* __restrict__ q
     long long pos = row_start[id];
     for_each_neighbour(g, x, id, t, Xs, perm, cell_start, [&](int j, float d2) {
         out_cols[pos] = j;
-        out_vals[pos] = edge_weight(d2, weight_kind, neg_inv_two_sigma2);
+        out_vals[pos] = edge_weight(d2, scale);
         ++pos;
     });
 }

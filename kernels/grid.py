@@ -11,9 +11,13 @@ those spanning the most cells, as many as a simple cost model (cell ranges visit
 plus expected candidates tested) favours; every feature is still tested exactly.
 Cells live in a table of about 2n entries: when the grid has more cells than that,
 cell coordinates wrap around (a torus), aliased cells share a slot and only add
-candidates. The exact test is the float32 squared distance of CSR-1/2/3, accumulated
-feature by feature, so the graph equals the float64 reference outside the rounding
-band (DESIGN.md "Semantics"). docs/fast-builders.md explains the margins.
+candidates. The exact test and the weight are edge_rule.cuh's, as in CSR-1/2/3 (the
+float32 squared distance accumulated feature by feature), so the graph equals the
+float64 reference outside the rounding band (DESIGN.md "Semantics") and CSR-1's graph
+bit for bit. docs/fast-builders.md explains the margins.
+
+The launchers take the edge rule as a :class:`~._launch.Rule` (plain numbers); the
+graph layer validates user input before it calls them.
 
 This module also holds what :mod:`.gemm` shares: input checks, launches and the
 canonical-row assembly (:func:`sort_rows`). Stage timing and the row-offset scan are
@@ -28,10 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from explorer._validation import check_choice, check_int
-from explorer.graph._params import GraphParams
-
-from ._launch import StageTimer, multiprocessors, scan
+from ._launch import Rule, StageTimer, multiprocessors, scan
 from ._loader import get_module
 
 #: Largest number of features the grid builder compiles for.
@@ -96,6 +97,37 @@ def check_device_data(X, name: str = "X"):
     if not X.flags.c_contiguous:
         raise ValueError(f"{name} must be C-contiguous; pass cupy.ascontiguousarray({name})")
     return X
+
+
+def check_option(value, name: str, *, low: int = 1, high: int | None = None):
+    """A launcher's integer option: None or an int in [low, high]; returned unchanged.
+
+    Raises
+    ------
+    ValueError
+        Naming the option, the value and the range.
+    """
+    if value is None:
+        return None
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if not ok or value < low or (high is not None and value > high):
+        upper = "" if high is None else f" and <= {high}"
+        raise ValueError(f"{name}={value!r} is not allowed; use an integer >= {low}{upper}")
+    return int(value)
+
+
+def check_row_sort(how) -> str:
+    """`how` if it is one of :data:`ROW_SORTS`, else ValueError naming ``row_sort``."""
+    if not isinstance(how, str) or how not in ROW_SORTS:
+        raise ValueError(f"row_sort={how!r} is not allowed; use one of {ROW_SORTS}")
+    return how
+
+
+def check_rule(rule) -> Rule:
+    """`rule` if it is a kernels :class:`~._launch.Rule`, else TypeError."""
+    if not isinstance(rule, Rule):
+        raise TypeError(f"rule must be an explorer.kernels Rule; got {type(rule).__name__}")
+    return rule
 
 
 def launch(kernel, n_threads: int, args, block: int = _BLOCK) -> None:
@@ -331,25 +363,29 @@ def plan_grid(lo, hi, n: int, sqdist_cutoff: float, *, cell_dims=None, table_siz
 # --- device side ---------------------------------------------------------------------
 
 
+#: The rule the bounding-box module is compiled with when no rule is at hand (the
+#: bounding box does not depend on it; every grid module includes edge_rule.cuh).
+_BBOX_RULE = Rule("uniform", 1.0)
+
+
 @functools.cache
-def _module(d: int):
+def _module(d: int, rule_defines: tuple):
     names = tuple(f"{k}<{dc}>" for dc in range(1, MAX_CELL_DIMS + 1)
                   for k in ("grid_bin", "grid_count", "grid_fill"))
-    return get_module("grid", defines=(f"-DGRID_DIM={d}",), name_expressions=names)
+    return get_module("grid", defines=(f"-DGRID_DIM={d}", *rule_defines), name_expressions=names)
 
 
 @functools.cache
-def _kernel(d: int, name: str):
-    return _module(d).get_function(name)
+def _kernel(d: int, rule_defines: tuple, name: str):
+    return _module(d, rule_defines).get_function(name)
 
 
-def _check_rule(X, params: GraphParams) -> None:
-    if not isinstance(params, GraphParams):
-        raise TypeError(f"params must be a GraphParams; got {type(params).__name__}")
-    if params.compares != "sqdist":
+def _check_rule(X, rule: Rule) -> None:
+    check_rule(rule)
+    if rule.is_cosine:
         raise ValueError(
             f"method='grid' serves distance rules (metric 'gaussian' or 'uniform'); got "
-            f"{params.describe()}: use method='gemm' or a CSR method for cosine"
+            f"{rule.describe()}: use method='gemm' or a CSR method for cosine"
         )
     d = X.shape[1]
     if d > GRID_MAX_DIM:
@@ -360,16 +396,17 @@ def _check_rule(X, params: GraphParams) -> None:
 
 
 def _check_options(d: int, cell_dims, table_size) -> None:
-    check_int(cell_dims, "cell_dims", low=1, high=min(d, MAX_CELL_DIMS), allow_none=True)
-    check_int(table_size, "table_size", low=1, high=MAX_TABLE, allow_none=True)
+    check_option(cell_dims, "cell_dims", low=1, high=min(d, MAX_CELL_DIMS))
+    check_option(table_size, "table_size", low=1, high=MAX_TABLE)
 
 
 #: Blocks of the bounding-box pass per multiprocessor (each strides over many rows).
 _BBOX_BLOCKS_PER_SM = 4
 
 
-def _bounding_box(X) -> np.ndarray:
-    """(2, d) float64 on the host: the min and max of every feature of X."""
+def _bounding_box(X, rule: Rule = _BBOX_RULE) -> np.ndarray:
+    """(2, d) float64 on the host: the min and max of every feature of X (`rule` only
+    picks the compiled module the kernel comes from)."""
     import cupy
 
     n, d = X.shape
@@ -377,12 +414,13 @@ def _bounding_box(X) -> np.ndarray:
     blocks = max(1, min(-(-n // _BLOCK), sms * _BBOX_BLOCKS_PER_SM))
     lo = cupy.empty((blocks, d), dtype=cupy.float32)
     hi = cupy.empty((blocks, d), dtype=cupy.float32)
-    _kernel(d, "grid_bbox")((blocks,), (_BLOCK,), (X, np.int32(n), lo, hi))
+    _kernel(d, rule.defines, "grid_bbox")((blocks,), (_BLOCK,), (X, np.int32(n), lo, hi))
     return cupy.stack([lo.min(axis=0), hi.max(axis=0)]).get().astype(np.float64)
 
 
 @dataclass
 class _Binned:
+    rule: Rule
     plan: GridPlan
     gd: object  # cupy float64 parameters
     gi: object  # cupy int64 parameters
@@ -391,14 +429,15 @@ class _Binned:
     cell_start: object  # (table + 1) offsets into Xs
 
 
-def _bin(X, params: GraphParams, cell_dims, table_size, timer: StageTimer) -> _Binned:
+def _bin(X, rule: Rule, cell_dims, table_size, timer: StageTimer) -> _Binned:
     """Bounding box, plan, and the counting sort of the points by torus cell."""
     import cupy
 
     n, d = X.shape
+    defines = rule.defines
     with timer("bbox"):
-        box = _bounding_box(X)
-    plan = plan_grid(box[0], box[1], n, params.sqdist_cutoff, cell_dims=cell_dims,
+        box = _bounding_box(X, rule)
+    plan = plan_grid(box[0], box[1], n, rule.threshold, cell_dims=cell_dims,
                      table_size=table_size)
     with timer("bin"):
         gd_host, gi_host = plan.arrays()
@@ -408,41 +447,32 @@ def _bin(X, params: GraphParams, cell_dims, table_size, timer: StageTimer) -> _B
         cell_count = cupy.zeros(table, dtype=cupy.int32)
         cell_of = cupy.empty(n, dtype=cupy.int32)
         slot = cupy.empty(n, dtype=cupy.int32)
-        launch(_kernel(d, f"grid_bin<{dc}>"), n,
+        launch(_kernel(d, defines, f"grid_bin<{dc}>"), n,
                (X, np.int32(n), gd, gi, cell_of, slot, cell_count))
         cell_start = cupy.empty(table + 1, dtype=cupy.int32)
         cell_start[0] = 0
         cell_start[1:] = cupy.cumsum(cell_count, dtype=cupy.int32)
         Xs = cupy.empty_like(X)
         perm = cupy.empty(n, dtype=cupy.int32)
-        launch(_kernel(d, "grid_scatter"), n,
+        launch(_kernel(d, defines, "grid_scatter"), n,
                (X, np.int32(n), cell_of, slot, cell_start, Xs, perm))
-    return _Binned(plan, gd, gi, Xs, perm, cell_start)
+    return _Binned(rule, plan, gd, gi, Xs, perm, cell_start)
 
 
-def _weight_args(params: GraphParams):
-    """``(weight_kind, -1/(2σ²))`` for the kernels: 1 gaussian, 0 uniform."""
-    if params.metric == "gaussian":
-        return np.int32(1), np.float64(-0.5 / (params.sigma * params.sigma))
-    return np.int32(0), np.float64(0.0)
-
-
-def _count(b: _Binned, d: int, params: GraphParams, Q, qid, nq: int, by_id: bool,
-           degrees: bool, out_size: int):
+def _count(b: _Binned, d: int, Q, qid, nq: int, by_id: bool, degrees: bool, out_size: int):
     """Launch grid_count; returns ``(counts, degrees or None)``."""
     import cupy
 
     counts = cupy.empty(out_size, dtype=cupy.int32)
     deg = cupy.empty(out_size if degrees else 0, dtype=cupy.float32)
-    kind, neg_inv = _weight_args(params)
-    launch(_kernel(d, f"grid_count<{b.plan.cell_dims}>"), nq,
+    t, scale = b.rule.args
+    launch(_kernel(d, b.rule.defines, f"grid_count<{b.plan.cell_dims}>"), nq,
            (Q, qid, np.int32(nq), b.Xs, b.perm, b.cell_start, b.gd, b.gi,
-            np.float32(params.sqdist_cutoff), counts, np.int32(by_id), np.int32(degrees), deg,
-            kind, neg_inv))
+            t, counts, np.int32(by_id), np.int32(degrees), deg, scale))
     return counts, (deg if degrees else None)
 
 
-def build_grid(X, params: GraphParams, *, cell_dims=None, table_size=None, row_sort="auto"):
+def build_grid(X, rule: Rule, *, cell_dims=None, table_size=None, row_sort="auto"):
     """Build the graph of a distance rule through a uniform grid (``method="grid"``).
 
     Parameters
@@ -450,8 +480,9 @@ def build_grid(X, params: GraphParams, *, cell_dims=None, table_size=None, row_s
     X : cupy.ndarray of shape (n, d), float32, C-contiguous
         d <= :data:`GRID_MAX_DIM` (the cost is O(n · candidates); it pays for d up
         to ~8, where the neighbourhood of a cell is a small part of the data).
-    params : GraphParams
-        A distance rule (``params.compares == "sqdist"``).
+    rule : Rule
+        A distance rule (gaussian or uniform; ``rule.threshold`` the squared-distance
+        cutoff).
     cell_dims : int, optional
         Number of features used as cell dimensions (1 .. min(d, 4)); default: the
         cost model of :func:`plan_grid`.
@@ -481,15 +512,15 @@ def build_grid(X, params: GraphParams, *, cell_dims=None, table_size=None, row_s
     import cupy
 
     X = check_device_data(X)
-    _check_rule(X, params)
+    _check_rule(X, rule)
     n, d = X.shape
     _check_options(d, cell_dims, table_size)
-    check_choice(row_sort, "row_sort", ROW_SORTS)
+    check_row_sort(row_sort)
 
     timer = StageTimer()
-    b = _bin(X, params, cell_dims, table_size, timer)
+    b = _bin(X, rule, cell_dims, table_size, timer)
     with timer("count"):
-        counts, _ = _count(b, d, params, b.Xs, b.perm, n, True, False, n)
+        counts, _ = _count(b, d, b.Xs, b.perm, n, True, False, n)
     with timer("scan"):
         row_start = scan(counts)
         wide = counts.astype(cupy.int64)
@@ -498,26 +529,27 @@ def build_grid(X, params: GraphParams, *, cell_dims=None, table_size=None, row_s
     with timer("fill"):
         cols = cupy.empty(nnz, dtype=cupy.int32)
         vals = cupy.empty(nnz, dtype=cupy.float32)
-        kind, neg_inv = _weight_args(params)
-        launch(_kernel(d, f"grid_fill<{b.plan.cell_dims}>"), n,
+        t, scale = rule.args
+        launch(_kernel(d, rule.defines, f"grid_fill<{b.plan.cell_dims}>"), n,
                (b.Xs, b.perm, np.int32(n), b.Xs, b.perm, b.cell_start, b.gd, b.gi,
-                np.float32(params.sqdist_cutoff), row_start, cols, vals, kind, neg_inv))
+                t, row_start, cols, vals, scale))
     with timer("sort"):
-        indices, data, how = sort_rows(_module(d), row_start, cols, vals, n=n, nnz=nnz,
-                                       max_row=max_row, sum_sq=sum_sq, how=row_sort)
+        indices, data, how = sort_rows(_module(d, rule.defines), row_start, cols, vals, n=n,
+                                       nnz=nnz, max_row=max_row, sum_sq=sum_sq, how=row_sort)
     csr = make_csr(row_start, indices, data, n, nnz)
-    info = {"method": "grid", **b.plan.info(), "nnz": nnz, "max_row": max_row, "row_sort": how}
+    info = {"method": "grid", **b.plan.info(), "nnz": nnz, "max_row": max_row, "row_sort": how,
+            "exp": rule.exp_name}
     return csr, timer.seconds(), info
 
 
-def count_rows_grid(X, params: GraphParams, rows=None, *, degrees=False, cell_dims=None,
+def count_rows_grid(X, rule: Rule, rows=None, *, degrees=False, cell_dims=None,
                     table_size=None):
     """Neighbours per row of a distance-rule graph, without building it (live statistics).
 
     Parameters
     ----------
     X : cupy.ndarray of shape (n, d), float32, C-contiguous
-    params : GraphParams
+    rule : Rule
         A distance rule.
     rows : array_like of int, optional
         Rows to count (NumPy or CuPy, each in [0, n)); default all.
@@ -541,7 +573,7 @@ def count_rows_grid(X, params: GraphParams, rows=None, *, degrees=False, cell_di
     import cupy
 
     X = check_device_data(X)
-    _check_rule(X, params)
+    _check_rule(X, rule)
     n, d = X.shape
     _check_options(d, cell_dims, table_size)
     if rows is not None:
@@ -553,11 +585,11 @@ def count_rows_grid(X, params: GraphParams, rows=None, *, degrees=False, cell_di
             raise ValueError(f"rows must lie in [0, {n}); got min {int(rows.min())}, "
                              f"max {int(rows.max())}")
         rows = rows.astype(cupy.int32)
-    b = _bin(X, params, cell_dims, table_size, StageTimer())
+    b = _bin(X, rule, cell_dims, table_size, StageTimer())
     if rows is None:
-        counts, deg = _count(b, d, params, b.Xs, b.perm, n, True, degrees, n)
+        counts, deg = _count(b, d, b.Xs, b.perm, n, True, degrees, n)
     else:
         m = int(rows.size)
         Q = cupy.ascontiguousarray(X[rows])
-        counts, deg = _count(b, d, params, Q, rows, m, False, degrees, m)
+        counts, deg = _count(b, d, Q, rows, m, False, degrees, m)
     return (counts, deg) if degrees else counts

@@ -17,8 +17,9 @@ import pytest
 from explorer.data import load
 from explorer.kernels import gemm as kgemm
 
-from explorer.graph._params import GraphParams
-from explorer.graph._reference import reference_csr
+from explorer.graph import GraphParams
+from explorer.graph._gpu_rule import kernel_rule  # the launchers' Rule; no CuPy import
+from explorer.graph.reference import reference_csr
 from explorer.testing import assert_same_graph, check_canonical
 
 
@@ -34,7 +35,7 @@ def digits():
 def build(X, params, **options):
     import cupy
 
-    return kgemm.build_gemm(cupy.asarray(X), params, **options)
+    return kgemm.build_gemm(cupy.asarray(X), kernel_rule(params), **options)
 
 
 def check(X, params, **options):
@@ -170,7 +171,7 @@ def test_refuses_a_graph_that_cannot_fit(digits, monkeypatch):
 def test_rejects_bad_input():
     import cupy
 
-    params = GraphParams.from_args("cosine", threshold_sim=0.5)
+    params = kernel_rule(GraphParams.from_args("cosine", threshold_sim=0.5))
     with pytest.raises(TypeError, match="cupy.ndarray"):
         kgemm.build_gemm(np.ones((4, 3), dtype=np.float32), params)
     with pytest.raises(ValueError, match="C-contiguous"):
@@ -189,9 +190,9 @@ def test_tiles_obey_the_error_bound(rng):
     Xd = cupy.asarray(X)
     for kind in ("cosine", "gaussian"):
         params = params_of(kind, X, rng)
-        H, nrm, rnrm, scale = kgemm._prepare(Xd, params)
+        H, nrm, rnrm, scale = kgemm._prepare(Xd, kernel_rule(params))
         C = cupy.empty((512, 512), dtype=cupy.float16)
-        gemm = kgemm._Gemm()
+        gemm = kgemm.TileGemm()
         try:
             gemm.tile(H, H, C, 512)
         finally:

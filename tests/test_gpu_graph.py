@@ -23,16 +23,16 @@ from explorer.kernels import csr as kcsr  # noqa: E402
 from explorer.components import count_components  # noqa: E402
 from explorer.graph import (  # noqa: E402
     GraphParams,
-    _gpu,  # noqa: E402
     build_graph,
+    gpu,
 )
-from explorer.graph._reference import pair_values, reference_csr  # noqa: E402
+from explorer.graph.reference import pair_values, reference_csr  # noqa: E402
 from explorer.testing import assert_same_graph, check_canonical  # noqa: E402
 
 # Every test runs with poisoned allocations (tests/conftest.py).
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("poisoned")]
 
-METHODS = _gpu.PAPER_METHODS  # grid and gemm: tests/test_gpu_grid.py, test_gpu_gemm.py
+METHODS = gpu.PAPER_METHODS  # grid and gemm: tests/test_gpu_grid.py, test_gpu_gemm.py
 KINDS = ("gaussian-sqdist", "gaussian-sim", "cosine-sim", "uniform-sqdist")
 
 
@@ -83,7 +83,7 @@ def rule(kind, X, rng, degree=12, x_max=2.0):
 
 
 def build(method, X, params, **options):
-    csr, timings, info = _gpu.build_gpu(cupy.asarray(X), params, method, **options)
+    csr, timings, info = gpu.build_gpu(cupy.asarray(X), params, method, **options)
     assert isinstance(csr, cpsparse.csr_matrix) and csr.dtype == np.float32
     check_canonical(csr)
     assert timings and all(v >= 0 for v in timings.values())
@@ -255,7 +255,7 @@ def test_custom_block_shapes(shapes, d, rng):
 def test_bad_block_shapes_are_refused(shapes, rng):
     X = clustered(rng, 100, 2)
     with pytest.raises(ValueError, match="block_shapes"):
-        _gpu.build_gpu(cupy.asarray(X), rule("uniform-sqdist", X, rng), "csr1",
+        gpu.build_gpu(cupy.asarray(X), rule("uniform-sqdist", X, rng), "csr1",
                        block_shapes=shapes)
 
 
@@ -284,7 +284,7 @@ def test_int64_indices_past_2_31_nonzeros():
     n = 46_500
     X = np.linspace(0.0, 1.0, n, dtype=np.float32)[:, None]
     params = GraphParams.from_args("uniform", threshold_sqdist=4.0)
-    csr, _, info = _gpu.build_gpu(cupy.asarray(X), params, "csr1")
+    csr, _, info = gpu.build_gpu(cupy.asarray(X), params, "csr1")
     assert csr.nnz == n * (n - 1) and info["index_dtype"] == "int64"
     assert csr.indptr.dtype == cupy.int64 and csr.indices.dtype == cupy.int64
     assert cupy.array_equal(csr.indptr, cupy.arange(n + 1, dtype=cupy.int64) * (n - 1))
@@ -314,7 +314,7 @@ def test_count_rows_equals_reference(kind, sampled, rng):
         X[rng.choice(n, 30, replace=False)] = 0.0
     params = rule(kind, X, rng, degree=25)
     rows = np.sort(rng.choice(n, 700, replace=False)) if sampled else np.arange(n)
-    counts, degrees = _gpu.count_rows_gpu(cupy.asarray(X), params,
+    counts, degrees = gpu.count_rows_gpu(cupy.asarray(X), params,
                                           cupy.asarray(rows) if sampled else None)
     assert counts.shape == (rows.size,) and degrees.shape == (rows.size,)
     ref = reference_csr(X, params)
@@ -330,8 +330,8 @@ def test_count_rows_order_and_repeats(rng):
     X = clustered(rng, 500, 2)
     params = rule("uniform-sqdist", X, rng)
     rows = np.array([7, 3, 3, 499, 0])
-    counts, _ = _gpu.count_rows_gpu(cupy.asarray(X), params, rows)
-    full, _ = _gpu.count_rows_gpu(cupy.asarray(X), params)
+    counts, _ = gpu.count_rows_gpu(cupy.asarray(X), params, rows)
+    full, _ = gpu.count_rows_gpu(cupy.asarray(X), params)
     assert np.array_equal(counts.get(), full.get()[rows])
 
 
@@ -339,7 +339,7 @@ def test_count_rows_order_and_repeats(rng):
 def test_count_rows_refuses_bad_rows(rows, rng):
     X = clustered(rng, 500, 2)
     with pytest.raises(ValueError, match="rows"):
-        _gpu.count_rows_gpu(cupy.asarray(X), rule("uniform-sqdist", X, rng), rows)
+        gpu.count_rows_gpu(cupy.asarray(X), rule("uniform-sqdist", X, rng), rows)
 
 
 @pytest.mark.slow
@@ -348,8 +348,8 @@ def test_grid_and_paper_counting_agree_on_one_million_points(rng):
     # (n² pairs) must give the same rows. Timings live in benchmarks/, not here.
     X = cupy.asarray(clustered(rng, 1_000_000, 4, k=4, spread=0.1))
     params = GraphParams.from_args("gaussian", sigma=0.01, threshold_sqdist=0.0008)
-    grid_counts, grid_deg = _gpu.count_rows_gpu(X, params)
-    paper_counts, paper_deg = _gpu.count_rows_paper(X, params)
+    grid_counts, grid_deg = gpu.count_rows_gpu(X, params)
+    paper_counts, paper_deg = gpu.count_rows_paper(X, params)
     assert int(paper_counts.sum()) > 0
     assert cupy.array_equal(grid_counts, paper_counts)
     cupy.testing.assert_allclose(grid_deg, paper_deg, rtol=1e-5)
@@ -387,15 +387,15 @@ def test_connected_components_of_built_graphs(rng):
 
 
 def test_paper_choice_follows_the_paper():
-    assert _gpu.paper_choice(60_000, 784)[0] == "csr3"
-    method, reason = _gpu.paper_choice(1_000_000, 4)
+    assert gpu.paper_choice(60_000, 784)[0] == "csr3"
+    method, reason = gpu.paper_choice(1_000_000, 4)
     assert method == "csr2" and "4.6" in reason
 
 
 def test_auto_prefers_grid_and_gemm_where_they_apply():
     cos = GraphParams.from_args("cosine", threshold_sim=0.8)
     dist = GraphParams.from_args("gaussian", sigma=0.01, threshold_sqdist=8e-4)
-    assert _gpu.choose_method(60_000, 784, cos)[0] == "gemm"
-    assert _gpu.choose_method(1_000_000, 4, dist)[0] == "grid"
-    assert _gpu.choose_method(10_000, 16, dist)[0] == "csr2"   # between the two
-    assert _gpu.choose_method(10_000, 4, cos)[0] == "csr2"     # cosine in low d
+    assert gpu.choose_method(60_000, 784, cos)[0] == "gemm"
+    assert gpu.choose_method(1_000_000, 4, dist)[0] == "grid"
+    assert gpu.choose_method(10_000, 16, dist)[0] == "csr2"   # between the two
+    assert gpu.choose_method(10_000, 4, cos)[0] == "csr2"     # cosine in low d

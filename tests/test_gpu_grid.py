@@ -18,8 +18,9 @@ from explorer.kernels.grid import MAX_CELL_DIMS, MAX_TABLE, plan_grid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from explorer.graph._params import GraphParams
-from explorer.graph._reference import reference_csr
+from explorer.graph import GraphParams
+from explorer.graph._gpu_rule import kernel_rule  # the launchers' Rule; no CuPy import
+from explorer.graph.reference import reference_csr
 from explorer.testing import assert_same_graph, check_canonical
 
 
@@ -48,7 +49,7 @@ def build(X, params, **options):
     import cupy
     from explorer.kernels.grid import build_grid
 
-    csr, timings, info = build_grid(cupy.asarray(X), params, **options)
+    csr, timings, info = build_grid(cupy.asarray(X), kernel_rule(params), **options)
     return csr, timings, info
 
 
@@ -192,7 +193,7 @@ def test_same_pattern_as_csr_kernels(rng):
     """grid and the paper's CSR-1 share the float32 squared distance bit for bit."""
     import cupy
 
-    from explorer.graph._gpu import build_gpu
+    from explorer.graph.gpu import build_gpu
 
     X = clustered(rng, 2000, 4)
     t = threshold_for_degree(X, 25.0, rng)
@@ -217,11 +218,11 @@ def test_count_rows_matches_the_graph(poisoned, rng, metric):
                                    threshold_sqdist=t)
     graph = check(X, params)[0].get()  # equal to the reference outside the band
     Xd = cupy.asarray(X)
-    counts = count_rows_grid(Xd, params)
+    counts = count_rows_grid(Xd, kernel_rule(params))
     assert counts.dtype == cupy.int32
     np.testing.assert_array_equal(counts.get(), np.diff(graph.indptr))  # same arithmetic
     rows = rng.choice(1500, 200, replace=True)
-    sub, deg = count_rows_grid(Xd, params, rows, degrees=True)
+    sub, deg = count_rows_grid(Xd, kernel_rule(params), rows, degrees=True)
     np.testing.assert_array_equal(sub.get(), counts.get()[rows])
     sums = np.asarray(graph.astype(np.float64).sum(axis=1)).ravel()
     np.testing.assert_allclose(deg.get(), sums[rows], rtol=1e-6, atol=0)
@@ -233,9 +234,9 @@ def test_rejects_what_it_cannot_build():
     from explorer.kernels.grid import build_grid, count_rows_grid
 
     X = cupy.zeros((10, 3), dtype=cupy.float32)
-    dist = GraphParams.from_args("uniform", threshold_sqdist=0.1)
+    dist = kernel_rule(GraphParams.from_args("uniform", threshold_sqdist=0.1))
     with pytest.raises(ValueError, match="distance rules"):
-        build_grid(X, GraphParams.from_args("cosine", threshold_sim=0.5))
+        build_grid(X, kernel_rule(GraphParams.from_args("cosine", threshold_sim=0.5)))
     with pytest.raises(ValueError, match="d <= 16"):
         build_grid(cupy.zeros((10, 17), dtype=cupy.float32), dist)
     with pytest.raises(TypeError, match="cupy.ndarray"):

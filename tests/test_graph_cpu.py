@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 import explorer.graph._cpu as cpu
 from explorer.graph import CPU_METHODS, build_graph
-from explorer.graph._dispatch import _check_cpu_memory
 from explorer.graph._params import GraphParams
 from explorer.graph._reference import pair_values, reference_csr
+from explorer.memory import check_cpu_memory
 from explorer.testing import DATA_FLAVOURS, check_canonical, tricky_data
 
 KIND_NAMES = ("gaussian-sqdist", "gaussian-sim", "cosine", "uniform")
@@ -238,5 +238,7 @@ def test_memory_guard_refuses_a_graph_that_cannot_fit(rng, method):
     X = tricky_data(rng, 3000, 2, "uniform")
     params = GraphParams.from_args("uniform", threshold_sqdist=0.5)  # ~half of all pairs
     with pytest.raises(ValueError, match=r"too large.*estimated nnz ≈ [0-9.e+]+"):
-        _check_cpu_memory(X, params, method, available=10 * 2**20)
-    _check_cpu_memory(X, params, method, available=64 * 2**30)  # fits: no error
+        check_cpu_memory(3000, cpu.row_counter(X, params, method), params,
+                         available=10 * 2**20)
+    check_cpu_memory(3000, cpu.row_counter(X, params, method), params,
+                     available=64 * 2**30)  # fits: no error

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from explorer.graph._params import GraphParams
-from explorer.graph._reference import (
+from explorer.graph import GraphParams
+from explorer.graph.reference import (
     edge_mask,
     pair_values,
     pair_values_at,

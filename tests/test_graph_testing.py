@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from explorer.graph._params import GraphParams
-from explorer.graph._reference import reference_csr
+from explorer.graph import GraphParams
+from explorer.graph.reference import reference_csr
 from explorer.testing import assert_same_graph, check_canonical, tricky_data
 
 

@@ -542,10 +542,10 @@ def test_cpu_builders_equal_the_float64_reference(problem):
 
 
 def test_cpu_preflight_gives_the_estimate_and_a_suggestion(monkeypatch):
-    from explorer.graph import _dispatch
+    from explorer import memory
 
     X = _X(3000, 2, seed=1)
-    monkeypatch.setattr(_dispatch, "_available_bytes", lambda: 16 * 2**20)
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 16 * 2**20)
     with pytest.raises(ValueError) as info:
         build_graph(X, metric="uniform", threshold_sqdist=0.5, backend="cpu")
     text = str(info.value)
@@ -566,17 +566,24 @@ def test_cpu_preflight_gives_the_estimate_and_a_suggestion(monkeypatch):
 def test_gpu_preflight_refuses_with_the_estimate(monkeypatch):
     import cupy
 
-    from explorer.graph import _gpu
+    from explorer import memory
+    from explorer.graph import gpu
 
     X = cupy.asarray(_X(3000, 2, seed=2))
     params = GraphParams.from_args("uniform", threshold_sqdist=0.5)
-    _gpu.check_gpu_memory(X, params, "csr2", free=64 * 2**30)  # fits: no error
+
+    def count_rows(rows):
+        return gpu.count_rows_gpu(X, params, rows)[0]
+
+    hypo = gpu.default_hypo(2)
+    memory.check_gpu_memory(3000, count_rows, params, "csr2", hypo,
+                            free=64 * 2**30)  # fits: no error
     with pytest.raises(ValueError, match=r"graph too large for the GPU: .* estimated nnz ≈ "
                        r"[\d.e+]+ .*method='csr2', hypo_max_nnz_row=32 .* GiB of GPU memory is "
                        r"free; lower the threshold.*lower hypo_max_nnz_row"):
-        _gpu.check_gpu_memory(X, params, "csr2", free=2**20)
-    monkeypatch.setattr(_gpu, "free_device_bytes", lambda: 2**20)
-    for method in _gpu.GPU_METHODS:
+        memory.check_gpu_memory(3000, count_rows, params, "csr2", hypo, free=2**20)
+    monkeypatch.setattr(memory, "free_device_bytes", lambda: 2**20)
+    for method in gpu.GPU_METHODS:
         with pytest.raises(ValueError, match=rf"graph too large for the GPU.*{method!r}"):
             build_graph(X, metric="uniform", threshold_sqdist=0.5, method=method, backend="gpu")
 
@@ -585,12 +592,12 @@ def test_gpu_preflight_refuses_with_the_estimate(monkeypatch):
 def test_gpu_out_of_memory_during_a_build_is_a_memory_error(monkeypatch):
     import cupy
 
-    from explorer.graph import _gpu
+    from explorer.graph import _gpu_build
 
     def greedy(X, params, **options):
         cupy.empty(1 << 50, dtype=cupy.uint8)  # a petabyte: CuPy's OutOfMemoryError
 
-    monkeypatch.setitem(_gpu._BUILDERS, "csr2", greedy)
+    monkeypatch.setitem(_gpu_build.BUILDERS, "csr2", greedy)
     X = cupy.asarray(_X(200, 2, seed=3))
     with pytest.raises(MemoryError, match=r"the GPU ran out of memory building the graph of "
                        r"n=200 points with method='csr2'.*or use backend='cpu'"):

@@ -4,8 +4,8 @@
 >>> g = build_graph(X, metric="gaussian", sigma=0.1, threshold_sqdist=0.02)  # doctest: +SKIP
 >>> g.csr, g.stats, g.timings  # doctest: +SKIP
 
-The CPU builders live in ``_cpu``, the float64 reference in ``_reference``, the GPU
-bridge in ``_gpu`` (imported only on a GPU run), statistics in ``_stats``.
+The CPU builders live in ``_cpu``, the float64 reference in :mod:`.reference`, the GPU
+builders behind :mod:`.gpu` (imported only on a GPU run), statistics in ``_stats``.
 """
 
 from ._cpu import CPU_METHODS

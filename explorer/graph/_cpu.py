@@ -274,3 +274,13 @@ def count_rows_cpu(X, params: GraphParams, method: str, rows=None, *, low_memory
         keep = edge_mask(pv.at(rows[k], j), params)
         counts += np.bincount(k[keep], minlength=rows.size)
     return counts
+
+
+def row_counter(X, params: GraphParams, method: str):
+    """``count_rows(rows) -> counts`` of `X` under `params` with `method`: the exact CPU
+    count of the given rows, as :mod:`explorer.memory`'s checks take it."""
+
+    def count_rows(rows):
+        return count_rows_cpu(X, params, method, rows)
+
+    return count_rows

@@ -3,7 +3,7 @@
 :func:`build_graph` returns the matrix with its statistics and timings;
 :func:`graph_stats` returns the statistics alone, as fast as the backend allows (the
 live sliders call it). Both validate every argument here; the builders behind them
-(``_cpu`` here, ``_gpu`` on a CUDA device, imported only there) assume valid input.
+(``_cpu`` here, :mod:`explorer.graph.gpu` on a CUDA device, imported only there) assume valid input.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .. import memory
 from .._backend import Backend, resolve_backend, to_numpy
 from .._csr import row_sums
 from .._validation import check_data, check_float, check_int
@@ -29,16 +30,6 @@ KNOWN_GPU_METHODS = ("csr1", "csr2", "csr3", "grid", "gemm")
 #: Seed of the row sample of :func:`graph_stats`: fixed, so that a slider moved back
 #: and forth shows the same estimate for the same setting.
 SAMPLE_SEED = 0
-
-#: Rows counted to estimate nnz before a large CPU build (see :func:`_check_cpu_memory`).
-_GUARD_SAMPLE = 512
-
-#: Peak host bytes per stored nonzero while a CPU builder assembles its CSR
-#: (candidate pairs, exact values, COO triplets and the CSR they become).
-_CPU_BYTES_PER_NNZ = 64
-
-#: Fraction of the available memory a CPU build may plan to use.
-_CPU_MEMORY_FRACTION = 0.8
 
 
 def build_graph(
@@ -128,7 +119,7 @@ def build_graph(
         )
         be.xp.cuda.get_current_stream().synchronize()
     else:
-        _check_cpu_memory(X, params, method)
+        memory.check_cpu_memory(n, _cpu.row_counter(X, params, method), params)
         csr, stage_times, info = _cpu.build_cpu(X, params, method)
     timings["build"] = time.perf_counter() - t0
     timings.update({f"build.{k}": float(v) for k, v in stage_times.items()})
@@ -212,7 +203,8 @@ def graph_stats(
         )
     else:
         method, _ = _cpu.choose_method(n, d, params)
-        low_memory = rows is None and _cpu_need(X, params, method) is not None
+        low_memory = rows is None and memory.cpu_shortfall(
+            n, _cpu.row_counter(X, params, method)) is not None
         counts = _cpu.count_rows_cpu(X, params, method, rows, low_memory=low_memory)
     return stats_from_counts(
         counts, n=n, hypo_max_nnz_row=hypo, degrees=degrees, estimated=sampled,
@@ -263,13 +255,7 @@ def _resolve_method(method: str, be: Backend, n: int, d: int, params: GraphParam
     if method == "auto":
         if not be.is_gpu:
             return _cpu.choose_method(n, d, params)
-        gpu = _gpu_bridge()
-        if hasattr(gpu, "choose_method"):
-            choice = gpu.choose_method(n, d, params)
-            if isinstance(choice, tuple):
-                return choice
-            return choice, f"GPU backend, n={n}, d={d}: the GPU bridge chose {choice!r}"
-        return "csr2", f"GPU backend, n={n}, d={d}: CSR-2 (the paper's fastest on most shapes)"
+        return _gpu_bridge().choose_method(n, d, params)
     if method == "kdtree" and params.compares != "sqdist":
         raise ValueError(
             f"method='kdtree' serves distance rules (metric 'gaussian' or 'uniform') only; "
@@ -291,9 +277,9 @@ def _to_backend(X, be: Backend, timings: dict):
 
 
 def _gpu_bridge():
-    from . import _gpu
+    from . import gpu
 
-    return _gpu
+    return gpu
 
 
 def _int_or_none(value):
@@ -310,52 +296,3 @@ def _stats_of_csr(csr, be: Backend, hypo) -> GraphStats:
     n_comp = count_components(csr)
     return stats_from_counts(counts, n=n, hypo_max_nnz_row=hypo, n_components=n_comp,
                              degrees=degrees)
-
-
-def _available_bytes() -> int | None:
-    """Memory the OS says a new allocation can get (Linux ``MemAvailable``), else None."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def _cpu_need(X, params: GraphParams, method: str, available: int | None = None):
-    """``(nnz, bytes, available)`` when a CPU build is estimated not to fit, else None.
-
-    Skipped (None) when even the complete graph would fit, or the available memory
-    is unknown. Otherwise nnz is estimated from a seeded sample of rows (the exact
-    counting pass on ~500 rows: a small fraction of a build).
-    """
-    n = X.shape[0]
-    available = _available_bytes() if available is None else available
-    if available is None:
-        return None
-    budget = _CPU_MEMORY_FRACTION * available
-    if float(n) * (n - 1) * _CPU_BYTES_PER_NNZ <= budget:
-        return None
-    m = min(n, _GUARD_SAMPLE)
-    rows = np.sort(np.random.default_rng(SAMPLE_SEED).choice(n, m, replace=False))
-    nnz = float(_cpu.count_rows_cpu(X, params, method, rows).mean()) * n
-    need = nnz * _CPU_BYTES_PER_NNZ
-    return (nnz, need, available) if need > budget else None
-
-
-def _check_cpu_memory(X, params: GraphParams, method: str, available: int | None = None) -> None:
-    """Refuse, before building, a CPU graph estimated not to fit in memory."""
-    over = _cpu_need(X, params, method, available)
-    if over is None:
-        return
-    nnz, need, available = over
-    n = X.shape[0]
-    raise ValueError(
-        f"graph too large for this machine: {params.describe()} on n={n} gives an "
-        f"estimated nnz ≈ {nnz:.3g} ({nnz / n:.1f} per row), about {need / 2**30:.1f} GiB "
-        f"to build on the CPU, but only {available / 2**30:.1f} GiB is available; "
-        f"lower the threshold, subsample the data, or use graph_stats(sample_rows=...) "
-        f"to explore"
-    )

@@ -29,9 +29,9 @@ def gpu_methods() -> tuple[str, ...]:
     ok, _ = gpu_status()
     if not ok:
         return ()
-    from explorer.graph import _gpu  # imports CuPy: only where a device answers
+    from explorer.graph import gpu  # imports CuPy: only where a device answers
 
-    return tuple(_gpu.GPU_METHODS)
+    return tuple(gpu.GPU_METHODS)
 
 
 @dataclass

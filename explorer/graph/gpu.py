@@ -1,0 +1,34 @@
+"""The GPU graph builders, public: what :func:`explorer.build_graph` runs on a CUDA device.
+
+Use this module to run or time one builder without the statistics
+:func:`explorer.build_graph` adds (the benchmarks do), to count rows on the device, or
+to see what ``method="auto"`` would pick. Importing it imports CuPy.
+
+- :func:`build_gpu`: one build, ``(csr, timings, info)``; :data:`GPU_METHODS`,
+  :data:`PAPER_METHODS`.
+- :func:`count_rows_gpu`, :func:`count_rows_paper`: nonzeros and weighted degrees per
+  row without the matrix.
+- :func:`choose_method`, :func:`paper_choice`: ``method="auto"`` and the paper's advice.
+- :func:`default_hypo`, :func:`default_sp_max_nz_pct`: the paper parameters' defaults.
+- :func:`kernel_rule`: the edge rule as the launchers of :mod:`explorer.kernels` take
+  it (for calling them directly).
+"""
+
+from ._gpu_build import GPU_METHODS, PAPER_METHODS, build_gpu
+from ._gpu_choice import choose_method, paper_choice
+from ._gpu_count import count_rows_gpu, count_rows_paper
+from ._gpu_defaults import default_hypo, default_sp_max_nz_pct
+from ._gpu_rule import kernel_rule
+
+__all__ = [
+    "GPU_METHODS",
+    "PAPER_METHODS",
+    "build_gpu",
+    "choose_method",
+    "count_rows_gpu",
+    "count_rows_paper",
+    "default_hypo",
+    "default_sp_max_nz_pct",
+    "kernel_rule",
+    "paper_choice",
+]

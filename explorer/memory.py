@@ -1,0 +1,280 @@
+"""Memory preflight: will a graph fit, estimated before it is built?
+
+A graph too large for memory must be refused before the work starts, with the estimate
+in the message (DESIGN.md "Errors"). This module holds every such estimate and check:
+
+- :func:`available_host_bytes` and :func:`free_device_bytes`: what there is;
+- :func:`estimate_cpu_bytes` and :func:`estimate_gpu_bytes`: what a build needs for a
+  given number of nonzeros;
+- :func:`cpu_shortfall`, :func:`check_cpu_memory` and :func:`check_gpu_memory`: the
+  checks, which estimate nnz by counting a seeded sample of rows (a small fraction of a
+  build) only when the complete graph would not fit anyway;
+- :class:`MemoryEstimateError`, the one error they raise.
+
+The checks take the row counter as a function (``count_rows(rows) -> counts``), so this
+module depends on no builder: the graph layer passes its CPU or GPU counting pass.
+
+>>> from explorer import memory
+>>> memory.estimate_gpu_bytes(n=1_000_000, nnz=23e6, method="csr2",
+...                           hypo_max_nnz_row=32)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "CPU_BYTES_PER_NNZ",
+    "CPU_MEMORY_FRACTION",
+    "GPU_MEMORY_FRACTION",
+    "SAMPLE_ROWS",
+    "MemoryEstimateError",
+    "available_host_bytes",
+    "check_cpu_memory",
+    "check_gpu_memory",
+    "cpu_shortfall",
+    "estimate_cpu_bytes",
+    "estimate_gpu_bytes",
+    "free_device_bytes",
+    "sample_rows",
+]
+
+#: Rows counted to estimate nnz before a large build.
+SAMPLE_ROWS = 512
+
+#: Seed of that sample: the same rows for the same n, so a check is reproducible.
+SAMPLE_SEED = 0
+
+#: Peak host bytes per stored nonzero while a CPU builder assembles its CSR
+#: (candidate pairs, exact values, COO triplets and the CSR they become).
+CPU_BYTES_PER_NNZ = 64
+
+#: Fraction of the available host memory a CPU build may plan to use.
+CPU_MEMORY_FRACTION = 0.8
+
+#: Share of the free device memory a GPU build may plan to use: the builders also need
+#: operands, counters and CuPy's own scratch, which the estimate leaves out.
+GPU_MEMORY_FRACTION = 0.9
+
+
+class MemoryEstimateError(ValueError):
+    """A graph estimated, before it is built, not to fit in memory.
+
+    A :class:`ValueError`, so code that catches invalid arguments catches it too. The
+    message gives the estimate, what is available and what to change.
+
+    Attributes
+    ----------
+    device : {"CPU", "GPU"}
+    nnz : float
+        Estimated nonzeros of the graph.
+    need_bytes : float
+        Estimated bytes the build needs.
+    available_bytes : int
+        Bytes available (host) or free (device) when the check ran.
+    """
+
+    def __init__(self, message: str, *, device: str, nnz: float, need_bytes: float,
+                 available_bytes: int):
+        super().__init__(message)
+        self.device = device
+        self.nnz = nnz
+        self.need_bytes = need_bytes
+        self.available_bytes = available_bytes
+
+
+# ------------------------------------------------------------------ what there is
+
+
+def available_host_bytes() -> int | None:
+    """Memory the OS says a new allocation can get (Linux ``MemAvailable``), else None."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def free_device_bytes() -> int:
+    """Device memory a new allocation can get on the current CUDA device: the driver's
+    free bytes plus the free blocks CuPy's pool holds (imports CuPy)."""
+    from .kernels import free_device_bytes as device_free
+
+    return device_free()
+
+
+def sample_rows(n: int, m: int = SAMPLE_ROWS, seed: int = SAMPLE_SEED) -> np.ndarray:
+    """``min(n, m)`` distinct rows of ``range(n)``, seeded and sorted (int64)."""
+    m = min(int(n), int(m))
+    return np.sort(np.random.default_rng(seed).choice(int(n), m, replace=False))
+
+
+# ------------------------------------------------------------------ what a build needs
+
+
+def estimate_cpu_bytes(nnz: float) -> float:
+    """Peak host bytes a CPU build of `nnz` nonzeros needs (:data:`CPU_BYTES_PER_NNZ`)."""
+    return float(nnz) * CPU_BYTES_PER_NNZ
+
+
+def estimate_gpu_bytes(n: int, nnz: float, method: str, hypo_max_nnz_row: int,
+                       sp_max_nz_pct: float | None = None) -> float:
+    """Bytes the largest arrays of a GPU build with `method` take.
+
+    The CSR result (column and value, 8 B per nonzero, and an int64 row pointer), plus
+    CSR-2's ELLPACK arrays (``n · hypo_max_nnz_row · 8`` and three int32 per row) or
+    CSR-3's arrays sized by spMaxNzPct (when it is None the builder rounds 1.5 times
+    the density up: at least ``1.5 nnz``). From 2**31 nonzeros the int32 columns are
+    widened to int64 next to themselves: 8 B more per nonzero at that moment.
+
+    Parameters
+    ----------
+    n : int
+        Vertices.
+    nnz : float
+        Nonzeros (estimated).
+    method : str
+        ``"csr2"`` and ``"csr3"`` add their own arrays; any other method counts the
+        CSR result only.
+    hypo_max_nnz_row : int
+        CSR-2's ELLPACK width (used for ``"csr2"`` only).
+    sp_max_nz_pct : float, optional
+        CSR-3's bound on the percentage of nonzeros.
+
+    Returns
+    -------
+    float
+    """
+    per_nonzero = 8.0 if nnz < 2**31 else 16.0
+    need = per_nonzero * nnz + 8.0 * (n + 1)
+    if method == "csr2":
+        need += 8.0 * n * hypo_max_nnz_row + 12.0 * n
+    elif method == "csr3":
+        capacity = 1.5 * nnz if sp_max_nz_pct is None else n * n * sp_max_nz_pct / 100.0
+        need = 8.0 * max(capacity, nnz) + (per_nonzero - 8.0) * nnz + 8.0 * (n + 1)
+    return need
+
+
+def _sampled_nnz(n: int, count_rows) -> tuple[float, int]:
+    """Estimated nnz of the graph from :func:`sample_rows`, and the rows counted."""
+    rows = sample_rows(n)
+    counts = count_rows(rows)
+    return float(counts.mean()) * n, int(rows.size)
+
+
+# ------------------------------------------------------------------ the checks
+
+
+def cpu_shortfall(n: int, count_rows, *, available: int | None = None):
+    """``(nnz, need_bytes, available_bytes)`` when a CPU build is estimated not to fit,
+    else None.
+
+    Parameters
+    ----------
+    n : int
+        Rows of the data.
+    count_rows : callable
+        ``count_rows(rows) -> counts``: the nonzeros of the given rows (an int64 NumPy
+        array of row indices), without building the graph.
+    available : int, optional
+        Host bytes available; default :func:`available_host_bytes`.
+
+    Returns
+    -------
+    tuple or None
+        None when even the complete graph would fit in :data:`CPU_MEMORY_FRACTION` of
+        the available memory, or when the available memory is unknown; otherwise nnz
+        is estimated from :data:`SAMPLE_ROWS` seeded rows and the tuple is returned
+        only if the estimate does not fit.
+    """
+    available = available_host_bytes() if available is None else int(available)
+    if available is None:
+        return None
+    budget = CPU_MEMORY_FRACTION * available
+    if estimate_cpu_bytes(float(n) * (n - 1)) <= budget:
+        return None
+    nnz, _ = _sampled_nnz(n, count_rows)
+    need = estimate_cpu_bytes(nnz)
+    return (nnz, need, available) if need > budget else None
+
+
+def check_cpu_memory(n: int, count_rows, rule, *, available: int | None = None) -> None:
+    """Refuse, before building, a CPU graph estimated not to fit in host memory.
+
+    Parameters
+    ----------
+    n, count_rows, available
+        As in :func:`cpu_shortfall`.
+    rule
+        The edge rule (anything with a ``describe()`` method), for the message.
+
+    Raises
+    ------
+    MemoryEstimateError
+        With the estimated nnz, the bytes, the available memory and what to change.
+    """
+    over = cpu_shortfall(n, count_rows, available=available)
+    if over is None:
+        return
+    nnz, need, available = over
+    raise MemoryEstimateError(
+        f"graph too large for this machine: {rule.describe()} on n={n} gives an "
+        f"estimated nnz ≈ {nnz:.3g} ({nnz / n:.1f} per row), about {need / 2**30:.1f} GiB "
+        f"to build on the CPU, but only {available / 2**30:.1f} GiB is available; "
+        f"lower the threshold, subsample the data, or use graph_stats(sample_rows=...) "
+        f"to explore",
+        device="CPU", nnz=nnz, need_bytes=need, available_bytes=available,
+    )
+
+
+def check_gpu_memory(n: int, count_rows, rule, method: str, hypo_max_nnz_row: int,
+                     sp_max_nz_pct: float | None = None, *, free: int | None = None) -> None:
+    """Refuse, before building, a GPU graph estimated not to fit in free device memory.
+
+    Skipped when even the complete graph would fit. Otherwise nnz is estimated by
+    counting :data:`SAMPLE_ROWS` seeded rows with `count_rows` and
+    :func:`estimate_gpu_bytes` is compared with `free` times
+    :data:`GPU_MEMORY_FRACTION`.
+
+    Parameters
+    ----------
+    n : int
+        Rows of the data.
+    count_rows : callable
+        ``count_rows(rows) -> counts`` (NumPy or CuPy), as in :func:`cpu_shortfall`.
+    rule
+        The edge rule (anything with a ``describe()`` method), for the message.
+    method, hypo_max_nnz_row, sp_max_nz_pct
+        As in :func:`estimate_gpu_bytes`: the build that is about to run.
+    free : int, optional
+        Free device bytes; default :func:`free_device_bytes`.
+
+    Raises
+    ------
+    MemoryEstimateError
+        With the estimated nnz, the bytes, the free memory and what to change.
+    """
+    hypo = int(hypo_max_nnz_row)
+    free = free_device_bytes() if free is None else int(free)
+    budget = GPU_MEMORY_FRACTION * free
+    if estimate_gpu_bytes(n, float(n) * (n - 1), method, hypo, sp_max_nz_pct) <= budget:
+        return
+    nnz, m = _sampled_nnz(n, count_rows)
+    need = estimate_gpu_bytes(n, nnz, method, hypo, sp_max_nz_pct)
+    if need <= budget:
+        return
+    extra = {"csr2": f", hypo_max_nnz_row={hypo} (ELLPACK {8 * n * hypo / 2**30:.2f} GiB)",
+             "csr3": "" if sp_max_nz_pct is None else f", sp_max_nz_pct={sp_max_nz_pct:g}"}
+    raise MemoryEstimateError(
+        f"graph too large for the GPU: {rule.describe()} on n={n} gives an estimated "
+        f"nnz ≈ {nnz:.3g} ({nnz / n:.1f} per row, from {m} sampled rows); method={method!r}"
+        f"{extra.get(method, '')} needs about {need / 2**30:.2f} GiB but {free / 2**30:.2f} "
+        "GiB of GPU memory is free; lower the threshold, subsample the data"
+        + (", lower hypo_max_nnz_row" if method == "csr2" else "")
+        + (", lower sp_max_nz_pct" if method == "csr3" else "")
+        + ", or use graph_stats(sample_rows=...) to explore",
+        device="GPU", nnz=nnz, need_bytes=need, available_bytes=free,
+    )
