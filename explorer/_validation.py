@@ -261,7 +261,8 @@ def _check_symmetric(A, name: str, what: str, xp) -> None:
     """
     if int(A.nnz) == 0:
         return
-    r = xp.random.RandomState(12345).standard_normal(A.shape[0])
+    # r in A's dtype: cuSPARSE multiplies operands of one dtype.
+    r = xp.random.RandomState(12345).standard_normal(A.shape[0]).astype(A.dtype)
     left, right = matmul(A, r), rmatmul(A, r)
     scale = float(xp.linalg.norm(left)) or 1.0
     err = float(xp.linalg.norm(left - right))

@@ -123,18 +123,11 @@ def test_embedding_of_an_int64_gpu_graph_equals_int32(solver, tol, graph, monkey
     assert csr64.indices.dtype == cupy.int64 and csr64.dtype == cupy.float32
 
 
-def test_spectral_clustering_of_an_int64_gpu_graph(rng, monkeypatch):
-    import explorer.spectral
-
+def test_spectral_clustering_of_an_int64_gpu_graph(rng):
     X, y = clustered_points(rng)
-
-    def build_int64(*args, **kwargs):
-        g = build_graph(*args, **kwargs)
-        g.csr = widen(g.csr)
-        return g
-
-    monkeypatch.setattr(explorer.spectral, "build_graph", build_int64)
-    sc = SpectralClustering(3, **RULE, backend="gpu", random_state=0).fit(cupy.asarray(X))
+    csr64 = widen(build_graph(cupy.asarray(X), **RULE, backend="gpu").csr)
+    sc = SpectralClustering(3, affinity="precomputed", backend="gpu", random_state=0)
+    sc.fit(csr64)
     assert sc.affinity_matrix_.indices.dtype == cupy.int64
     labels = cupy.asnumpy(sc.labels_)
     assert np.count_nonzero(labels == -1) == 4
