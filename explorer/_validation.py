@@ -9,63 +9,269 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import scipy.sparse
+from sklearn.utils.validation import validate_data
 
-from ._backend import array_module
+from ._backend import array_module, sparse_module
+from ._csr import csr_from_arrays, matmul, rmatmul
+
+
+def is_sparse(X) -> bool:
+    """Whether `X` is a SciPy or cupyx sparse matrix or array (without importing CuPy)."""
+    module = type(X).__module__
+    if module.startswith("cupyx.scipy.sparse"):
+        return True
+    return module.startswith("scipy.sparse") and scipy.sparse.issparse(X)
 
 
 def check_data(X, *, name: str = "X", min_samples: int = 2):
     """Validate a data matrix and return it as a C-contiguous float32 n×d array.
 
-    NumPy and CuPy arrays are accepted and stay on their device; lists and other
-    array-likes become NumPy arrays. float64 input is converted to float32, the
-    precision every builder computes in.
+    NumPy and CuPy arrays are accepted and stay on their device; lists, pandas
+    DataFrames and other array-likes become NumPy arrays, and NumPy object arrays of
+    numbers are converted (as scikit-learn does). float64 input is converted to
+    float32, the precision every builder computes in.
+
+    Messages follow scikit-learn's where its users look for them ("Complex data not
+    supported", "Expected 2D array", "Reshape your data", "0 feature(s) (shape=(n, 0))
+    while a minimum of 1 is required", "Input X contains", "Sparse data ... sparse
+    input is not supported") and name the argument, its value and what is allowed.
 
     Raises
     ------
     TypeError
-        If `X` is not numeric.
+        If `X` is sparse (a graph is given to ``SpectralClustering`` with
+        ``affinity="precomputed"``) or not numeric.
     ValueError
-        If `X` is not 2-D, has fewer than `min_samples` rows, no columns, or
-        non-finite values.
+        If `X` is complex ("Complex data not supported", scikit-learn's type and
+        words; explorer raised ``TypeError`` before), not 2-D, has fewer than
+        `min_samples` rows, no columns, or non-finite values.
     """
+    X = _as_array(X, name)
+    _check_2d(X, name)
+    _check_size(X, name, min_samples=min_samples, min_features=1)
     xp = array_module(X)
-    if xp is np:
+    with np.errstate(over="ignore"):  # overflow is reported below, as an error
+        X32 = xp.ascontiguousarray(X, dtype=xp.float32)
+    _check_finite(X32, name, original=X)
+    return X32
+
+
+def check_affinity(X, *, name: str = "X", min_samples: int = 2):
+    """Validate a precomputed affinity (similarity) matrix and return it as CSR.
+
+    Parameters
+    ----------
+    X : array-like, SciPy or cupyx sparse matrix of shape (n, n)
+        Square, symmetric (to a relative 1e-5), non-negative and finite weights.
+        Dense input becomes CSR (its zeros are no edges); any sparse format is
+        converted to CSR. CuPy input stays on its device.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix or cupyx.scipy.sparse.csr_matrix
+        float32 values, no stored diagonal (a vertex's similarity to itself is
+        ignored, as scikit-learn's Laplacian ignores it) and no stored zero, column
+        indices sorted; the input's index dtype is kept (int64 indices stay int64).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`check_data` for the values (dtype, 2-D, sizes, NaN/inf); and
+        ``ValueError`` for a matrix that is not square, has negative weights or is
+        not symmetric.
+    """
+    what = "affinity='precomputed'"
+    if is_sparse(X):
+        A = X.tocsr()
+        _check_dtype(A.dtype, name)
+        _check_size(A, name, min_samples=min_samples, min_features=1)
+        values = A.data
+    else:
+        values = _as_array(X, name)
+        _check_2d(values, name)
+        _check_size(values, name, min_samples=min_samples, min_features=1)
+        A = None
+    xp = array_module(values)
+    if values.size:
+        # min and max propagate NaN and reach +-inf: two reductions, no mask.
+        low, high = float(values.min()), float(values.max())
+        if not (np.isfinite(low) and np.isfinite(high)):
+            _check_finite(values, name, original=values)
+    shape = tuple(int(s) for s in (values if A is None else A).shape)
+    if shape[0] != shape[1]:
+        raise ValueError(
+            f"{what} needs {name} to be a square (n_samples, n_samples) affinity matrix; "
+            f"got shape {shape} (to cluster points, use the default affinity='epsilon')"
+        )
+    if values.size and low < 0:
+        n_negative = int(xp.count_nonzero(values < 0))
+        raise ValueError(
+            f"Negative values in data passed as {name} with {what}: {n_negative} negative "
+            f"value(s) (min {low:g}); allowed: affinities >= 0 (a distance matrix d is not "
+            "an affinity: convert it, e.g. exp(-d**2 / (2 * sigma**2)))"
+        )
+    A = _to_csr32(A if A is not None else values, xp)
+    A = _drop_diagonal_and_zeros(A, xp)
+    _check_symmetric(A, name, what, xp)
+    return A
+
+
+def check_features(estimator, X, *, reset: bool) -> None:
+    """Record (``reset=True``, in ``fit``) or check (in ``predict``) `n_features_in_` and
+    `feature_names_in_` of `estimator` from `X`, the input as given (a DataFrame keeps
+    its column names), after :func:`check_data` accepted it.
+
+    scikit-learn's ``validate_data`` with ``skip_check_array=True``: its messages
+    ("X has 1 features, but KMeans is expecting 4 features as input", "The feature
+    names should match those that were passed during fit") are the ones
+    scikit-learn's users know, and it never copies `X` (CuPy stays on its device).
+    """
+    validate_data(estimator, X, skip_check_array=True, reset=reset)
+
+
+def _check_dtype(dtype, name: str) -> None:
+    if np.issubdtype(dtype, np.complexfloating):
+        raise ValueError(
+            f"Complex data not supported: {name} must be real-valued; got dtype {dtype}"
+        )
+    numeric = np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)
+    if dtype.kind == "O" or not numeric:
+        raise TypeError(f"{name} must be numeric; got dtype {dtype}")
+
+
+def _as_array(X, name: str):
+    """X as a NumPy or CuPy array of a real numeric dtype (not yet shape-checked)."""
+    if is_sparse(X):
+        raise TypeError(
+            f"Sparse data was passed for {name} ({type(X).__module__}.{type(X).__name__}), "
+            "but dense data is required: sparse input is not supported for data points; "
+            f"use {name}.toarray(), or give SpectralClustering a sparse affinity matrix "
+            "with affinity='precomputed'"
+        )
+    if array_module(X) is np:
         try:
             X = np.asarray(X)
         except (ValueError, TypeError) as exc:  # ragged nested lists
             raise ValueError(f"{name} must be a rectangular n×d array; got {exc}") from None
-    if X.dtype == object or not (
-        np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.bool_)
-    ):
-        raise TypeError(f"{name} must be numeric; got dtype {X.dtype}")
-    if np.issubdtype(X.dtype, np.complexfloating):
-        raise TypeError(f"{name} must be real-valued; got dtype {X.dtype}")
-    if X.ndim != 2:
-        raise ValueError(
-            f"{name} must be a 2-D array of shape (n_samples, n_features); got {X.ndim}-D "
-            f"shape {tuple(X.shape)}"
+        if X.dtype == object and X.ndim == 0:  # None, a dict, ...: not an array
+            raise TypeError(
+                f"{name} must be numeric; got dtype object (a {type(X.item()).__name__}, "
+                "not an array)"
+            )
+        if X.dtype == object:
+            # Numbers held as Python objects (scikit-learn converts them too).
+            try:
+                X = X.astype(np.float64)
+            except (ValueError, TypeError) as exc:
+                raise TypeError(
+                    f"{name} must be numeric; got dtype object holding a value that is not a "
+                    f"number ({exc})"
+                ) from None
+    _check_dtype(X.dtype, name)
+    return X
+
+
+def _check_2d(X, name: str) -> None:
+    if X.ndim == 2:
+        return
+    kind = "scalar" if X.ndim == 0 else f"{X.ndim}D"
+    message = (
+        f"Expected 2D array, got {kind} array instead: {name} must be a 2-D array of shape "
+        f"(n_samples, n_features); got {X.ndim}-D shape {tuple(X.shape)}"
+    )
+    if X.ndim == 1:
+        message += (
+            f". Reshape your data either using {name}.reshape(-1, 1) if your data has a "
+            f"single feature or {name}.reshape(1, -1) if it contains a single sample"
         )
-    n, d = X.shape
-    if d < 1:
-        raise ValueError(f"{name} has d=0 features (shape {tuple(X.shape)}); need d >= 1")
+    raise ValueError(message)
+
+
+def _check_size(X, name: str, *, min_samples: int, min_features: int) -> None:
+    n, d = (int(s) for s in X.shape)
+    shape = f"(shape=({n}, {d}))"
     if n < min_samples:
         raise ValueError(
-            f"{name} has n={n} samples (shape {tuple(X.shape)}); need n >= {min_samples}"
+            f"{name} has n={n} samples (found array with {n} sample(s) {shape} while a "
+            f"minimum of {min_samples} is required); need n >= {min_samples}"
         )
-    with np.errstate(over="ignore"):  # overflow is reported below, as an error
-        X32 = xp.ascontiguousarray(X, dtype=xp.float32)
-    finite = xp.isfinite(X32)
-    if not bool(finite.all()):
-        bad = int((~finite).sum())
-        if bool(xp.isfinite(X).all()):  # finite, but not in float32
-            raise ValueError(
-                f"{name} has {bad} value(s) beyond float32's range (|x| > 3.4e38), the "
-                "precision every builder computes in; rescale the data"
-            )
+    if d < min_features:
         raise ValueError(
-            f"{name} contains {bad} non-finite value(s) (NaN or inf); all values must be finite"
+            f"{name} has d={d} features (found array with {d} feature(s) {shape} while a "
+            f"minimum of {min_features} is required); need d >= {min_features}"
         )
-    return X32
+
+
+def _check_finite(X32, name: str, *, original) -> None:
+    xp = array_module(X32)
+    finite = xp.isfinite(X32)
+    if bool(finite.all()):
+        return
+    bad = int((~finite).sum())
+    if bool(xp.isfinite(original).all()):  # finite, but not in float32
+        raise ValueError(
+            f"{name} has {bad} value(s) beyond float32's range (|x| > 3.4e38), the "
+            "precision every builder computes in; rescale the data"
+        )
+    raise ValueError(
+        f"Input {name} contains {bad} non-finite value(s) (NaN or inf); all values must "
+        "be finite"
+    )
+
+
+def _to_csr32(A, xp):
+    """Canonical CSR (sorted, duplicate-free rows) with float32 values, keeping the index
+    dtype of a sparse `A`; a dense `A` becomes CSR of its nonzeros."""
+    sp = sparse_module(xp)
+    if not is_sparse(A):
+        return sp.csr_matrix(xp.ascontiguousarray(A, dtype=xp.float32))
+    A = A.tocsr()
+    idx = A.indices.dtype
+    if not A.has_canonical_format:
+        A = A.copy()
+        A.sum_duplicates()
+    return csr_from_arrays(
+        A.data.astype(xp.float32, copy=False), A.indices.astype(idx, copy=False),
+        A.indptr.astype(idx, copy=False), A.shape, canonical=True,
+    )
+
+
+def _drop_diagonal_and_zeros(A, xp):
+    """`A` without stored diagonal entries and stored zeros (`A` itself when it has none)."""
+    n, nnz = A.shape[0], int(A.nnz)
+    if nnz == 0:
+        return A
+    idx = A.indptr.dtype
+    rows = xp.searchsorted(A.indptr, xp.arange(nnz, dtype=idx), side="right") - 1
+    keep = (rows != A.indices) & (A.data != 0)
+    if bool(keep.all()):
+        return A
+    counts = xp.bincount(rows[keep], minlength=n)
+    indptr = xp.zeros(n + 1, dtype=idx)
+    indptr[1:] = xp.cumsum(counts)
+    return csr_from_arrays(A.data[keep], A.indices[keep], indptr, A.shape, canonical=True)
+
+
+def _check_symmetric(A, name: str, what: str, xp) -> None:
+    """Randomised symmetry check: A r == A^T r for a random r, to a relative 1e-5.
+
+    O(nnz) and no transpose is formed (as the embedding's own check); an asymmetric
+    A passes only if r happens to be orthogonal to the rows of A - A^T.
+    """
+    if int(A.nnz) == 0:
+        return
+    # r in A's dtype: cuSPARSE multiplies operands of one dtype.
+    r = xp.random.RandomState(12345).standard_normal(A.shape[0]).astype(A.dtype)
+    left, right = matmul(A, r), rmatmul(A, r)
+    scale = float(xp.linalg.norm(left)) or 1.0
+    err = float(xp.linalg.norm(left - right))
+    if err > 1e-5 * scale:
+        raise ValueError(
+            f"{what} needs a symmetric affinity matrix; {name} is not symmetric "
+            f"(||X r - X^T r|| / ||X r|| = {err / scale:.2e} for a random r, allowed up to "
+            "1e-5); symmetrise it, e.g. (X + X.T) / 2"
+        )
 
 
 def check_int(value, name: str, *, low=None, high=None, allow_none: bool = False):

@@ -13,7 +13,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._backend import array_module, chunk_rows, column_sums, sparse_module, to_numpy
-from ._validation import check_choice, check_data, check_float, check_int
+from ._persistence import host_state
+from ._validation import check_choice, check_data, check_features, check_float, check_int
 
 INITS = ("auto", "k-means++", "k-means||", "random")
 
@@ -90,9 +91,25 @@ class KMeans(ClusterMixin, BaseEstimator):
     n_iter_ : int
         Lloyd iterations of the kept run.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str objects, shape (n_features_in_,)
+        The column names of X, when X was a DataFrame with string column names.
 
     Notes
     -----
+    **Input** follows scikit-learn's conventions and messages (``fit`` and
+    ``predict``): lists, DataFrames and object arrays of numbers are accepted;
+    complex, 1-D, empty, NaN/inf and sparse X are refused with its wording plus ours,
+    and ``predict`` checks the number of features (and their names) against ``fit``.
+
+    **Repeatability.** NumPy input gives the same result for the same `random_state`.
+    On CuPy input the float64 centroid sums are added with atomic operations in an
+    order that varies, so repeats may differ in the last bits of the centres (and in
+    labels only at exact ties). The scikit-learn tags describe NumPy input
+    (deterministic), the only kind scikit-learn's checks give.
+
+    **Pickling.** A fitted estimator pickles with CuPy attributes copied to NumPy (see
+    ``__getstate__``), so one fitted on the GPU loads without CuPy or a GPU.
+
     **Distances.** The assignment uses ``||x||^2 - 2 x·c + ||c||^2`` with the cross
     term as one matrix product per chunk of rows (BLAS / cuBLAS), in float32. The data
     are centred first (mean subtracted in float64, then cast to float32), as in
@@ -148,6 +165,7 @@ class KMeans(ClusterMixin, BaseEstimator):
         self
         """
         Xc, mean, out_dtype = _centre(X)
+        check_features(self, X, reset=True)
         xp = array_module(Xc)
         n, d = Xc.shape
         k = check_int(self.n_clusters, "n_clusters", low=1)
@@ -184,17 +202,15 @@ class KMeans(ClusterMixin, BaseEstimator):
         self.labels_ = labels
         self.inertia_ = float(inertia)
         self.n_iter_ = int(n_iter)
-        self.n_features_in_ = d
         return self
 
     def predict(self, X):
         """Label of the nearest fitted centre for each row of `X` (same array module)."""
         check_is_fitted(self, "cluster_centers_")
         d = check_data(X, min_samples=1).shape[1]
-        if d != self.n_features_in_:
-            raise ValueError(
-                f"X has {d} features but this KMeans was fitted with {self.n_features_in_}"
-            )
+        # "X has 1 features, but KMeans is expecting 4 features as input", and the
+        # feature names of a DataFrame against those seen in fit.
+        check_features(self, X, reset=False)
         xp = array_module(X)
         C = xp.asarray(self.cluster_centers_, dtype=xp.float64)
         # Any common shift leaves the argmin unchanged; the centres' mean keeps the
@@ -208,6 +224,12 @@ class KMeans(ClusterMixin, BaseEstimator):
     def fit_predict(self, X, y=None):
         """Fit, then return `labels_`."""
         return self.fit(X).labels_
+
+    def __getstate__(self):
+        """The pickled state, with CuPy attributes of a fit on CuPy data
+        (`cluster_centers_`, `labels_`) copied to NumPy, so that the pickle loads
+        where CuPy or a GPU is missing; it then holds NumPy arrays."""
+        return host_state(super().__getstate__())
 
     def _check_init(self, k, d):
         init = self.init

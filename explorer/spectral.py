@@ -12,8 +12,17 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 
-from ._backend import array_module, resolve_backend, to_numpy
-from ._validation import check_choice, check_float, check_int
+from ._backend import array_module, gpu_status, resolve_backend, to_numpy
+from ._csr import csr_from_arrays
+from ._persistence import host_state
+from ._validation import (
+    check_affinity,
+    check_choice,
+    check_data,
+    check_features,
+    check_float,
+    check_int,
+)
 from .components import components_besides_isolated, keep_largest_components
 from .embedding import (
     EIGENGAP_TOL,
@@ -24,8 +33,12 @@ from .embedding import (
     isolated_vertices,
     spectral_embedding,
 )
-from .graph import GraphParams, build_graph
+from .graph import Graph, GraphParams, build_graph, csr_stats
 from .kmeans import KMeans
+
+#: What X is to :class:`SpectralClustering`: points to build an ε-neighbourhood graph
+#: of, or the affinity matrix itself.
+AFFINITIES = ("epsilon", "precomputed")
 
 
 class SpectralClustering(ClusterMixin, BaseEstimator):
@@ -35,7 +48,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     in CSR), :func:`explorer.spectral_embedding` (the k smallest eigenpairs of the
     normalised Laplacian, rows of U = D^-1/2 V scaled to unit length) and
     :class:`explorer.KMeans` on the rows of the non-isolated vertices. Isolated
-    vertices (no edge) cannot be embedded and get label −1.
+    vertices (no edge) cannot be embedded and get label −1. With
+    ``affinity="precomputed"`` X is S (a graph you built) and the first stage is
+    skipped.
 
     Parameters
     ----------
@@ -43,6 +58,15 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         k, between 1 and the number of non-isolated vertices; ``"auto"`` computes
         ``min(20, that number)`` eigenpairs and lets :func:`~explorer.embedding.eigengap_k`
         choose k.
+    affinity : {"epsilon", "precomputed"}, default "epsilon"
+        ``"epsilon"``: X holds points (n_samples × n_features) and ``fit`` builds their
+        ε-neighbourhood graph by the edge rule below. ``"precomputed"``: X is the
+        affinity matrix S itself, n_samples × n_samples: SciPy or cupyx sparse (any
+        format) or dense NumPy/CuPy; square, symmetric (to a relative 1e-5),
+        non-negative and finite, else a ``ValueError`` says which. Its diagonal is
+        ignored (as scikit-learn's Laplacian ignores it) and its values are used in
+        float32; the edge rule and the builder's parameters are then unused. (kNN
+        graphs, scikit-learn's ``"precomputed_nearest_neighbors"``, do not exist yet.)
     metric, sigma, threshold_sqdist, threshold_sim
         The edge rule (see :class:`explorer.GraphParams`): ``"gaussian"`` needs `sigma`;
         give exactly one threshold.
@@ -89,8 +113,11 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         U = D^-1/2 V before row scaling (NaN rows for isolated points).
     isolated_ : ndarray of bool, shape (n_samples,)
     affinity_matrix_ : scipy.sparse or cupyx.scipy.sparse CSR matrix
-        The similarity matrix S.
+        The similarity matrix S (with ``affinity="precomputed"``: X as validated, in
+        float32 CSR without its diagonal, on the backend's device).
     graph_ : explorer.Graph
+        With ``affinity="precomputed"``, ``params`` is None and ``method`` is
+        ``"precomputed"``.
     graph_stats_ : explorer.GraphStats
     eigen_solver_ : str
         The eigensolver that ran.
@@ -102,6 +129,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     backend_ : {"gpu", "cpu"}
     backend_reason_ : str
     n_features_in_ : int
+        Columns of X (with ``affinity="precomputed"``, n_samples).
+    feature_names_in_ : ndarray of str objects, shape (n_features_in_,)
+        The column names of X, when X was a DataFrame with string column names.
 
     Notes
     -----
@@ -116,12 +146,29 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     the vertices of the others -1 like isolated points, and warns; raise the
     threshold (or σ) to join them. (With ``n_clusters="auto"`` the eigengap counts
     the components among the first 20 eigenvalues.)
+
+    **Input** follows scikit-learn's conventions and messages: lists, DataFrames and
+    object arrays of numbers are accepted; complex, 1-D, empty, NaN/inf and (unless
+    ``affinity="precomputed"``) sparse X are refused with its wording plus ours.
+
+    **Repeatability.** On the CPU a fixed `random_state` gives the same labels every
+    time. On the GPU it does not promise bit-identical repeats (k-means adds its
+    float64 centroid sums with atomic operations, in an order that varies), so the
+    estimator's scikit-learn tags say ``non_deterministic`` when the GPU runs it
+    (``backend="gpu"``, or ``"auto"`` where a GPU answers).
+
+    **Pickling.** A fitted estimator pickles with its device arrays copied to the host
+    (see ``__getstate__``): one fitted on the GPU loads without CuPy or a GPU, its
+    `labels_`, `embedding_`, `eigenvectors_`, `isolated_` NumPy arrays and
+    `affinity_matrix_` (and ``graph_.csr``) a SciPy CSR matrix; `backend_` still says
+    where it ran.
     """
 
     def __init__(
         self,
         n_clusters=8,
         *,
+        affinity="epsilon",
         metric="gaussian",
         sigma=None,
         threshold_sqdist=None,
@@ -140,6 +187,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         backend="auto",
     ):
         self.n_clusters = n_clusters
+        self.affinity = affinity
         self.metric = metric
         self.sigma = sigma
         self.threshold_sqdist = threshold_sqdist
@@ -158,7 +206,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.backend = backend
 
     def fit(self, X, y=None):
-        """Cluster the rows of `X` (NumPy or CuPy, n_samples × n_features).
+        """Cluster the rows of `X` (NumPy or CuPy, n_samples × n_features), or with
+        ``affinity="precomputed"`` the vertices of the graph `X` (n_samples × n_samples,
+        SciPy/cupyx sparse or dense).
 
         Returns
         -------
@@ -177,18 +227,24 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
 
         t0 = time.perf_counter()
-        graph = build_graph(
-            X,
-            metric=self.metric,
-            sigma=self.sigma,
-            threshold_sqdist=self.threshold_sqdist,
-            threshold_sim=self.threshold_sim,
-            method=self.method,
-            hypo_max_nnz_row=self.hypo_max_nnz_row,
-            sp_max_nz_pct=self.sp_max_nz_pct,
-            mem_use_rate=self.mem_use_rate,
-            backend=self.backend,
-        )
+        if self.affinity == "precomputed":
+            graph = _precomputed_graph(X, backend)
+            check_features(self, X, reset=True)
+        else:
+            X_valid = check_data(X)
+            check_features(self, X, reset=True)
+            graph = build_graph(
+                X_valid,
+                metric=self.metric,
+                sigma=self.sigma,
+                threshold_sqdist=self.threshold_sqdist,
+                threshold_sim=self.threshold_sim,
+                method=self.method,
+                hypo_max_nnz_row=self.hypo_max_nnz_row,
+                sp_max_nz_pct=self.sp_max_nz_pct,
+                mem_use_rate=self.mem_use_rate,
+                backend=self.backend,
+            )
         csr = graph.csr
         xp = array_module(csr)
         t1 = time.perf_counter()
@@ -196,6 +252,12 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         isolated = isolated_vertices(csr)
         n = csr.shape[0]
         n_isolated = int(xp.count_nonzero(isolated))
+        if n_isolated == n and graph.params is None:
+            raise ValueError(
+                f"the affinity matrix has no edge: all n={n} vertices are isolated (no "
+                "positive weight off the diagonal); affinity='precomputed' needs a graph "
+                "with edges"
+            )
         if n_isolated == n:
             raise ValueError(
                 f"the graph has no edge: all n={n} points are isolated; raise the threshold "
@@ -232,7 +294,6 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.eigen_residuals_ = emb.residual_norms
         self.backend_ = graph.backend
         self.backend_reason_ = backend.reason
-        self.n_features_in_ = int(np.shape(X)[1])
         self.timings_ = {
             "graph": t1 - t0,
             **part.timings,
@@ -240,12 +301,34 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         }
         return self
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        precomputed = self.affinity == "precomputed"
+        tags.input_tags.pairwise = precomputed  # X is n_samples × n_samples
+        tags.input_tags.sparse = precomputed  # points must be dense; a graph may be sparse
+        tags.input_tags.positive_only = precomputed  # affinities are >= 0
+        # Bit-identical repeats are promised on the CPU only (see Notes).
+        tags.non_deterministic = self.backend == "gpu" or (
+            self.backend == "auto" and gpu_status()[0]
+        )
+        return tags
+
+    def __getstate__(self):
+        """The pickled state, with every CuPy array and cupyx sparse matrix of a GPU
+        fit copied to the host as its NumPy/SciPy equivalent (also inside `graph_`), so
+        that the pickle loads where CuPy or a GPU is missing; it then holds NumPy
+        arrays and SciPy matrices, whatever backend ran."""
+        return host_state(super().__getstate__())
+
     def _check_params(self) -> None:
         if isinstance(self.n_clusters, str):
             check_choice(self.n_clusters, "n_clusters", ("auto",))
         else:
             check_int(self.n_clusters, "n_clusters", low=1)
-        GraphParams.from_args(self.metric, self.sigma, self.threshold_sqdist, self.threshold_sim)
+        check_choice(self.affinity, "affinity", AFFINITIES)
+        if self.affinity != "precomputed":  # the edge rule is unused on a given graph
+            GraphParams.from_args(
+                self.metric, self.sigma, self.threshold_sqdist, self.threshold_sim)
         check_choice(self.eigen_solver, "eigen_solver", SOLVERS)
         check_float(self.eigen_tol, "eigen_tol", low=0.0, low_inclusive=False, allow_none=True)
         check_int(self.eigen_max_iter, "eigen_max_iter", low=1, allow_none=True)
@@ -419,6 +502,29 @@ def partition_graph(
         labels=labels, n_clusters=int(k), n_clusters_suggested=int(suggested), embedding=emb,
         clustered=used, kmeans=km, n_components=n_components, n_dropped=int(n_dropped),
         timings={"embedding": t1 - t0, "kmeans": time.perf_counter() - t1},
+    )
+
+
+def _precomputed_graph(X, backend) -> Graph:
+    """The affinity matrix `X`, validated (:func:`explorer._validation.check_affinity`),
+    on the backend's device, as a :class:`~explorer.graph.Graph` with its statistics."""
+    t0 = time.perf_counter()
+    csr = check_affinity(X)
+    timings = {"validate": time.perf_counter() - t0}
+    on_device = array_module(csr) is not np
+    if on_device != backend.is_gpu:
+        t1 = time.perf_counter()
+        move = backend.xp.asarray if backend.is_gpu else to_numpy
+        # Assembled from the arrays: a constructor would narrow int64 indices.
+        csr = csr_from_arrays(move(csr.data), move(csr.indices), move(csr.indptr),
+                              csr.shape, canonical=True)
+        timings["to_device" if backend.is_gpu else "to_host"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    stats = csr_stats(csr)
+    timings["stats"] = time.perf_counter() - t1
+    return Graph(
+        csr=csr, params=None, stats=stats, timings=timings, backend=backend.name,
+        method="precomputed", method_reason="affinity='precomputed': X is the graph",
     )
 
 

@@ -25,12 +25,11 @@ cupy = pytest.importorskip("cupy")
 from test_int64 import RULE, clustered_points, widen  # noqa: E402
 
 from explorer import SpectralClustering, _csr, build_graph  # noqa: E402
-from explorer._backend import resolve_backend  # noqa: E402
 from explorer._csr import csr_from_arrays  # noqa: E402
 from explorer.components import count_components  # noqa: E402
 from explorer.embedding import laplacian, spectral_embedding  # noqa: E402
 from explorer.embedding.chebyshev import ChebyshevBlock  # noqa: E402
-from explorer.graph import _dispatch  # noqa: E402
+from explorer.graph import csr_stats  # noqa: E402
 from explorer.metrics import adjusted_rand_score  # noqa: E402
 from explorer.ui._export import map_graph_npz, save_graph_npz  # noqa: E402
 
@@ -75,9 +74,8 @@ def test_int64_components_in_row_blocks_equal_scipy(block, rng):
 
 def test_statistics_of_an_int64_gpu_graph_equal_int32(graph):
     csr32, csr64, _ = graph
-    gpu = resolve_backend("gpu")
-    want = _dispatch._stats_of_csr(csr32, gpu, None).to_dict()
-    got = _dispatch._stats_of_csr(csr64, gpu, None).to_dict()
+    want = csr_stats(csr32).to_dict()
+    got = csr_stats(csr64).to_dict()
     assert got["n_components"] == want["n_components"] == 3 + 4
     for key, value in want.items():
         if key.startswith("degree_"):
@@ -127,18 +125,11 @@ def test_embedding_of_an_int64_gpu_graph_equals_int32(solver, tol, graph, monkey
     assert csr64.indices.dtype == cupy.int64 and csr64.dtype == cupy.float32
 
 
-def test_spectral_clustering_of_an_int64_gpu_graph(rng, monkeypatch):
-    import explorer.spectral
-
+def test_spectral_clustering_of_an_int64_gpu_graph(rng):
     X, y = clustered_points(rng)
-
-    def build_int64(*args, **kwargs):
-        g = build_graph(*args, **kwargs)
-        g.csr = widen(g.csr)
-        return g
-
-    monkeypatch.setattr(explorer.spectral, "build_graph", build_int64)
-    sc = SpectralClustering(3, **RULE, backend="gpu", random_state=0).fit(cupy.asarray(X))
+    csr64 = widen(build_graph(cupy.asarray(X), **RULE, backend="gpu").csr)
+    sc = SpectralClustering(3, affinity="precomputed", backend="gpu", random_state=0)
+    sc.fit(csr64)
     assert sc.affinity_matrix_.indices.dtype == cupy.int64
     labels = cupy.asnumpy(sc.labels_)
     assert np.count_nonzero(labels == -1) == 4

@@ -20,11 +20,11 @@ import scipy.sparse as sp
 
 import explorer.spectral
 from explorer import SpectralClustering, _csr, build_graph
-from explorer._backend import array_module, resolve_backend
+from explorer._backend import array_module
 from explorer._csr import cast_values, csr_from_arrays, with_values
 from explorer.embedding import isolated_vertices, laplacian, spectral_embedding
 from explorer.embedding.chebyshev import ChebyshevBlock
-from explorer.graph import _dispatch
+from explorer.graph import csr_stats
 from explorer.graph._stats import csr_bytes, stats_from_counts
 from explorer.ui._export import graph_npz, map_graph_npz, save_graph_npz
 
@@ -123,9 +123,8 @@ def test_value_helpers_share_the_int64_index_arrays(graph):
 
 def test_graph_statistics_of_an_int64_graph_equal_int32(graph):
     csr32, csr64, _ = graph
-    cpu = resolve_backend("cpu")
-    want = _dispatch._stats_of_csr(csr32, cpu, None).to_dict()
-    got = _dispatch._stats_of_csr(csr64, cpu, None).to_dict()
+    want = csr_stats(csr32).to_dict()
+    got = csr_stats(csr64).to_dict()
     assert got == want
     assert got["n_components"] == 3 + 4  # three boxes and four isolated points
     assert csr64.indices.dtype == np.int64  # statistics leave the matrix alone

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.cluster import KMeans as SkKMeans
 from sklearn.exceptions import NotFittedError
@@ -261,3 +262,20 @@ def test_cupy_in_cupy_out(rng):
     np.testing.assert_array_equal(
         cupy.asnumpy(gpu.predict(cupy.asarray(X))), cupy.asnumpy(gpu.labels_)
     )
+
+
+def test_scikit_learn_input_conventions():
+    X = np.arange(24, dtype=float).reshape(12, 2)
+    km = KMeans(2, n_init=1, random_state=0).fit(X.astype(object))  # numbers as objects
+    np.testing.assert_array_equal(km.predict(X.tolist()), km.labels_)
+    with pytest.raises(ValueError, match="X has 3 features, but KMeans is expecting 2 features"):
+        km.predict(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match=r"Expected 2D array.*Reshape your data"):
+        km.predict(X[0])
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        KMeans(2).fit(X + 1j)
+    with pytest.raises(TypeError, match="sparse input is not supported"):
+        KMeans(2).fit(sp.csr_matrix(X))
+    with pytest.raises(ValueError, match=r"0 feature\(s\) \(shape=\(12, 0\)\) while a minimum "
+                                         r"of 1 is required"):
+        KMeans(2).fit(np.empty((12, 0)))

@@ -83,6 +83,15 @@ def _km(X=None, **kw):
     return lambda: KMeans(**params).fit(_X() if X is None else X)
 
 
+def _pre(X, **kw):
+    params = {"n_clusters": 2, "affinity": "precomputed", "backend": "cpu", **kw}
+    return lambda: SpectralClustering(**params).fit(X() if callable(X) else X)
+
+
+def _kmp(X):
+    return lambda: KMeans(2, n_init=1, random_state=0).fit(_X()).predict(X)
+
+
 def _affinity():
     return build_graph(_X(), **G).csr
 
@@ -130,8 +139,8 @@ CASES = [
          r"X must be numeric; got dtype object"),
     Case("build_graph", "strings", _bg(np.array([["1", "2"], ["3", "4"]])), T,
          r"X must be numeric; got dtype <U1"),
-    Case("build_graph", "complex dtype", _bg(np.ones((4, 2), dtype=complex)), T,
-         r"X must be real-valued; got dtype complex128"),
+    Case("build_graph", "complex dtype", _bg(np.ones((4, 2), dtype=complex)), V,
+         r"Complex data not supported: X must be real-valued; got dtype complex128"),
     Case("build_graph", "ragged nested list", _bg([[1.0, 2.0], [3.0]]), V,
          r"X must be a rectangular n×d array"),
     Case("build_graph", "finite values beyond float32", _bg(np.full((4, 2), 1e300)), V,
@@ -240,6 +249,24 @@ CASES = [
          r"hypo_max_nnz_row=0 is out of range"),
     Case("SpectralClustering.fit", "unknown backend", _sc(backend="cuda"), V,
          r"backend='cuda' is not allowed"),
+    Case("SpectralClustering.fit", "unknown affinity", _sc(affinity="rbf"), V,
+         r"affinity='rbf' is not allowed; use one of 'epsilon', 'precomputed'"),
+    Case("SpectralClustering.fit", "sparse X (points)", _sc(sp.csr_matrix(_X())), T,
+         r"Sparse data was passed for X .*sparse input is not supported for data points.*"
+         r"affinity='precomputed'"),
+    Case("SpectralClustering.fit", "precomputed: not square", _pre(_X()), V,
+         r"affinity='precomputed' needs X to be a square \(n_samples, n_samples\) affinity "
+         r"matrix; got shape \(40, 2\)"),
+    Case("SpectralClustering.fit", "precomputed: negative weights",
+         _pre(-_affinity()), V,
+         r"Negative values in data passed as X with affinity='precomputed': \d+ negative "
+         r"value\(s\)"),
+    Case("SpectralClustering.fit", "precomputed: asymmetric", _pre(_asymmetric()), V,
+         r"affinity='precomputed' needs a symmetric affinity matrix; X is not symmetric"),
+    Case("SpectralClustering.fit", "precomputed: NaN weight", _pre(_nan_weights()), V,
+         r"Input X contains 2 non-finite value\(s\) \(NaN or inf\)"),
+    Case("SpectralClustering.fit", "precomputed: no edge", _pre(np.eye(3)), V,
+         r"the affinity matrix has no edge: all n=3 vertices are isolated"),
     # -- KMeans.fit ------------------------------------------------------------------
     Case("KMeans.fit", "n_clusters = 0", _km(n_clusters=0), V, r"n_clusters=0 is out of range"),
     Case("KMeans.fit", "n_clusters > n", _km(n_clusters=41), V,
@@ -253,6 +280,14 @@ CASES = [
          r"init array has shape \(3, 2\); it must be \(n_clusters, n_features\) = \(2, 2\)"),
     Case("KMeans.fit", "tol < 0", _km(tol=-1e-3), V, r"tol=-0.001 is out of range"),
     Case("KMeans.fit", "max_iter = 0", _km(max_iter=0), V, r"max_iter=0 is out of range"),
+    Case("KMeans.fit", "complex X", _km(np.ones((4, 2), dtype=complex)), V,
+         r"Complex data not supported: X must be real-valued"),
+    Case("KMeans.fit", "sparse X", _km(sp.csr_matrix(_X())), T,
+         r"Sparse data was passed for X .*sparse input is not supported"),
+    Case("KMeans.predict", "fewer features than fit", _kmp(_X(d=1)), V,
+         r"X has 1 features, but KMeans is expecting 2 features as input"),
+    Case("KMeans.predict", "1-D X", _kmp(np.ones(2)), V,
+         r"Expected 2D array, got 1D array instead: X must be a 2-D array.*Reshape your data"),
     # -- spectral_embedding ----------------------------------------------------------
     Case("spectral_embedding", "a dense matrix", _emb(np.eye(3)), T,
          r"csr must be a scipy.sparse or cupyx.scipy.sparse matrix; got numpy.ndarray"),
@@ -453,7 +488,7 @@ def test_check_data_validates_or_names_the_argument(X, min_samples):
     assert out.dtype == np.float32 and out.flags.c_contiguous and out.ndim == 2
     assert out.shape == src.shape and out.shape[0] >= min_samples and out.shape[1] >= 1
     assert np.isfinite(out).all()
-    assert src.dtype.kind in "biuf"
+    assert src.dtype.kind in "biufO"  # object arrays of numbers convert, as in scikit-learn
     np.testing.assert_array_equal(out, src.astype(np.float32))
 
 

@@ -324,3 +324,111 @@ def test_components_solver_asked_for_by_name(rng):
     with pytest.raises(ValueError, match=f"needs exactly n_components={k + 1} connected "
                        f"components among the non-isolated vertices, the graph has {k}"):
         partition_graph(csr, k + 1, eigen_solver="components")
+
+
+# --------------------------------------------------- affinity="precomputed" (issue 13)
+
+
+def _same_graph_two_ways(rng, name="blobs"):
+    X, y, params, k = shape(name, rng)
+    points = SpectralClustering(k, **params, random_state=0, backend="cpu").fit(X)
+    return X, y, params, k, points
+
+
+@pytest.mark.parametrize("form", ["csr", "csr_array", "coo", "csc", "dense", "with diagonal",
+                                  "float64 int64"])
+def test_precomputed_affinity_gives_what_the_points_give(form, rng):
+    X, y, params, k, points = _same_graph_two_ways(rng)
+    S = build_graph(X, **params, backend="cpu").csr
+    given = {
+        "csr": S,
+        "csr_array": sp.csr_array(S),
+        "coo": S.tocoo(),
+        "csc": S.tocsc(),
+        "dense": S.toarray(),
+        # A kernel's diagonal (self-similarity 1) is ignored, as in scikit-learn.
+        "with diagonal": (S + sp.identity(S.shape[0], dtype=np.float32)).tocsr(),
+        "float64 int64": sp.csr_matrix(
+            (S.data.astype(np.float64), S.indices.astype(np.int64), S.indptr.astype(np.int64)),
+            shape=S.shape),
+    }[form]
+    sc = SpectralClustering(k, affinity="precomputed", random_state=0, backend="cpu")
+    labels = sc.fit_predict(given)
+    assert isinstance(labels, np.ndarray) and labels.dtype == points.labels_.dtype
+    np.testing.assert_array_equal(labels, points.labels_)
+    assert (sc.affinity_matrix_ != S).nnz == 0 and sc.affinity_matrix_.dtype == np.float32
+    assert sc.affinity_matrix_.diagonal().max() == 0
+    assert sc.n_features_in_ == X.shape[0] and sc.graph_.method == "precomputed"
+    assert sc.graph_.params is None and sc.graph_stats_.n_components is not None
+    assert sc.graph_stats_.nnz == S.nnz and "graph" in sc.timings_
+    np.testing.assert_allclose(sc.eigenvalues_, points.eigenvalues_, atol=1e-6)
+    assert adjusted_rand_score(y, labels) >= 0.99
+
+
+def test_precomputed_ignores_the_edge_rule_and_keeps_int64_indices(rng):
+    X, y, params, k, points = _same_graph_two_ways(rng)
+    S = build_graph(X, **params, backend="cpu").csr
+    from test_int64 import widen
+
+    S64 = widen(S)
+    # metric="cosine" with no threshold would be an error with points; unused here.
+    sc = SpectralClustering(k, affinity="precomputed", metric="cosine", random_state=0,
+                            backend="cpu").fit(S64)
+    assert sc.affinity_matrix_.indices.dtype == np.int64
+    np.testing.assert_array_equal(sc.labels_, points.labels_)
+
+
+def test_precomputed_sklearn_kernel_matches_scikit_learn(rng):
+    from sklearn.cluster import SpectralClustering as SkSpectralClustering
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    X, y = make_blobs(300, centers=CENTRES, cluster_std=1.0, random_state=int(rng.integers(1000)))
+    K = rbf_kernel(X, gamma=0.1)  # dense, with ones on the diagonal
+    ours = SpectralClustering(4, affinity="precomputed", random_state=0, backend="cpu").fit(K)
+    theirs = SkSpectralClustering(4, affinity="precomputed", random_state=0).fit(K)
+    assert adjusted_rand_score(ours.labels_, theirs.labels_) >= 0.99
+    assert adjusted_rand_score(y, ours.labels_) >= 0.99
+
+
+@pytest.mark.parametrize(("bad", "exc", "match"), [
+    (np.ones((4, 3)), ValueError,
+     r"affinity='precomputed' needs X to be a square \(n_samples, n_samples\) affinity "
+     r"matrix; got shape \(4, 3\)"),
+    (sp.csr_matrix(np.ones((3, 4))), ValueError, r"got shape \(3, 4\)"),
+    (np.array([[0, -1.0, 0], [-1, 0, 1], [0, 1, 0]]), ValueError,
+     r"Negative values in data passed as X with affinity='precomputed': 2 negative value\(s\) "
+     r"\(min -1\); allowed: affinities >= 0"),
+    (np.array([[0, 1.0, 0], [0.5, 0, 1], [0, 1, 0]]), ValueError,
+     r"affinity='precomputed' needs a symmetric affinity matrix; X is not symmetric"),
+    (sp.csr_matrix(np.array([[0, np.nan], [np.nan, 0]])), ValueError,
+     r"Input X contains 2 non-finite value\(s\) \(NaN or inf\)"),
+    (np.ones((2, 2), dtype=complex), ValueError, r"Complex data not supported"),
+    (np.ones(4), ValueError, r"Expected 2D array, got 1D array"),
+    (np.ones((1, 1)), ValueError, r"X has n=1 samples .*need n >= 2"),
+    (np.zeros((3, 3)), ValueError,
+     r"the affinity matrix has no edge: all n=3 vertices are isolated"),
+    (np.eye(3), ValueError, r"the affinity matrix has no edge"),  # the diagonal is ignored
+    (np.array([["a", "b"], ["c", "d"]]), TypeError, r"X must be numeric; got dtype <U1"),
+])
+def test_precomputed_affinity_errors_name_the_problem(bad, exc, match):
+    with pytest.raises(exc, match=match):
+        SpectralClustering(2, affinity="precomputed", backend="cpu").fit(bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["cupyx", "cupy dense", "scipy"])
+def test_precomputed_affinity_on_the_gpu(kind, rng):
+    cupy = pytest.importorskip("cupy")
+    import cupyx.scipy.sparse as csp
+
+    X, y, params, k, points = _same_graph_two_ways(rng)
+    S = build_graph(X, **params, backend="cpu").csr
+    given = {"cupyx": csp.csr_matrix(S), "cupy dense": cupy.asarray(S.toarray()),
+             "scipy": S}[kind]
+    sc = SpectralClustering(k, affinity="precomputed", random_state=0, backend="gpu").fit(given)
+    assert sc.backend_ == "gpu" and isinstance(sc.affinity_matrix_, csp.csr_matrix)
+    labels = sc.labels_
+    assert isinstance(labels, np.ndarray if kind == "scipy" else cupy.ndarray)
+    labels = cupy.asnumpy(labels)
+    assert adjusted_rand_score(points.labels_, labels) == 1.0
+    assert (sc.affinity_matrix_.get() != S).nnz == 0

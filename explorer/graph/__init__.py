@@ -9,7 +9,7 @@ builders behind :mod:`.gpu` (imported only on a GPU run), statistics in ``_stats
 """
 
 from ._cpu import CPU_METHODS
-from ._dispatch import build_graph, graph_stats
+from ._dispatch import build_graph, csr_stats, graph_stats
 from ._params import GraphParams
 from ._stats import suggest_hypo
 from ._types import Graph, GraphStats
@@ -20,6 +20,7 @@ __all__ = [
     "GraphParams",
     "GraphStats",
     "build_graph",
+    "csr_stats",
     "graph_stats",
     "suggest_hypo",
 ]

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import memory
-from .._backend import Backend, resolve_backend, to_numpy
+from .._backend import Backend, array_module, resolve_backend, to_numpy
 from .._csr import row_sums
 from .._validation import check_data, check_float, check_int
 from ..components import count_components
@@ -126,7 +126,7 @@ def build_graph(
 
     t0 = time.perf_counter()
     stats_hypo = hypo if hypo is not None else _int_or_none(info.get("hypo"))
-    stats = _stats_of_csr(csr, be, stats_hypo)
+    stats = csr_stats(csr, stats_hypo)
     timings["stats"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
     return Graph(
@@ -287,8 +287,24 @@ def _int_or_none(value):
     return int(value) if ok else None
 
 
-def _stats_of_csr(csr, be: Backend, hypo) -> GraphStats:
-    xp = be.xp
+def csr_stats(csr, hypo_max_nnz_row=None) -> GraphStats:
+    """The statistics of a similarity matrix already in CSR, on its own device.
+
+    Parameters
+    ----------
+    csr : scipy.sparse or cupyx.scipy.sparse CSR matrix
+        Square, canonical (as :func:`build_graph` returns it, or validated by
+        ``SpectralClustering(affinity="precomputed")``).
+    hypo_max_nnz_row : int, optional
+        The ELLPACK width the byte and rows-over figures use (default: suggested).
+
+    Returns
+    -------
+    GraphStats
+        Exact: every row counted, connected components included.
+    """
+    xp = array_module(csr)
+    hypo = hypo_max_nnz_row
     n = csr.shape[0]
     counts = xp.diff(csr.indptr)
     degrees = row_sums(csr, xp)
