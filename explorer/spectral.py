@@ -13,7 +13,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils import check_random_state
 
 from ._backend import array_module, resolve_backend, to_numpy
-from ._validation import check_choice, check_float, check_int
+from ._validation import check_choice, check_data, check_float, check_int
 from .embedding import (
     EIGENGAP_TOL,
     SOLVERS,
@@ -23,8 +23,9 @@ from .embedding import (
     isolated_vertices,
     spectral_embedding,
 )
-from .graph import GraphParams, build_graph
+from .graph import BuildOptions, EdgeRule, build_graph
 from .graph._components import components_besides_isolated, keep_largest_components
+from .graph.rule import EDGE_FIELDS, METRICS
 from .kmeans import KMeans
 
 
@@ -43,14 +44,23 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         k, between 1 and the number of non-isolated vertices; ``"auto"`` computes
         ``min(20, that number)`` eigenpairs and lets :func:`~explorer.embedding.eigengap_k`
         choose k.
-    metric, sigma, threshold_sqdist, threshold_sim
-        The edge rule (see :class:`explorer.GraphParams`): ``"gaussian"`` needs `sigma`;
-        give exactly one threshold.
+    metric : {"auto", "gaussian", "cosine", "uniform"}, default "auto"
+        The similarity (see :class:`explorer.EdgeRule`). ``"auto"``: ``"gaussian"``
+        for ``n_features <= 8`` or when `threshold_sqdist` is given, else
+        ``"cosine"``.
+    sigma : float or "auto", default "auto"
+        Gaussian width (ignored by the other metrics). ``"auto"``:
+        ``sqrt(t / 8)`` for the squared-distance cutoff t (see Notes).
+    threshold_sqdist, threshold_sim : float or None, default None
+        At most one: edge iff ``‖xi − xj‖² < threshold_sqdist`` or similarity
+        ``> threshold_sim``. Neither: a threshold chosen from the data (see Notes).
     method : str, default "auto"
         Graph builder (``"csr1"``, ``"csr2"``, ``"csr3"``, ... on the GPU;
         ``"bruteforce"``, ``"kdtree"`` on the CPU; see :func:`explorer.build_graph`).
     hypo_max_nnz_row, sp_max_nz_pct, mem_use_rate
-        CSR-2 and CSR-3 parameters of the core paper, passed to the builder.
+        CSR-2 and CSR-3 parameters of the core paper, passed to the builder (see
+        :class:`explorer.graph.BuildOptions`; None: the builder's default, recorded in
+        ``graph_.options``).
     eigen_solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "components"}, \
             default "auto"
         See :func:`explorer.spectral_embedding`. ``"auto"`` with a fixed k takes
@@ -92,19 +102,49 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         The similarity matrix S.
     graph_ : explorer.Graph
     graph_stats_ : explorer.GraphStats
+    edge_rule_ : explorer.EdgeRule
+        The edge rule the graph was built with, the chosen values filled in
+        (``edge_rule_.describe()`` says it in one line).
+    metric_ : str
+    sigma_ : float or None
+        None for the cosine and uniform metrics.
+    threshold_sqdist_, threshold_sim_ : float or None
+        The threshold used (one of the two is None).
+    suggested_params_ : tuple of str
+        The graph parameters chosen from the data (empty when all were given).
     eigen_solver_ : str
         The eigensolver that ran.
     eigen_iterations_ : int or None
     eigen_residuals_ : numpy.ndarray of shape (k,)
         ||A v - μ v|| per eigenpair, recomputed after the solver.
     timings_ : dict of str to float
-        Seconds: ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
+        Seconds: ``"suggest"`` (only when graph parameters were chosen from the
+        data), ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
     backend_ : {"gpu", "cpu"}
     backend_reason_ : str
     n_features_in_ : int
 
     Notes
     -----
+    Graph parameters left out are chosen from the data being fitted, by the rule of
+    :func:`explorer.data.suggest_params` (:meth:`explorer.EdgeRule.suggest`; the
+    command line and the app use it too); explicit values always win and
+    ``suggested_params_`` names what was chosen. The rule: for ``n_features <= 8``
+    (gaussian weight) candidate thresholds are quantiles (50 % to 100 %) of the
+    squared distance from a row to its 10th nearest neighbour, on at most 20 000
+    sampled rows; the smallest whose ε-graph has no stray small component (2 to 24
+    points; fewer on a few hundred rows), at most 1 % isolated rows and no more
+    components than `n_clusters` wins, among those of mean degree at most
+    ``min(500, max(20, 2·10⁷ / n))``. σ is then ``sqrt(t / 8)``: the weight at the
+    cutoff is exp(−4), the ratio of the paper's synthetic settings. For
+    ``n_features > 8``, the cosine similarity with the 10 % quantile of each sampled
+    row's 10th largest similarity as threshold. Values are rounded to two
+    significant digits; the search is seeded (0), so the same data gets the same
+    rule whatever `random_state`. It costs about 0.3 s for 10⁴ 2-D rows and 2 s for
+    10⁵ (``timings_["suggest"]``); give the parameters to skip it. On a few dozen
+    rows every threshold may fail the tests; the largest (every row has 10
+    neighbours) is taken, and identical rows get the complete graph.
+
     ``embedding_``, ``eigenvectors_``, ``isolated_`` and ``affinity_matrix_`` stay on
     the backend that computed them (CuPy on a GPU run): they are intermediate results,
     often large, and copying them back is the caller's choice (``explorer._backend.to_numpy``,
@@ -122,8 +162,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self,
         n_clusters=8,
         *,
-        metric="gaussian",
-        sigma=None,
+        metric="auto",
+        sigma="auto",
         threshold_sqdist=None,
         threshold_sim=None,
         method="auto",
@@ -172,23 +212,18 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             of non-isolated points.
         """
         t_start = time.perf_counter()
-        self._check_params()
+        options = self._check_params()
         backend = resolve_backend(self.backend)
         rng = check_random_state(self.random_state)
 
         t0 = time.perf_counter()
-        graph = build_graph(
-            X,
-            metric=self.metric,
-            sigma=self.sigma,
-            threshold_sqdist=self.threshold_sqdist,
-            threshold_sim=self.threshold_sim,
-            method=self.method,
-            hypo_max_nnz_row=self.hypo_max_nnz_row,
-            sp_max_nz_pct=self.sp_max_nz_pct,
-            mem_use_rate=self.mem_use_rate,
-            backend=self.backend,
-        )
+        Xv = check_data(X)
+        # The edge rule, built once: explicit values win, the rest is chosen from Xv.
+        rule = EdgeRule.suggest(Xv, self.metric, self.sigma, self.threshold_sqdist,
+                                self.threshold_sim, n_clusters=self.n_clusters)
+        t_suggest = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        graph = build_graph(Xv, rule, method=self.method, options=options, backend=self.backend)
         csr = graph.csr
         xp = array_module(csr)
         t1 = time.perf_counter()
@@ -199,7 +234,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         if n_isolated == n:
             raise ValueError(
                 f"the graph has no edge: all n={n} points are isolated; raise the threshold "
-                f"(now {graph.params.describe()}) until points have neighbours"
+                f"(now {graph.rule.describe()}) until points have neighbours"
             )
         part = partition_graph(
             csr,
@@ -227,6 +262,12 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.affinity_matrix_ = csr
         self.graph_ = graph
         self.graph_stats_ = graph.stats
+        self.edge_rule_ = rule
+        self.metric_ = rule.metric
+        self.sigma_ = rule.sigma
+        self.threshold_sqdist_ = rule.threshold_sqdist
+        self.threshold_sim_ = rule.threshold_sim
+        self.suggested_params_ = rule.suggested
         self.eigen_solver_ = emb.solver
         self.eigen_iterations_ = emb.iterations
         self.eigen_residuals_ = emb.residual_norms
@@ -234,24 +275,36 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.backend_reason_ = backend.reason
         self.n_features_in_ = int(np.shape(X)[1])
         self.timings_ = {
+            **({"suggest": t_suggest} if rule.suggested else {}),
             "graph": t1 - t0,
             **part.timings,
             "total": time.perf_counter() - t_start,
         }
         return self
 
-    def _check_params(self) -> None:
+    def _check_params(self) -> BuildOptions:
+        """Validate what needs no data; return the builder's options."""
         if isinstance(self.n_clusters, str):
             check_choice(self.n_clusters, "n_clusters", ("auto",))
         else:
             check_int(self.n_clusters, "n_clusters", low=1)
-        GraphParams.from_args(self.metric, self.sigma, self.threshold_sqdist, self.threshold_sim)
+        if self.metric != "auto":
+            check_choice(self.metric, "metric", METRICS)
+        if not (isinstance(self.sigma, str) and self.sigma == "auto"):
+            EDGE_FIELDS["sigma"].check(self.sigma, allow_none=True)
+        if self.threshold_sqdist is not None and self.threshold_sim is not None:
+            EdgeRule.from_args("gaussian", 1.0, self.threshold_sqdist, self.threshold_sim)
+        for name in ("threshold_sqdist", "threshold_sim"):
+            EDGE_FIELDS[name].check(getattr(self, name), allow_none=True)
+        options = BuildOptions.from_args(self.hypo_max_nnz_row, self.sp_max_nz_pct,
+                                         self.mem_use_rate)
         check_choice(self.eigen_solver, "eigen_solver", SOLVERS)
         check_float(self.eigen_tol, "eigen_tol", low=0.0, low_inclusive=False, allow_none=True)
         check_int(self.eigen_max_iter, "eigen_max_iter", low=1, allow_none=True)
         check_int(self.n_init, "n_init", low=1)
         check_float(self.kmeans_tol, "kmeans_tol", low=0.0, high=1.0)
         check_int(self.kmeans_max_iter, "kmeans_max_iter", low=1)
+        return options
 
 
 @dataclass
