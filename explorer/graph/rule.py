@@ -157,6 +157,21 @@ BUILD_FIELDS = {
 # --- the edge rule ---------------------------------------------------------------------
 
 
+class MissingThreshold(ValueError):
+    """A ready suggestion has no threshold for the metric asked for.
+
+    Attributes
+    ----------
+    metric : str
+    kind : {"sqdist", "sim"}
+        The threshold kind the metric needs.
+    """
+
+    def __init__(self, metric: str, kind: str, message: str):
+        super().__init__(message)
+        self.metric, self.kind = metric, kind
+
+
 @dataclass(frozen=True)
 class EdgeRule:
     """A validated edge rule: which pairs are edges and what they weigh.
@@ -316,15 +331,16 @@ class EdgeRule:
         chosen = []
         base = dict(suggestion) if suggestion is not None else None
         if metric == "auto":
-            if threshold_sqdist is not None:
+            if threshold_sqdist is not None:  # the one metric that takes it and a σ
                 metric = "gaussian"
-            elif base is not None and base.get("metric") in METRICS:
-                metric = base["metric"]
-                if threshold_sim is not None and metric == "uniform":
-                    metric = "gaussian"
             else:
-                metric = "gaussian" if d <= _suggest.LOW_D else "cosine"
-            chosen.append("metric")
+                if base is not None and base.get("metric") in METRICS:
+                    metric = base["metric"]
+                    if threshold_sim is not None and metric == "uniform":
+                        metric = "gaussian"
+                else:
+                    metric = "gaussian" if d <= _suggest.LOW_D else "cosine"
+                chosen.append("metric")
         if metric == "cosine" and threshold_sqdist is not None:
             cls.from_args(metric, None, threshold_sqdist)  # raises: cosine takes sim only
         integral = isinstance(n_clusters, numbers.Integral) and not isinstance(n_clusters, bool)
@@ -345,7 +361,7 @@ class EdgeRule:
                 value = base.get(f"threshold_{kind}")
                 same = (base.get("metric") == "cosine") == (metric == "cosine")
                 if value is None or not same:
-                    raise ValueError(
+                    raise MissingThreshold(metric, kind,
                         f"metric={metric!r} needs threshold_{kind}: the suggestion for this data "
                         f"({base}) has no threshold of that kind"
                     )
