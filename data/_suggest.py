@@ -54,7 +54,8 @@ def suggest_params(X, y=None, *, n_neighbors=10, random_state=0) -> dict:
     -------
     dict
         ``n_clusters``, ``metric`` and, for ``d <= 8``, ``sigma`` and
-        ``threshold_sqdist``; for ``d > 8``, ``threshold_sim``.
+        ``threshold_sqdist``; for ``d > 8``, ``threshold_sim`` (or, see Notes,
+        ``sigma`` and ``threshold_sqdist``).
 
     Notes
     -----
@@ -86,8 +87,9 @@ def suggest_params(X, y=None, *, n_neighbors=10, random_state=0) -> dict:
     For ``d > 8`` (cosine): the similarity of 200 sampled rows to their
     `n_neighbors`-th most similar row (brute force against all rows, in blocks);
     the threshold is the 10 % quantile, so about 90 % of rows have at least
-    `n_neighbors` neighbours, and at least 0 (a negative cosine would be an edge of
-    negative weight).
+    `n_neighbors` neighbours. When that quantile is not positive (rows pointing every
+    which way, as centred data do: a negative cosine would be an edge of negative
+    weight) the rule above for ``d <= 8`` is taken instead, with a gaussian weight.
 
     All rows equal (no positive distance): ``threshold_sqdist = 1`` (any positive
     value gives the complete graph). All rows zero under cosine: 0 (no edges exist).
@@ -96,7 +98,10 @@ def suggest_params(X, y=None, *, n_neighbors=10, random_state=0) -> dict:
     command line or the app leaves out.
 
     Values are rounded to two significant digits so that they read well on a
-    command line or a slider. Cost: about 0.3 s for 10⁴ 2-D rows, 2 s for 10⁵.
+    command line or a slider; the thresholds are strict, so each candidate is tested
+    as rounded, the distance at the top level is rounded up and a cosine threshold
+    down (the neighbours measured stay edges: on two rows, the one pair). Cost:
+    about 0.3 s for 10⁴ 2-D rows, 2 s for 10⁵.
     """
     from explorer.graph.rule import EdgeRule
 
@@ -124,7 +129,9 @@ def suggest_cosine(X, *, n_neighbors=10, random_state=0) -> float:
     kth = kth[np.isfinite(kth)]
     if kth.size == 0:  # every row is a zero vector: no threshold gives an edge
         return 0.0
-    t = _round2(float(np.quantile(kth, 0.1)))
+    # Rounded down: a row whose k-th similarity is the quantile keeps that neighbour.
+    q = float(np.quantile(kth, 0.1))
+    t = _round2_below(q) if q > 0 else q
     # A threshold at or above 1 has no edges; the rule only gets there when the
     # sampled rows all have exact duplicates in direction. Below 0, negative cosines
     # would become edges of negative weight, which no Laplacian takes.
@@ -242,6 +249,15 @@ def _round2_above(x: float) -> float:
     r = math.ceil(x / unit) * unit
     if r <= x:
         r += unit
+    return float(f"{r:.2g}")
+
+
+def _round2_below(x: float) -> float:
+    """The largest two-significant-digit number below `x` (> 0)."""
+    unit = 10.0 ** (math.floor(math.log10(x)) - 1)
+    r = math.floor(x / unit) * unit
+    if r >= x:
+        r -= unit
     return float(f"{r:.2g}")
 
 

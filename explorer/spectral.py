@@ -25,7 +25,6 @@ from .embedding import (
 )
 from .graph import BuildOptions, EdgeRule, build_graph
 from .graph._components import components_besides_isolated, keep_largest_components
-from .graph.rule import EDGE_FIELDS, METRICS
 from .kmeans import KMeans
 
 
@@ -138,12 +137,14 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     ``min(500, max(20, 2·10⁷ / n))``. σ is then ``sqrt(t / 8)``: the weight at the
     cutoff is exp(−4), the ratio of the paper's synthetic settings. For
     ``n_features > 8``, the cosine similarity with the 10 % quantile of each sampled
-    row's 10th largest similarity as threshold. Values are rounded to two
-    significant digits; the search is seeded (0), so the same data gets the same
-    rule whatever `random_state`. It costs about 0.3 s for 10⁴ 2-D rows and 2 s for
-    10⁵ (``timings_["suggest"]``); give the parameters to skip it. On a few dozen
-    rows every threshold may fail the tests; the largest (every row has 10
-    neighbours) is taken, and identical rows get the complete graph.
+    row's 10th largest similarity as threshold; when that quantile is not positive
+    (rows pointing every which way, as centred data do) the gaussian rule above.
+    Values are rounded to two significant digits; the search is seeded (0), so the
+    same data gets the same rule whatever `random_state`. It costs about 0.3 s for
+    10⁴ 2-D rows and 2 s for 10⁵ (``timings_["suggest"]``); give the parameters to
+    skip it. On a few dozen rows every threshold may fail the tests; the largest
+    (every row keeps its 10th neighbour) is taken, and identical rows get the
+    complete graph.
 
     ``embedding_``, ``eigenvectors_``, ``isolated_`` and ``affinity_matrix_`` stay on
     the backend that computed them (CuPy on a GPU run): they are intermediate results,
@@ -283,19 +284,12 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         return self
 
     def _check_params(self) -> BuildOptions:
-        """Validate what needs no data; return the builder's options."""
+        """Validate the parameters besides the edge rule; return the builder's options."""
         if isinstance(self.n_clusters, str):
             check_choice(self.n_clusters, "n_clusters", ("auto",))
         else:
             check_int(self.n_clusters, "n_clusters", low=1)
-        if self.metric != "auto":
-            check_choice(self.metric, "metric", METRICS)
-        if not (isinstance(self.sigma, str) and self.sigma == "auto"):
-            EDGE_FIELDS["sigma"].check(self.sigma, allow_none=True)
-        if self.threshold_sqdist is not None and self.threshold_sim is not None:
-            EdgeRule.from_args("gaussian", 1.0, self.threshold_sqdist, self.threshold_sim)
-        for name in ("threshold_sqdist", "threshold_sim"):
-            EDGE_FIELDS[name].check(getattr(self, name), allow_none=True)
+        # The edge rule is validated by EdgeRule.suggest in fit, before any search.
         options = BuildOptions.from_args(self.hypo_max_nnz_row, self.sp_max_nz_pct,
                                          self.mem_use_rate)
         check_choice(self.eigen_solver, "eigen_solver", SOLVERS)

@@ -157,6 +157,14 @@ BUILD_FIELDS = {
 # --- the edge rule ---------------------------------------------------------------------
 
 
+def _at_most_one_threshold(threshold_sqdist, threshold_sim) -> None:
+    if threshold_sqdist is not None and threshold_sim is not None:
+        raise ValueError(
+            "give exactly one of threshold_sqdist and threshold_sim; got both "
+            f"(threshold_sqdist={threshold_sqdist!r}, threshold_sim={threshold_sim!r})"
+        )
+
+
 class MissingThreshold(ValueError):
     """A ready suggestion has no threshold for the metric asked for.
 
@@ -252,13 +260,13 @@ class EdgeRule:
             metric does not take, or a value out of its range.
         """
         check_choice(metric, "metric", METRICS)
-        if (threshold_sqdist is None) == (threshold_sim is None):
-            given = "both" if threshold_sqdist is not None else "neither"
+        if threshold_sqdist is None and threshold_sim is None:
             raise ValueError(
-                f"give exactly one of threshold_sqdist and threshold_sim; got {given} "
-                f"(threshold_sqdist={threshold_sqdist!r}, threshold_sim={threshold_sim!r}); "
-                "EdgeRule.suggest(X) chooses one from the data"
+                "give exactly one of threshold_sqdist and threshold_sim; got neither "
+                "(threshold_sqdist=None, threshold_sim=None); EdgeRule.suggest(X) chooses "
+                "one from the data"
             )
+        _at_most_one_threshold(threshold_sqdist, threshold_sim)
         if threshold_sqdist is not None:
             return cls(metric, sigma, "sqdist", threshold_sqdist)
         return cls(metric, sigma, "sim", threshold_sim)
@@ -280,7 +288,9 @@ class EdgeRule:
             CuPy, copied to the host only when a threshold or σ must be searched).
         metric : {"auto", "gaussian", "cosine", "uniform"}
             ``"auto"``: ``"gaussian"`` when a `threshold_sqdist` is given or
-            ``d <= 8``, else ``"cosine"`` (the suggestion's metric, when given).
+            ``d <= 8``, else ``"cosine"`` (the suggestion's metric, when given) unless
+            the cosine rule finds no positive threshold (rows pointing every which
+            way, as centred data do), where ``"gaussian"`` is taken.
         sigma : float or "auto"
             ``"auto"``: ``sqrt(t / 8)`` for the squared-distance cutoff ``t``
             (given, or chosen from the data); ignored by the other metrics.
@@ -310,8 +320,7 @@ class EdgeRule:
         """
         if metric != "auto":
             check_choice(metric, "metric", METRICS)
-        if threshold_sqdist is not None and threshold_sim is not None:
-            cls.from_args("gaussian", 1.0, threshold_sqdist, threshold_sim)  # raises "both"
+        _at_most_one_threshold(threshold_sqdist, threshold_sim)
         for name, value in (("threshold_sqdist", threshold_sqdist),
                             ("threshold_sim", threshold_sim)):
             EDGE_FIELDS[name].check(value, allow_none=True)
@@ -365,11 +374,17 @@ class EdgeRule:
                         f"metric={metric!r} needs threshold_{kind}: the suggestion for this data "
                         f"({base}) has no threshold of that kind"
                     )
-            elif metric == "cosine":
-                value = _suggest.suggest_cosine(data(), n_neighbors=n_neighbors,
-                                                random_state=random_state)
             else:
-                value = data_cutoff()
+                value = None
+                if metric == "cosine":
+                    value = _suggest.suggest_cosine(data(), n_neighbors=n_neighbors,
+                                                    random_state=random_state)
+                    if value <= 0 and "metric" in chosen:
+                        # Rows pointing every which way (centred data): no cosine
+                        # neighbourhoods; the squared distance is taken instead.
+                        metric, kind, value = "gaussian", "sqdist", None
+                if value is None:
+                    value = data_cutoff()
             if kind == "sqdist":
                 threshold_sqdist = value
             else:
