@@ -95,3 +95,15 @@ def test_new_data_adopts_the_suggestion_rule():
     assert params["edge_rule"] == s.graph.rule.describe()
     assert params["threshold_sqdist"] == s.graph.threshold_sqdist
     json.dumps(params)  # plain values, for the export
+
+
+def test_parameters_that_make_no_rule_are_reported_not_raised_by_the_tour():
+    s = ExplorerState()
+    s.data.param.update(dataset="moons", n_samples=200)
+    assert s.load()
+    s.graph.param.update(metric="gaussian", threshold_kind="sim", threshold_sim=-0.5)
+    tour = s.teaching.prepare_graph(s.dataset.X, s.graph.edge_kwargs())()
+    assert tour.csr is None and "threshold_sim=-0.5" in tour.note
+    with pytest.raises(ValueError, match="threshold_sim=-0.5"):
+        s.prepare_run()
+    assert not s.run_state.running  # the slot was not claimed

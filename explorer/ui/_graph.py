@@ -199,8 +199,16 @@ class GraphState(param.Parameterized):
                 "suggested width.")
 
     def edge_kwargs(self) -> dict:
-        """The edge rule as keywords of explorer.build_graph / graph_stats."""
-        return self.rule.to_kwargs()
+        """The edge rule as keywords of explorer.build_graph / graph_stats.
+
+        Parameters that make no rule give their raw keywords, so that the job using
+        them reports why (as its error) rather than the caller raising.
+        """
+        try:
+            return self.rule.to_kwargs()
+        except ValueError:
+            kind = f"threshold_{self.threshold_kind}"
+            return {"metric": self.metric, "sigma": self.sigma, kind: getattr(self, kind)}
 
     def build_kwargs(self) -> dict:
         """The graph keywords of explorer.build_graph: the validated ``rule`` and

@@ -135,7 +135,8 @@ class ExplorerState(param.Parameterized):
         Raises
         ------
         ValueError
-            Before any data is loaded.
+            Before any data is loaded, or for graph parameters that make no edge rule
+            (a gaussian similarity threshold <= 0).
         RuntimeError
             While another run is in flight.
         """
