@@ -203,3 +203,13 @@ def test_suggest_on_identical_rows():
         X = np.ones((25, d), dtype=np.float32)
         g = build_graph(X, EdgeRule.suggest(X), backend="cpu")
         assert g.nnz == 25 * 24  # the complete graph
+
+
+def test_rule_and_options_pickle():
+    import pickle
+
+    rule = EdgeRule.suggest(np.arange(40, dtype=np.float32).reshape(20, 2))
+    back = pickle.loads(pickle.dumps(rule))
+    assert back == rule and back.suggested == rule.suggested
+    opts = BuildOptions(16, block_shapes={"fullPass": (32, 4)})
+    assert pickle.loads(pickle.dumps(opts)) == opts

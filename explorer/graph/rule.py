@@ -507,6 +507,11 @@ class BuildOptions:
         """Validate the keywords of :func:`explorer.build_graph` and return the options."""
         return cls(hypo_max_nnz_row, sp_max_nz_pct, mem_use_rate, block_shapes)
 
+    def __reduce__(self):  # the read-only mapping does not pickle; a dict copy does
+        shapes = None if self.block_shapes is None else dict(self.block_shapes)
+        return (type(self), (self.hypo_max_nnz_row, self.sp_max_nz_pct, self.mem_use_rate,
+                             shapes))
+
     def hypo_for(self, d: int) -> int:
         """The width CSR-2 runs with on `d` features: the one given, else the default."""
         if self.hypo_max_nnz_row is not None:
