@@ -213,3 +213,14 @@ def test_rule_and_options_pickle():
     assert back == rule and back.suggested == rule.suggested
     opts = BuildOptions(16, block_shapes={"fullPass": (32, 4)})
     assert pickle.loads(pickle.dumps(opts)) == opts
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [4, 64])
+def test_csr2_records_the_default_width_it_ran_with(rng, d):
+    X = rng.random((500, d), dtype=np.float32)
+    g = build_graph(X, EdgeRule.suggest(X), method="csr2", backend="gpu")
+    width = default_hypo_max_nnz_row(d)
+    assert g.options.hypo_max_nnz_row == width and g.stats.hypo_max_nnz_row == width
+    given = build_graph(X, g.rule, method="csr2", hypo_max_nnz_row=3, backend="gpu")
+    assert given.options.hypo_max_nnz_row == 3 == given.stats.hypo_max_nnz_row

@@ -228,9 +228,7 @@ class EdgeRule:
             raise ValueError(
                 f"metric='uniform' takes threshold_sqdist > 0; got threshold_sim={self.threshold!r}"
             )
-        if self.threshold_kind == "sqdist":
-            t = EDGE_FIELDS[name].check(self.threshold)
-        elif self.metric == "cosine":
+        if self.threshold_kind == "sqdist" or self.metric == "cosine":
             t = EDGE_FIELDS[name].check(self.threshold)
         else:  # gaussian similarity lies in (0, 1]; t = 0 would keep underflowed pairs
             t = check_float(self.threshold, name, low=0.0, high=1.0, low_inclusive=False,
