@@ -11,8 +11,6 @@ import math
 
 import numpy as np
 
-from explorer._validation import check_int
-
 #: Up to this many features the squared Euclidean distance with a gaussian weight is
 #: suggested (and a kd-tree answers neighbour queries); above it, the cosine
 #: similarity, which the paper found more effective for high-dimensional data.
@@ -105,7 +103,6 @@ def suggest_params(X, y=None, *, n_neighbors=10, random_state=0) -> dict:
     """
     from explorer.graph.rule import EdgeRule
 
-    n_neighbors = check_int(n_neighbors, "n_neighbors", low=1)
     out = {"n_clusters": "auto" if y is None else int(np.unique(y).size)}
     rule = EdgeRule.suggest(X, n_clusters=out["n_clusters"], n_neighbors=n_neighbors,
                             random_state=random_state)

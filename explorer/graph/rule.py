@@ -318,6 +318,7 @@ class EdgeRule:
         """
         if metric != "auto":
             check_choice(metric, "metric", METRICS)
+        n_neighbors = check_int(n_neighbors, "n_neighbors", low=1)
         _at_most_one_threshold(threshold_sqdist, threshold_sim)
         for name, value in (("threshold_sqdist", threshold_sqdist),
                             ("threshold_sim", threshold_sim)):
