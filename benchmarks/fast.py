@@ -174,12 +174,12 @@ def load_shape(spec):
     import cupy
     from explorer.data import load
 
-    from explorer.graph import GraphParams
+    from explorer.graph import EdgeRule
 
     t0 = time.perf_counter()
     ds = load(spec["data"], n_samples=spec["n"], random_state=0)
     X = cupy.asarray(ds.X)
-    return X, ds.y, GraphParams.from_args(**spec["params"]), time.perf_counter() - t0
+    return X, ds.y, EdgeRule.from_args(**spec["params"]), time.perf_counter() - t0
 
 
 def builder(spec):

@@ -194,10 +194,10 @@ class Budget:
 def run_shape(name: str, spec: dict, X_host, y, repeats: int, budget: Budget) -> dict:
     import cupy
 
-    from explorer.graph import GraphParams
+    from explorer.graph import EdgeRule
     from explorer.graph.gpu import build_gpu
 
-    params = GraphParams.from_args(**spec["params"])
+    params = EdgeRule.from_args(**spec["params"])
     X = cupy.asarray(X_host)
     n = X.shape[0]
     result = {"n": n, "d": int(X.shape[1]), "k": spec["k"], "params": spec["params"],
@@ -262,10 +262,10 @@ def count_rows_1m(X_host) -> dict:
     """The counting pass over all rows of Syn1M (the live-statistics figure)."""
     import cupy
 
-    from explorer.graph import GraphParams
+    from explorer.graph import EdgeRule
     from explorer.graph.gpu import count_rows_gpu
 
-    params = GraphParams.from_args(**SHAPES["Syn1M"]["params"])
+    params = EdgeRule.from_args(**SHAPES["Syn1M"]["params"])
     X = cupy.asarray(X_host)
     count_rows_gpu(X, params, cupy.arange(1024))
     runs = []

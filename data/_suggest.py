@@ -11,8 +11,6 @@ import math
 
 import numpy as np
 
-from explorer._validation import check_int
-
 #: Up to this many features the squared Euclidean distance with a gaussian weight is
 #: suggested (and a kd-tree answers neighbour queries); above it, the cosine
 #: similarity, which the paper found more effective for high-dimensional data.
@@ -54,7 +52,8 @@ def suggest_params(X, y=None, *, n_neighbors=10, random_state=0) -> dict:
     -------
     dict
         ``n_clusters``, ``metric`` and, for ``d <= 8``, ``sigma`` and
-        ``threshold_sqdist``; for ``d > 8``, ``threshold_sim``.
+        ``threshold_sqdist``; for ``d > 8``, ``threshold_sim`` (or, see Notes,
+        ``sigma`` and ``threshold_sqdist``).
 
     Notes
     -----
@@ -67,7 +66,9 @@ def suggest_params(X, y=None, *, n_neighbors=10, random_state=0) -> dict:
     quantiles (50 % to 100 %) of the squared distance from a row to its
     `n_neighbors`-th nearest neighbour, measured on a random subsample of at most
     20 000 rows. The smallest candidate (binary search) whose ε-graph on the
-    subsample has no component of 2 to 24 points, at most 1 % isolated rows and, with
+    subsample has no component of 2 to ``min(24, m // 10 - 1)`` points (``m`` the
+    subsample's rows: on a few dozen rows, as in scikit-learn's estimator checks, a
+    cluster is itself a small component), at most 1 % isolated rows and, with
     `y`, no more components of 2 points or more than classes, wins — among those
     whose mean degree stays below ``min(500, max(20, 2·10⁷ / n))``; when none passes,
     the densest affordable one. For a larger n its quantile level is read off the
@@ -84,28 +85,59 @@ def suggest_params(X, y=None, *, n_neighbors=10, random_state=0) -> dict:
     For ``d > 8`` (cosine): the similarity of 200 sampled rows to their
     `n_neighbors`-th most similar row (brute force against all rows, in blocks);
     the threshold is the 10 % quantile, so about 90 % of rows have at least
-    `n_neighbors` neighbours.
+    `n_neighbors` neighbours. When that quantile is not positive (rows pointing every
+    which way, as centred data do: a negative cosine would be an edge of negative
+    weight) the rule above for ``d <= 8`` is taken instead, with a gaussian weight.
+
+    All rows equal (no positive distance): ``threshold_sqdist = 1`` (any positive
+    value gives the complete graph). All rows zero under cosine: 0 (no edges exist).
+
+    :meth:`explorer.EdgeRule.suggest` applies the same rule to what an estimator, the
+    command line or the app leaves out.
 
     Values are rounded to two significant digits so that they read well on a
-    command line or a slider. Cost: about 0.3 s for 10⁴ 2-D rows, 2 s for 10⁵.
+    command line or a slider; the thresholds are strict, so each candidate is tested
+    as rounded, the distance at the top level is rounded up and a cosine threshold
+    down (the neighbours measured stay edges: on two rows, the one pair). Cost:
+    about 0.3 s for 10⁴ 2-D rows, 2 s for 10⁵.
     """
-    n_neighbors = check_int(n_neighbors, "n_neighbors", low=1)
-    n, d = X.shape
-    k = min(n_neighbors, n - 1)
-    rng = np.random.default_rng(random_state)
+    from explorer.graph.rule import EdgeRule
+
     out = {"n_clusters": "auto" if y is None else int(np.unique(y).size)}
-    if d <= LOW_D:
-        n_classes = None if y is None else out["n_clusters"]
-        t = _round2(_connected_sqdist(X, k, n_classes, rng))
-        out.update(metric="gaussian", sigma=_round2(math.sqrt(t / 8.0)), threshold_sqdist=t)
-    else:
-        rows = _sample_rows(rng, n, _SAMPLE_HIGH_D)
-        kth = _kth_cosine(X, rows, k)
-        t = _round2(float(np.quantile(kth, 0.1)))
-        # A threshold at or above 1 has no edges; the rule only gets there when the
-        # sampled rows all have exact duplicates in direction.
-        out.update(metric="cosine", threshold_sim=min(t, 0.99))
+    rule = EdgeRule.suggest(X, n_clusters=out["n_clusters"], n_neighbors=n_neighbors,
+                            random_state=random_state)
+    out.update({k: v for k, v in rule.to_kwargs().items() if v is not None})
     return out
+
+
+def suggest_sqdist(X, *, n_classes=None, n_neighbors=10, random_state=0) -> float:
+    """The squared-distance threshold of the low-d rule (see :func:`suggest_params`)."""
+    n = X.shape[0]
+    k = min(n_neighbors, n - 1)
+    return _round2(_connected_sqdist(X, k, n_classes, np.random.default_rng(random_state)))
+
+
+def suggest_cosine(X, *, n_neighbors=10, random_state=0) -> float:
+    """The cosine threshold of the high-d rule (see :func:`suggest_params`)."""
+    n = X.shape[0]
+    k = min(n_neighbors, n - 1)
+    rows = _sample_rows(np.random.default_rng(random_state), n, _SAMPLE_HIGH_D)
+    kth = _kth_cosine(X, rows, k)
+    kth = kth[np.isfinite(kth)]
+    if kth.size == 0:  # every row is a zero vector: no threshold gives an edge
+        return 0.0
+    # Rounded down: a row whose k-th similarity is the quantile keeps that neighbour.
+    q = float(np.quantile(kth, 0.1))
+    t = _round2_below(q) if q > 0 else q
+    # A threshold at or above 1 has no edges; the rule only gets there when the
+    # sampled rows all have exact duplicates in direction. Below 0, negative cosines
+    # would become edges of negative weight, which no Laplacian takes.
+    return max(0.0, min(t, 0.99))
+
+
+def sigma_for(threshold_sqdist: float) -> float:
+    """σ for a squared-distance cutoff t: ``sqrt(t / 8)``, weight ``exp(-4)`` at the cutoff."""
+    return _round2(math.sqrt(threshold_sqdist / 8.0))
 
 
 def _connected_sqdist(X, k, n_classes, rng) -> float:
@@ -119,8 +151,8 @@ def _connected_sqdist(X, k, n_classes, rng) -> float:
     verdicts = {}
 
     def verdict(i):
-        if i not in verdicts:
-            t = float(np.quantile(kth, _LEVELS[i]))
+        if i not in verdicts:  # the value suggested, rounded, is the one tested
+            t = _positive_quantile(kth, _LEVELS[i])
             verdicts[i] = _graph_verdict(tree, t, max_degree, n_classes)
         return verdicts[i]
 
@@ -151,15 +183,17 @@ def _graph_verdict(tree, t, max_degree, n_classes) -> str:
     m = tree.n
     if t <= 0:
         return "split"
-    pairs = tree.query_pairs(math.sqrt(t), output_type="ndarray")
+    # query_pairs keeps distances <= r; an edge needs a squared distance < t.
+    pairs = tree.query_pairs(np.nextafter(math.sqrt(t), 0.0), output_type="ndarray")
     if 2 * len(pairs) > max_degree * m:
         return "dense"
     graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(m, m))
     _, comp = connected_components(graph, directed=False)
     sizes = np.bincount(comp)
     pieces = sizes[sizes > 1]
+    small = min(_SMALL, max(2, m // 10))  # tiny data: a cluster is a small piece
     split = (
-        np.any(pieces < _SMALL)
+        np.any(pieces < small)
         or (sizes == 1).sum() > 0.01 * m
         or (n_classes is not None and pieces.size > n_classes)
     )
@@ -196,11 +230,32 @@ def _kth_cosine(X, rows, k):
 def _positive_quantile(values, q) -> float:
     t = float(np.quantile(values, q))
     if t > 0:
-        return _round2(t)
+        # At the top level every measured row must keep its k-th neighbour (the
+        # threshold is strict): round up, past the largest distance. Tiny data ends
+        # there (n = 2: the one distance).
+        return _round2_above(t) if q >= 1.0 else _round2(t)
     positive = values[values > 0]
     # Heavily duplicated data: fall back to the smallest positive neighbour distance;
     # all rows identical: any positive threshold gives the complete graph.
     return _round2(float(positive.min())) if positive.size else 1.0
+
+
+def _round2_above(x: float) -> float:
+    """The smallest two-significant-digit number above `x` (> 0)."""
+    unit = 10.0 ** (math.floor(math.log10(x)) - 1)
+    r = math.ceil(x / unit) * unit
+    if r <= x:
+        r += unit
+    return float(f"{r:.2g}")
+
+
+def _round2_below(x: float) -> float:
+    """The largest two-significant-digit number below `x` (> 0)."""
+    unit = 10.0 ** (math.floor(math.log10(x)) - 1)
+    r = math.floor(x / unit) * unit
+    if r >= x:
+        r -= unit
+    return float(f"{r:.2g}")
 
 
 def _round2(x: float) -> float:

@@ -1,10 +1,10 @@
 """Spectral Explorer: spectral clustering on one GPU, and the tools to understand it.
 
->>> from explorer import SpectralClustering, build_graph, datasets
+>>> from explorer import EdgeRule, SpectralClustering, build_graph, datasets
 >>> ds = datasets.load("moons", n_samples=2000)
 >>> g = build_graph(ds.X, metric="gaussian", sigma=0.1, threshold_sqdist=0.02)
->>> labels = SpectralClustering(n_clusters=2, metric="gaussian", sigma=0.1,
-...                             threshold_sqdist=0.02).fit_predict(ds.X)
+>>> labels = SpectralClustering(n_clusters=2, random_state=0).fit_predict(ds.X)
+>>> rule = EdgeRule.suggest(ds.X)   # what the estimator chose: metric, σ, threshold
 
 Names are imported on first use (PEP 562), so ``import explorer`` stays cheap and
 never imports CuPy or Panel.
@@ -63,7 +63,8 @@ _EXPORTS = {
     "graph_stats": "explorer.graph",
     "Graph": "explorer.graph",
     "GraphStats": "explorer.graph",
-    "GraphParams": "explorer.graph",
+    "EdgeRule": "explorer.graph",
+    "BuildOptions": "explorer.graph",
     "spectral_embedding": "explorer.embedding",
     "Embedding": "explorer.embedding",
     "KMeans": "explorer.kmeans",

@@ -11,7 +11,10 @@ Subcommands:
 - ``datasets``: the built-in data sets.
 
 Graph parameters left out are filled in from the data set's suggestion
-(:attr:`explorer.data.Dataset.suggested`) and the output says which. Bad input ends
+(:attr:`explorer.data.Dataset.suggested`, by :meth:`explorer.EdgeRule.suggest`, the
+rule :class:`explorer.SpectralClustering` and the app use) and the output says which.
+The graph flags are generated from the edge rule's and the builders' field
+declarations (``explorer.graph.EDGE_FIELDS`` and ``BUILD_FIELDS``). Bad input ends
 with one line ``error: <message>`` on stderr and exit status 2, never a traceback.
 """
 
@@ -28,12 +31,12 @@ from pathlib import Path
 import numpy as np
 
 import explorer
+from explorer.graph.rule import BUILD_FIELDS, EDGE_FIELDS, EdgeRule, MissingThreshold
 
 #: Exceptions that are the user's to fix: reported as one line, exit status 2.
 USER_ERRORS = (ValueError, TypeError, FileNotFoundError, MemoryError)
 EXIT_USAGE = 2
 
-_GRAPH_KEYS = ("metric", "sigma", "threshold_sqdist", "threshold_sim")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,8 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = run.add_argument_group("graph builder")
     g.add_argument("--method", default="auto",
                    help="builder: auto, kdtree, bruteforce (CPU); csr1, csr2, csr3, ... (GPU)")
-    g.add_argument("--sp-max-nz-pct", type=float, help="CSR-3: max %% of nonzeros (0, 100]")
-    g.add_argument("--mem-use-rate", type=float, help="CSR-3: share of free memory (0, 1]")
+    _field_arguments(g, ("sp_max_nz_pct", "mem_use_rate"))
     c = run.add_argument_group("clustering")
     c.add_argument("--n-clusters", type=_n_clusters,
                    help="k, or 'auto' (eigengap); default: the data's classes, else auto")
@@ -123,12 +125,26 @@ def _data_arguments(p):
 
 def _graph_arguments(p):
     g = p.add_argument_group("similarity graph (left out: the data set's suggestion)")
-    g.add_argument("--metric", help="gaussian, cosine or uniform")
-    g.add_argument("--sigma", type=float, help="gaussian width σ")
-    g.add_argument("--threshold-sqdist", type=float, help="edge iff squared distance < this")
-    g.add_argument("--threshold-sim", type=float, help="edge iff similarity > this")
-    g.add_argument("--hypo-max-nnz-row", type=int, help="CSR-2's ELLPACK width (hypoMaxNnzRow)")
+    _field_arguments(g, (*EDGE_FIELDS, "hypo_max_nnz_row"))
     g.add_argument("--backend", default="auto", choices=("auto", "gpu", "cpu"))
+
+
+def _field_arguments(group, names):
+    """One flag per declared field (explorer.graph.rule): its type and help, no default
+    (left out: None, which the suggestion or the builder fills in). Values are checked
+    by the library, whose messages name the keyword and the range."""
+    fields = {**EDGE_FIELDS, **BUILD_FIELDS}
+    for name in names:
+        f = fields[name]
+        bounds = "" if f.type is str else f"; allowed {_range(f)}"
+        group.add_argument(f.flag, type=f.type, metavar=name.upper(),
+                           help=f.help.replace("%", "%%") + bounds)
+
+
+def _range(f) -> str:
+    lo = "-inf" if f.low is None else f"{f.low:g}"
+    hi = "inf" if f.high is None else f"{f.high:g}"
+    return f"{'[' if f.low_inclusive else '('}{lo}, {hi}{']' if f.high_inclusive else ')'}"
 
 
 # --- data and parameters -------------------------------------------------------------
@@ -154,29 +170,28 @@ def _load(args):
     return ds, time.perf_counter() - start
 
 
+def _edge_rule(args, ds) -> EdgeRule:
+    """The edge rule: the user's flags, the rest from the data set's suggestion
+    (:meth:`explorer.EdgeRule.suggest`; ``rule.suggested`` names what it filled)."""
+    given = {
+        "metric": args.metric or "auto",
+        "sigma": "auto" if args.sigma is None else args.sigma,
+        "threshold_sqdist": args.threshold_sqdist,
+        "threshold_sim": args.threshold_sim,
+    }
+    try:
+        return EdgeRule.suggest(ds.X, **given, suggestion=ds.suggested)
+    except MissingThreshold as exc:
+        raise ValueError(
+            f"--metric {exc.metric} needs --threshold-{exc.kind}: {exc}"
+        ) from None
+
+
 def _graph_params(args, ds) -> tuple[dict, list[str]]:
-    """The edge rule: the user's keywords, the rest from the data's suggestion."""
-    given = {k: getattr(args, k) for k in _GRAPH_KEYS if getattr(args, k) is not None}
-    if "threshold_sqdist" in given or "threshold_sim" in given:
-        params = dict(given)
-        gaussian = params.get("metric", "gaussian") == "gaussian"
-        if gaussian and "sigma" not in params and ds.suggested.get("sigma") is not None:
-            params["sigma"] = ds.suggested["sigma"]
-    else:
-        suggested = {k: v for k, v in ds.suggested.items() if k in _GRAPH_KEYS}
-        metric = given.get("metric", suggested["metric"])
-        kind = "threshold_sim" if "threshold_sim" in suggested else "threshold_sqdist"
-        takes = {"gaussian": ("threshold_sqdist", "threshold_sim"),
-                 "uniform": ("threshold_sqdist",), "cosine": ("threshold_sim",)}
-        if kind not in takes.get(metric, (kind,)):
-            raise ValueError(
-                f"--metric {metric} needs --{takes[metric][0].replace('_', '-')}: the suggestion "
-                f"for this data ({suggested}) has no threshold of that kind"
-            )
-        params = {**suggested, **given}
-    filled = sorted(k for k in params if k not in given)
-    params.setdefault("metric", "gaussian")
-    return params, filled
+    """The edge rule as estimator keywords (those that apply), and the names filled in."""
+    rule = _edge_rule(args, ds)
+    params = {k: v for k, v in rule.to_kwargs().items() if v is not None}
+    return params, sorted(rule.suggested)
 
 
 # --- commands ----------------------------------------------------------------------
@@ -186,7 +201,7 @@ def _cmd_run(args, out) -> dict:
     from explorer.metrics import clustering_scores
 
     ds, load_s = _load(args)
-    graph, filled = _graph_params(args, ds)
+    graph, filled = _graph_params(args, ds)  # complete: the estimator chooses nothing
     n_clusters = args.n_clusters
     if n_clusters is None:  # as suggested: the classes of labelled data, else the eigengap
         n_clusters = "auto" if ds.y is None else ds.n_classes
@@ -204,8 +219,8 @@ def _cmd_run(args, out) -> dict:
     timings = {"data": load_s, **sc.timings_}
 
     _print_data(out, ds, load_s)
-    _print_graph(out, sc.backend_, sc.backend_reason_, g.method, g.method_reason, g.params,
-                 filled, g.stats)
+    _print_graph(out, sc.backend_, sc.backend_reason_, g.method, g.method_reason, g.rule,
+                 filled, g.stats, g.options)
     residual = float(np.max(sc.eigen_residuals_)) if len(sc.eigen_residuals_) else float("nan")
     _row(out, "clustering", f"k={sc.n_clusters_}" + (" (eigengap)" if n_clusters == "auto" else "")
          + f", eigensolver {sc.eigen_solver_}, {_iters(sc.eigen_iterations_)}, "
@@ -221,7 +236,8 @@ def _cmd_run(args, out) -> dict:
         "suggested_parameters_used": filled,
         "backend": {"name": sc.backend_, "reason": sc.backend_reason_},
         "method": {"name": g.method, "reason": g.method_reason},
-        "edge_rule": g.params.describe(),
+        "edge_rule": g.rule.describe(),
+        "options_used": {k: v for k, v in g.options.to_kwargs().items() if v is not None},
         "n_clusters": int(sc.n_clusters_),
         "stats": g.stats.to_dict(),
         "timings": timings,
@@ -239,24 +255,24 @@ def _cmd_run(args, out) -> dict:
 def _cmd_stats(args, out) -> dict:
     from explorer import graph_stats
     from explorer._backend import resolve_backend
-    from explorer.graph import GraphParams
 
     ds, load_s = _load(args)
-    graph, filled = _graph_params(args, ds)
+    rule = _edge_rule(args, ds)
+    filled = sorted(rule.suggested)
     backend = resolve_backend(args.backend)
     start = time.perf_counter()
-    stats = graph_stats(ds.X, **graph, hypo_max_nnz_row=args.hypo_max_nnz_row,
+    stats = graph_stats(ds.X, rule, hypo_max_nnz_row=args.hypo_max_nnz_row,
                         backend=backend.name, sample_rows=args.sample_rows,
                         components=not args.no_components)
     seconds = time.perf_counter() - start
-    rule = GraphParams.from_args(**graph)
     _print_data(out, ds, load_s)
     _print_graph(out, backend.name, backend.reason, None, None, rule, filled, stats)
     _row(out, "timings", f"statistics {seconds:.3f} s")
     return {
         "command": "stats",
         "data": _data_json(ds),
-        "parameters": {**graph, "hypo_max_nnz_row": args.hypo_max_nnz_row,
+        "parameters": {**{k: v for k, v in rule.to_kwargs().items() if v is not None},
+                       "hypo_max_nnz_row": args.hypo_max_nnz_row,
                        "sample_rows": args.sample_rows, "components": not args.no_components},
         "suggested_parameters_used": filled,
         "backend": {"name": backend.name, "reason": backend.reason},
@@ -288,10 +304,14 @@ def _print_data(out, ds, seconds):
     _row(out, "data", f"{ds.summary()} ({seconds:.2f} s)")
 
 
-def _print_graph(out, backend, backend_reason, method, method_reason, rule, filled, st):
+def _print_graph(out, backend, backend_reason, method, method_reason, rule, filled, st,
+                 options=None):
     _row(out, "backend", f"{backend}: {backend_reason}")
     if method is not None:
-        _row(out, "method", f"{method}: {method_reason}")
+        used = {} if options is None else {
+            k: v for k, v in options.to_kwargs().items() if v is not None and k != "block_shapes"}
+        knobs = "".join(f", {k}={v:g}" for k, v in used.items())
+        _row(out, "method", f"{method}{knobs}: {method_reason}")
     _row(out, "edge rule", rule.describe())
     if filled:
         _row(out, "suggested", f"{', '.join(filled)} (not given: taken from the data set's "

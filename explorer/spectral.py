@@ -33,7 +33,7 @@ from .embedding import (
     isolated_vertices,
     spectral_embedding,
 )
-from .graph import Graph, GraphParams, build_graph, csr_stats
+from .graph import BuildOptions, EdgeRule, Graph, build_graph, csr_stats
 from .kmeans import KMeans
 
 #: What X is to :class:`SpectralClustering`: points to build an ε-neighbourhood graph
@@ -67,14 +67,23 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         ignored (as scikit-learn's Laplacian ignores it) and its values are used in
         float32; the edge rule and the builder's parameters are then unused. (kNN
         graphs, scikit-learn's ``"precomputed_nearest_neighbors"``, do not exist yet.)
-    metric, sigma, threshold_sqdist, threshold_sim
-        The edge rule (see :class:`explorer.GraphParams`): ``"gaussian"`` needs `sigma`;
-        give exactly one threshold.
+    metric : {"auto", "gaussian", "cosine", "uniform"}, default "auto"
+        The similarity (see :class:`explorer.EdgeRule`). ``"auto"``: ``"gaussian"``
+        for ``n_features <= 8`` or when `threshold_sqdist` is given, else
+        ``"cosine"``.
+    sigma : float or "auto", default "auto"
+        Gaussian width (ignored by the other metrics). ``"auto"``:
+        ``sqrt(t / 8)`` for the squared-distance cutoff t (see Notes).
+    threshold_sqdist, threshold_sim : float or None, default None
+        At most one: edge iff ``‖xi − xj‖² < threshold_sqdist`` or similarity
+        ``> threshold_sim``. Neither: a threshold chosen from the data (see Notes).
     method : str, default "auto"
         Graph builder (``"csr1"``, ``"csr2"``, ``"csr3"``, ... on the GPU;
         ``"bruteforce"``, ``"kdtree"`` on the CPU; see :func:`explorer.build_graph`).
     hypo_max_nnz_row, sp_max_nz_pct, mem_use_rate
-        CSR-2 and CSR-3 parameters of the core paper, passed to the builder.
+        CSR-2 and CSR-3 parameters of the core paper, passed to the builder (see
+        :class:`explorer.graph.BuildOptions`; None: the builder's default, recorded in
+        ``graph_.options``).
     eigen_solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "components"}, \
             default "auto"
         See :func:`explorer.spectral_embedding`. ``"auto"`` with a fixed k takes
@@ -119,13 +128,24 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         With ``affinity="precomputed"``, ``params`` is None and ``method`` is
         ``"precomputed"``.
     graph_stats_ : explorer.GraphStats
+    edge_rule_ : explorer.EdgeRule
+        The edge rule the graph was built with, the chosen values filled in
+        (``edge_rule_.describe()`` says it in one line).
+    metric_ : str
+    sigma_ : float or None
+        None for the cosine and uniform metrics.
+    threshold_sqdist_, threshold_sim_ : float or None
+        The threshold used (one of the two is None).
+    suggested_params_ : tuple of str
+        The graph parameters chosen from the data (empty when all were given).
     eigen_solver_ : str
         The eigensolver that ran.
     eigen_iterations_ : int or None
     eigen_residuals_ : numpy.ndarray of shape (k,)
         ||A v - μ v|| per eigenpair, recomputed after the solver.
     timings_ : dict of str to float
-        Seconds: ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
+        Seconds: ``"suggest"`` (only when graph parameters were chosen from the
+        data), ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
     backend_ : {"gpu", "cpu"}
     backend_reason_ : str
     n_features_in_ : int
@@ -135,6 +155,27 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
 
     Notes
     -----
+    Graph parameters left out are chosen from the data being fitted, by the rule of
+    :func:`explorer.data.suggest_params` (:meth:`explorer.EdgeRule.suggest`; the
+    command line and the app use it too); explicit values always win and
+    ``suggested_params_`` names what was chosen. The rule: for ``n_features <= 8``
+    (gaussian weight) candidate thresholds are quantiles (50 % to 100 %) of the
+    squared distance from a row to its 10th nearest neighbour, on at most 20 000
+    sampled rows; the smallest whose ε-graph has no stray small component (2 to 24
+    points; fewer on a few hundred rows), at most 1 % isolated rows and no more
+    components than `n_clusters` wins, among those of mean degree at most
+    ``min(500, max(20, 2·10⁷ / n))``. σ is then ``sqrt(t / 8)``: the weight at the
+    cutoff is exp(−4), the ratio of the paper's synthetic settings. For
+    ``n_features > 8``, the cosine similarity with the 10 % quantile of each sampled
+    row's 10th largest similarity as threshold; when that quantile is not positive
+    (rows pointing every which way, as centred data do) the gaussian rule above.
+    Values are rounded to two significant digits; the search is seeded (0), so the
+    same data gets the same rule whatever `random_state`. It costs about 0.3 s for
+    10⁴ 2-D rows and 2 s for 10⁵ (``timings_["suggest"]``); give the parameters to
+    skip it. On a few dozen rows every threshold may fail the tests; the largest
+    (every row keeps its 10th neighbour) is taken, and identical rows get the
+    complete graph.
+
     ``embedding_``, ``eigenvectors_``, ``isolated_`` and ``affinity_matrix_`` stay on
     the backend that computed them (CuPy on a GPU run): they are intermediate results,
     often large, and copying them back is the caller's choice (``explorer._backend.to_numpy``,
@@ -169,8 +210,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         n_clusters=8,
         *,
         affinity="epsilon",
-        metric="gaussian",
-        sigma=None,
+        metric="auto",
+        sigma="auto",
         threshold_sqdist=None,
         threshold_sim=None,
         method="auto",
@@ -222,29 +263,25 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             of non-isolated points.
         """
         t_start = time.perf_counter()
-        self._check_params()
+        options = self._check_params()
         backend = resolve_backend(self.backend)
         rng = check_random_state(self.random_state)
 
         t0 = time.perf_counter()
+        rule = None
         if self.affinity == "precomputed":
             graph = _precomputed_graph(X, backend)
             check_features(self, X, reset=True)
         else:
-            X_valid = check_data(X)
+            Xv = check_data(X)
             check_features(self, X, reset=True)
-            graph = build_graph(
-                X_valid,
-                metric=self.metric,
-                sigma=self.sigma,
-                threshold_sqdist=self.threshold_sqdist,
-                threshold_sim=self.threshold_sim,
-                method=self.method,
-                hypo_max_nnz_row=self.hypo_max_nnz_row,
-                sp_max_nz_pct=self.sp_max_nz_pct,
-                mem_use_rate=self.mem_use_rate,
-                backend=self.backend,
-            )
+            # The edge rule, built once: explicit values win, the rest is chosen from Xv.
+            rule = EdgeRule.suggest(Xv, self.metric, self.sigma, self.threshold_sqdist,
+                                    self.threshold_sim, n_clusters=self.n_clusters)
+            t_suggest = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            graph = build_graph(Xv, rule, method=self.method, options=options,
+                                backend=self.backend)
         csr = graph.csr
         xp = array_module(csr)
         t1 = time.perf_counter()
@@ -252,7 +289,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         isolated = isolated_vertices(csr)
         n = csr.shape[0]
         n_isolated = int(xp.count_nonzero(isolated))
-        if n_isolated == n and graph.params is None:
+        if n_isolated == n and rule is None:
             raise ValueError(
                 f"the affinity matrix has no edge: all n={n} vertices are isolated (no "
                 "positive weight off the diagonal); affinity='precomputed' needs a graph "
@@ -261,7 +298,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         if n_isolated == n:
             raise ValueError(
                 f"the graph has no edge: all n={n} points are isolated; raise the threshold "
-                f"(now {graph.params.describe()}) until points have neighbours"
+                f"(now {graph.rule.describe()}) until points have neighbours"
             )
         part = partition_graph(
             csr,
@@ -289,12 +326,20 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.affinity_matrix_ = csr
         self.graph_ = graph
         self.graph_stats_ = graph.stats
+        # The edge rule that built the graph (None on a precomputed graph).
+        self.edge_rule_ = rule
+        self.metric_ = None if rule is None else rule.metric
+        self.sigma_ = None if rule is None else rule.sigma
+        self.threshold_sqdist_ = None if rule is None else rule.threshold_sqdist
+        self.threshold_sim_ = None if rule is None else rule.threshold_sim
+        self.suggested_params_ = () if rule is None else rule.suggested
         self.eigen_solver_ = emb.solver
         self.eigen_iterations_ = emb.iterations
         self.eigen_residuals_ = emb.residual_norms
         self.backend_ = graph.backend
         self.backend_reason_ = backend.reason
         self.timings_ = {
+            **({"suggest": t_suggest} if rule is not None and rule.suggested else {}),
             "graph": t1 - t0,
             **part.timings,
             "total": time.perf_counter() - t_start,
@@ -320,21 +365,24 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         arrays and SciPy matrices, whatever backend ran."""
         return host_state(super().__getstate__())
 
-    def _check_params(self) -> None:
+    def _check_params(self) -> BuildOptions:
+        """Validate the parameters besides the edge rule; return the builder's options."""
         if isinstance(self.n_clusters, str):
             check_choice(self.n_clusters, "n_clusters", ("auto",))
         else:
             check_int(self.n_clusters, "n_clusters", low=1)
         check_choice(self.affinity, "affinity", AFFINITIES)
-        if self.affinity != "precomputed":  # the edge rule is unused on a given graph
-            GraphParams.from_args(
-                self.metric, self.sigma, self.threshold_sqdist, self.threshold_sim)
+        # The edge rule is validated by EdgeRule.suggest in fit, before any search (and
+        # unused on a precomputed graph).
+        options = BuildOptions.from_args(self.hypo_max_nnz_row, self.sp_max_nz_pct,
+                                         self.mem_use_rate)
         check_choice(self.eigen_solver, "eigen_solver", SOLVERS)
         check_float(self.eigen_tol, "eigen_tol", low=0.0, low_inclusive=False, allow_none=True)
         check_int(self.eigen_max_iter, "eigen_max_iter", low=1, allow_none=True)
         check_int(self.n_init, "n_init", low=1)
         check_float(self.kmeans_tol, "kmeans_tol", low=0.0, high=1.0)
         check_int(self.kmeans_max_iter, "kmeans_max_iter", low=1)
+        return options
 
 
 @dataclass
@@ -523,7 +571,7 @@ def _precomputed_graph(X, backend) -> Graph:
     stats = csr_stats(csr)
     timings["stats"] = time.perf_counter() - t1
     return Graph(
-        csr=csr, params=None, stats=stats, timings=timings, backend=backend.name,
+        csr=csr, rule=None, stats=stats, timings=timings, backend=backend.name,
         method="precomputed", method_reason="affinity='precomputed': X is the graph",
     )
 

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from ._backend import to_numpy
 from ._validation import check_data
-from .graph import GraphParams
+from .graph import EdgeRule
 from .graph.reference import (
     index_dtype,
     pair_values,
@@ -189,7 +189,7 @@ def check_canonical(csr, *, symmetry_rtol: float = 0.0) -> None:
 
 
 def assert_same_graph(
-    actual, expected, X, params: GraphParams, rtol: float = 1e-5, *, atol: float | None = None,
+    actual, expected, X, params: EdgeRule, rtol: float = 1e-5, *, atol: float | None = None,
     max_report: int = 6,
 ) -> None:
     """Assert that `actual` is the graph `expected` up to the float32 rounding band.
@@ -205,7 +205,7 @@ def assert_same_graph(
         n × n. `expected` is normally ``reference_csr(X, params)``.
     X : array_like of shape (n, d)
         The data both were built from (NumPy or CuPy; float32 as the builders saw it).
-    params : GraphParams
+    params : EdgeRule
     rtol : float
         Relative tolerance on values (DESIGN.md: 1e-5).
     atol : float, optional

@@ -17,7 +17,7 @@ import pytest
 from explorer.data import load
 from explorer.kernels import gemm as kgemm
 
-from explorer.graph import GraphParams
+from explorer.graph import EdgeRule
 from explorer.graph._gpu_rule import kernel_rule  # the launchers' Rule; no CuPy import
 from explorer.graph.reference import reference_csr
 from explorer.testing import assert_same_graph, check_canonical
@@ -48,18 +48,18 @@ def check(X, params, **options):
 def params_of(kind, X, rng):
     """A rule of each kind, with a threshold giving a sparse but non-empty graph."""
     if kind == "cosine":
-        return GraphParams.from_args("cosine", threshold_sim=float(rng.uniform(0.75, 0.9)))
+        return EdgeRule.from_args("cosine", threshold_sim=float(rng.uniform(0.75, 0.9)))
     n = X.shape[0]
     i, j = rng.integers(0, n, (2, 5000))
     d2 = ((X[i].astype(np.float64) - X[j]) ** 2).sum(axis=1)
     t = float(np.quantile(d2[i != j], 0.03))
     sigma = math.sqrt(t) / 2
     if kind == "gaussian":
-        return GraphParams.from_args("gaussian", sigma=sigma, threshold_sqdist=t)
+        return EdgeRule.from_args("gaussian", sigma=sigma, threshold_sqdist=t)
     if kind == "gaussian-sim":
-        return GraphParams.from_args("gaussian", sigma=sigma,
+        return EdgeRule.from_args("gaussian", sigma=sigma,
                                      threshold_sim=math.exp(-t / (2 * sigma**2)))
-    return GraphParams.from_args("uniform", threshold_sqdist=t)
+    return EdgeRule.from_args("uniform", threshold_sqdist=t)
 
 
 KINDS = ["cosine", "gaussian", "gaussian-sim", "uniform"]
@@ -102,7 +102,7 @@ def test_negative_cosine_threshold_and_zero_vectors(poisoned, rng):
     d = 24
     X = rng.standard_normal((400, d)).astype(np.float32)
     X[rng.choice(400, 7, replace=False)] = 0.0
-    params = GraphParams.from_args("cosine", threshold_sim=-0.3)
+    params = EdgeRule.from_args("cosine", threshold_sim=-0.3)
     csr, _, _ = build(X, params)
     check_canonical(csr)
     assert_same_graph(csr, reference_csr(X, params), X, params, atol=(d + 10) * 2.0**-24)
@@ -115,11 +115,11 @@ def test_pairs_exactly_at_the_threshold(poisoned, rng):
     """cos((3, 4), (4, 3)) = 0.96 and dyadic lattices at distance exactly √t."""
     X = rng.random((300, 2)).astype(np.float32)
     X[0], X[1] = (3.0, 4.0), (4.0, 3.0)
-    check(X, GraphParams.from_args("cosine", threshold_sim=0.96))
+    check(X, EdgeRule.from_args("cosine", threshold_sim=0.96))
     L = (rng.integers(-8, 8, (500, 3)) * 0.125).astype(np.float32)
     for t in (0.015625, 0.03125, 0.0625):
-        check(L, GraphParams.from_args("uniform", threshold_sqdist=t))
-        check(L, GraphParams.from_args("gaussian", sigma=0.1, threshold_sqdist=t))
+        check(L, EdgeRule.from_args("uniform", threshold_sqdist=t))
+        check(L, EdgeRule.from_args("gaussian", sigma=0.1, threshold_sqdist=t))
 
 
 @pytest.mark.gpu
@@ -127,10 +127,10 @@ def test_pairs_exactly_at_the_threshold(poisoned, rng):
 def test_two_points(poisoned, kind):
     X = np.array([[1.0, 0.0, 0.5], [0.9, 0.1, 0.5]], dtype=np.float32)
     params = {
-        "cosine": GraphParams.from_args("cosine", threshold_sim=0.9),
-        "gaussian": GraphParams.from_args("gaussian", sigma=0.1, threshold_sqdist=0.05),
-        "gaussian-sim": GraphParams.from_args("gaussian", sigma=0.1, threshold_sim=0.1),
-        "uniform": GraphParams.from_args("uniform", threshold_sqdist=0.05),
+        "cosine": EdgeRule.from_args("cosine", threshold_sim=0.9),
+        "gaussian": EdgeRule.from_args("gaussian", sigma=0.1, threshold_sqdist=0.05),
+        "gaussian-sim": EdgeRule.from_args("gaussian", sigma=0.1, threshold_sim=0.1),
+        "uniform": EdgeRule.from_args("uniform", threshold_sqdist=0.05),
     }[kind]
     csr, _, _ = check(X, params)
     assert csr.nnz == 2
@@ -164,14 +164,14 @@ def test_refuses_a_graph_that_cannot_fit(digits, monkeypatch):
     monkeypatch.setattr(kgemm, "SAMPLE_ROWS", 16)
     monkeypatch.setattr(kgemm, "BYTES_PER_NNZ", 2**50)
     with pytest.raises(ValueError, match="estimated nnz"):
-        build(digits, GraphParams.from_args("cosine", threshold_sim=0.5))
+        build(digits, EdgeRule.from_args("cosine", threshold_sim=0.5))
 
 
 @pytest.mark.gpu
 def test_rejects_bad_input():
     import cupy
 
-    params = kernel_rule(GraphParams.from_args("cosine", threshold_sim=0.5))
+    params = kernel_rule(EdgeRule.from_args("cosine", threshold_sim=0.5))
     with pytest.raises(TypeError, match="cupy.ndarray"):
         kgemm.build_gemm(np.ones((4, 3), dtype=np.float32), params)
     with pytest.raises(ValueError, match="C-contiguous"):

@@ -22,7 +22,7 @@ from explorer.kernels import csr as kcsr  # noqa: E402
 
 from explorer.components import count_components  # noqa: E402
 from explorer.graph import (  # noqa: E402
-    GraphParams,
+    EdgeRule,
     build_graph,
     gpu,
 )
@@ -66,20 +66,20 @@ def rule(kind, X, rng, degree=12, x_max=2.0):
     n = X.shape[0]
     sample = X[rng.choice(n, size=min(n, 200), replace=False)]
     if kind == "cosine-sim":
-        p = GraphParams.from_args("cosine", threshold_sim=0.0)
+        p = EdgeRule.from_args("cosine", threshold_sim=0.0)
         cos, _ = pair_values(sample, X, p)
         cos = cos[np.isfinite(cos)]
-        return GraphParams.from_args("cosine", threshold_sim=float(np.clip(
+        return EdgeRule.from_args("cosine", threshold_sim=float(np.clip(
             np.quantile(cos, 1.0 - min(1.0, (degree + 1) / n)), -0.99, 0.99)))
-    p = GraphParams.from_args("uniform", threshold_sqdist=1.0)
+    p = EdgeRule.from_args("uniform", threshold_sqdist=1.0)
     d2, _ = pair_values(sample, X, p)
     cutoff = max(_quantile(d2, degree + 1, n), 1e-6)
     if kind == "uniform-sqdist":
-        return GraphParams.from_args("uniform", threshold_sqdist=cutoff)
+        return EdgeRule.from_args("uniform", threshold_sqdist=cutoff)
     sigma = float(np.sqrt(cutoff / (2.0 * x_max)))
     if kind == "gaussian-sqdist":
-        return GraphParams.from_args("gaussian", sigma=sigma, threshold_sqdist=cutoff)
-    return GraphParams.from_args("gaussian", sigma=sigma, threshold_sim=float(np.exp(-x_max)))
+        return EdgeRule.from_args("gaussian", sigma=sigma, threshold_sqdist=cutoff)
+    return EdgeRule.from_args("gaussian", sigma=sigma, threshold_sim=float(np.exp(-x_max)))
 
 
 def build(method, X, params, **options):
@@ -115,7 +115,7 @@ def test_two_points(method, kind, rng):
     check_against_reference(method, X, params)
     # Two points within the cutoff: one edge each way.
     near = np.array([[0.0, 0.0, 0.0], [0.1, 0.0, 0.0]], dtype=np.float32)
-    p = GraphParams.from_args("gaussian", sigma=0.1, threshold_sqdist=0.05)
+    p = EdgeRule.from_args("gaussian", sigma=0.1, threshold_sqdist=0.05)
     csr, _, _ = check_against_reference(method, near, p)
     assert csr.nnz == 2
 
@@ -149,7 +149,7 @@ def test_cosine_zero_vectors_have_no_edges(method, threshold, rng):
     X = directional(rng, 800, 5)
     zero = rng.choice(800, size=80, replace=False)
     X[zero] = 0.0
-    params = GraphParams.from_args("cosine", threshold_sim=threshold)
+    params = EdgeRule.from_args("cosine", threshold_sim=threshold)
     csr, _, _ = build(method, X, params)
     # Cosines near 0 (kept by a negative threshold) carry float32's absolute error.
     assert_same_graph(csr, reference_csr(X, params), X, params, atol=2e-6)
@@ -283,7 +283,7 @@ def test_int64_indices_past_2_31_nonzeros():
     # A complete graph of 46 500 points has 2 162 203 500 > 2**31 nonzeros.
     n = 46_500
     X = np.linspace(0.0, 1.0, n, dtype=np.float32)[:, None]
-    params = GraphParams.from_args("uniform", threshold_sqdist=4.0)
+    params = EdgeRule.from_args("uniform", threshold_sqdist=4.0)
     csr, _, info = gpu.build_gpu(cupy.asarray(X), params, "csr1")
     assert csr.nnz == n * (n - 1) and info["index_dtype"] == "int64"
     assert csr.indptr.dtype == cupy.int64 and csr.indices.dtype == cupy.int64
@@ -347,7 +347,7 @@ def test_grid_and_paper_counting_agree_on_one_million_points(rng):
     # Live statistics of low-d data count through the grid; the paper's counting pass
     # (n² pairs) must give the same rows. Timings live in benchmarks/, not here.
     X = cupy.asarray(clustered(rng, 1_000_000, 4, k=4, spread=0.1))
-    params = GraphParams.from_args("gaussian", sigma=0.01, threshold_sqdist=0.0008)
+    params = EdgeRule.from_args("gaussian", sigma=0.01, threshold_sqdist=0.0008)
     grid_counts, grid_deg = gpu.count_rows_gpu(X, params)
     paper_counts, paper_deg = gpu.count_rows_paper(X, params)
     assert int(paper_counts.sum()) > 0
@@ -393,8 +393,8 @@ def test_paper_choice_follows_the_paper():
 
 
 def test_auto_prefers_grid_and_gemm_where_they_apply():
-    cos = GraphParams.from_args("cosine", threshold_sim=0.8)
-    dist = GraphParams.from_args("gaussian", sigma=0.01, threshold_sqdist=8e-4)
+    cos = EdgeRule.from_args("cosine", threshold_sim=0.8)
+    dist = EdgeRule.from_args("gaussian", sigma=0.01, threshold_sqdist=8e-4)
     assert gpu.choose_method(60_000, 784, cos)[0] == "gemm"
     assert gpu.choose_method(1_000_000, 4, dist)[0] == "grid"
     assert gpu.choose_method(10_000, 16, dist)[0] == "csr2"   # between the two

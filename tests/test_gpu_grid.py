@@ -18,7 +18,7 @@ from explorer.kernels.grid import MAX_CELL_DIMS, MAX_TABLE, plan_grid
 from hypothesis import given
 from hypothesis import strategies as st
 
-from explorer.graph import GraphParams
+from explorer.graph import EdgeRule
 from explorer.graph._gpu_rule import kernel_rule  # the launchers' Rule; no CuPy import
 from explorer.graph.reference import reference_csr
 from explorer.testing import assert_same_graph, check_canonical
@@ -79,7 +79,7 @@ def test_random_clusters_every_dimension(poisoned, rng, d, metric):
     offset = float(rng.choice([0.0, 1000.0]))  # far from 0: cells hold large coordinates
     X = clustered(rng, n, d, offset)
     t = threshold_for_degree(X, float(rng.uniform(5, 40)), rng)
-    params = GraphParams.from_args(metric, sigma=math.sqrt(t) if metric == "gaussian" else None,
+    params = EdgeRule.from_args(metric, sigma=math.sqrt(t) if metric == "gaussian" else None,
                                    threshold_sqdist=t)
     csr, timings, info = check(X, params)
     assert csr.nnz > 0
@@ -112,7 +112,7 @@ def test_points_on_cell_boundaries_and_ties(poisoned, rng, d):
     n = int(rng.integers(300, 1500))
     X = (rng.integers(-12, 12, (n, d)) * (eps / 2)).astype(np.float32)
     for t in (eps * eps, 1.5 * eps * eps, 4.0 * eps * eps):  # ties at t, and at 4t
-        params = GraphParams.from_args("uniform", threshold_sqdist=t)
+        params = EdgeRule.from_args("uniform", threshold_sqdist=t)
         check(X, params)
 
 
@@ -121,7 +121,7 @@ def test_duplicates_and_isolated_points(poisoned, rng):
     base = rng.random((400, 3)).astype(np.float32)
     X = np.repeat(base, rng.integers(1, 5, 400), axis=0)
     X = X[rng.permutation(X.shape[0])]
-    params = GraphParams.from_args("gaussian", sigma=0.05, threshold_sqdist=1e-7)
+    params = EdgeRule.from_args("gaussian", sigma=0.05, threshold_sqdist=1e-7)
     csr, _, _ = check(X, params)
     host = csr.get()
     dup = np.unique(X, axis=0, return_counts=True)[1]
@@ -140,11 +140,11 @@ def test_pairs_exactly_at_the_threshold(poisoned, rng, kind):
     d2 = float(((X[0].astype(np.float64) - X[1]) ** 2).sum())
     if kind == "sim":
         sigma = 0.02
-        params = GraphParams.from_args("gaussian", sigma=sigma,
+        params = EdgeRule.from_args("gaussian", sigma=sigma,
                                        threshold_sim=math.exp(-d2 / (2 * sigma**2)))
     else:
         t = d2 if kind == "float64" else float(np.float32(d2))
-        params = GraphParams.from_args("gaussian", sigma=0.02, threshold_sqdist=t)
+        params = EdgeRule.from_args("gaussian", sigma=0.02, threshold_sqdist=t)
     check(X, params)
 
 
@@ -152,7 +152,7 @@ def test_pairs_exactly_at_the_threshold(poisoned, rng, kind):
 @pytest.mark.parametrize("close", [True, False])
 def test_two_points(poisoned, close):
     X = np.array([[0.0, 0.0], [0.1, 0.0]], dtype=np.float32)
-    params = GraphParams.from_args("uniform", threshold_sqdist=0.02 if close else 0.005)
+    params = EdgeRule.from_args("uniform", threshold_sqdist=0.02 if close else 0.005)
     csr, _, _ = check(X, params)
     assert csr.nnz == (2 if close else 0)
 
@@ -160,8 +160,8 @@ def test_two_points(poisoned, close):
 @pytest.mark.gpu
 def test_all_points_in_one_cell_and_empty_graph(poisoned, rng):
     X = (rng.random((300, 2)) * 0.01).astype(np.float32)
-    check(X, GraphParams.from_args("uniform", threshold_sqdist=1.0))  # complete graph
-    csr, _, _ = check(X, GraphParams.from_args("uniform", threshold_sqdist=1e-30))
+    check(X, EdgeRule.from_args("uniform", threshold_sqdist=1.0))  # complete graph
+    csr, _, _ = check(X, EdgeRule.from_args("uniform", threshold_sqdist=1e-30))
     assert csr.nnz == 0
 
 
@@ -172,7 +172,7 @@ def test_plans_and_row_sorts_give_identical_matrices(poisoned, rng):
     d = int(rng.integers(2, 7))
     X = clustered(rng, int(rng.integers(1500, 3000)), d)
     t = threshold_for_degree(X, 30.0, rng)
-    params = GraphParams.from_args("gaussian", sigma=0.1, threshold_sqdist=t)
+    params = EdgeRule.from_args("gaussian", sigma=0.1, threshold_sqdist=t)
     ref, _, _ = check(X, params)
     wrapped = 0
     for dc in range(1, min(d, MAX_CELL_DIMS) + 1):
@@ -197,7 +197,7 @@ def test_same_pattern_as_csr_kernels(rng):
 
     X = clustered(rng, 2000, 4)
     t = threshold_for_degree(X, 25.0, rng)
-    params = GraphParams.from_args("gaussian", sigma=0.05, threshold_sqdist=t)
+    params = EdgeRule.from_args("gaussian", sigma=0.05, threshold_sqdist=t)
     grid, _, _ = build(X, params)
     csr1, _, _ = build_gpu(cupy.asarray(X), params, "csr1")
     assert bool((grid.indptr == csr1.indptr).all())
@@ -214,7 +214,7 @@ def test_count_rows_matches_the_graph(poisoned, rng, metric):
     d = int(rng.integers(1, 9))
     X = clustered(rng, 1500, d)
     t = threshold_for_degree(X, 20.0, rng)
-    params = GraphParams.from_args(metric, sigma=0.1 if metric == "gaussian" else None,
+    params = EdgeRule.from_args(metric, sigma=0.1 if metric == "gaussian" else None,
                                    threshold_sqdist=t)
     graph = check(X, params)[0].get()  # equal to the reference outside the band
     Xd = cupy.asarray(X)
@@ -234,9 +234,9 @@ def test_rejects_what_it_cannot_build():
     from explorer.kernels.grid import build_grid, count_rows_grid
 
     X = cupy.zeros((10, 3), dtype=cupy.float32)
-    dist = kernel_rule(GraphParams.from_args("uniform", threshold_sqdist=0.1))
+    dist = kernel_rule(EdgeRule.from_args("uniform", threshold_sqdist=0.1))
     with pytest.raises(ValueError, match="distance rules"):
-        build_grid(X, kernel_rule(GraphParams.from_args("cosine", threshold_sim=0.5)))
+        build_grid(X, kernel_rule(EdgeRule.from_args("cosine", threshold_sim=0.5)))
     with pytest.raises(ValueError, match="d <= 16"):
         build_grid(cupy.zeros((10, 17), dtype=cupy.float32), dist)
     with pytest.raises(TypeError, match="cupy.ndarray"):

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import explorer.graph._cpu as cpu
 from explorer.graph import CPU_METHODS, build_graph
-from explorer.graph._params import GraphParams
-from explorer.graph._reference import pair_values, reference_csr
+from explorer.graph.reference import pair_values, reference_csr
+from explorer.graph.rule import EdgeRule
 from explorer.memory import check_cpu_memory
 from explorer.testing import DATA_FLAVOURS, check_canonical, tricky_data
 
@@ -34,8 +34,8 @@ def rule_from_pairs(kind, X, q, tie):
     For a gaussian similarity rule the tie is only approximate: its cutoff
     ``-2σ² ln s`` is recomputed from σ and s.
     """
-    probe = GraphParams.from_args(
-        "cosine", threshold_sim=0.0) if kind == "cosine" else GraphParams.from_args(
+    probe = EdgeRule.from_args(
+        "cosine", threshold_sim=0.0) if kind == "cosine" else EdgeRule.from_args(
         "uniform", threshold_sqdist=1.0)
     compared, _ = pair_values(X, X, probe)
     vals = np.unique(compared[np.isfinite(compared)])
@@ -48,13 +48,13 @@ def rule_from_pairs(kind, X, q, tie):
         k = int(q * (vals.size - 2))
         t = 0.5 * (vals[k] + vals[k + 1])
     if kind == "gaussian-sqdist":
-        return GraphParams.from_args("gaussian", 0.7, threshold_sqdist=t)
+        return EdgeRule.from_args("gaussian", 0.7, threshold_sqdist=t)
     if kind == "uniform":
-        return GraphParams.from_args("uniform", threshold_sqdist=t)
+        return EdgeRule.from_args("uniform", threshold_sqdist=t)
     if kind == "cosine":
-        return GraphParams.from_args("cosine", threshold_sim=t)
+        return EdgeRule.from_args("cosine", threshold_sim=t)
     # σ² = t: the similarity threshold exp(-1/2) stays far from float underflow.
-    return GraphParams.from_args("gaussian", float(np.sqrt(t)), threshold_sim=float(np.exp(-0.5)))
+    return EdgeRule.from_args("gaussian", float(np.sqrt(t)), threshold_sim=float(np.exp(-0.5)))
 
 
 def build(X, params, method):
@@ -119,15 +119,15 @@ def test_integer_lattice_ties_are_excluded(method):
     # 5x5 lattice with t = 1: neighbours at distance exactly 1 are not edges; t just
     # above 1 makes them edges (each inner point has 4).
     g = np.stack(np.meshgrid(np.arange(5), np.arange(5)), -1).reshape(-1, 2).astype(np.float32)
-    assert build(g, GraphParams.from_args("uniform", threshold_sqdist=1.0), method).csr.nnz == 0
-    above = build(g, GraphParams.from_args("uniform", threshold_sqdist=1.0000001), method)
+    assert build(g, EdgeRule.from_args("uniform", threshold_sqdist=1.0), method).csr.nnz == 0
+    above = build(g, EdgeRule.from_args("uniform", threshold_sqdist=1.0000001), method)
     assert above.csr.nnz == 2 * 2 * 5 * 4  # 2 directions × 2 axes × 5 lines × 4 links
 
 
 @pytest.mark.parametrize("method", CPU_METHODS)
 def test_small_blocks_do_not_change_the_result(rng, method, monkeypatch):
     X = tricky_data(rng, 97, 2, "blobs")
-    params = GraphParams.from_args("gaussian", 0.5, threshold_sqdist=0.2)
+    params = EdgeRule.from_args("gaussian", 0.5, threshold_sqdist=0.2)
     whole = build(X, params, method).csr
     monkeypatch.setattr(cpu, "_BLOCK_BYTES", 8 * 97 * 5)  # five rows per block
     assert_identical(build(X, params, method).csr, whole)
@@ -135,7 +135,7 @@ def test_small_blocks_do_not_change_the_result(rng, method, monkeypatch):
 
 def test_float64_input_is_converted_to_float32(rng):
     X64 = rng.random((50, 3))
-    params = GraphParams.from_args("gaussian", 0.3, threshold_sqdist=0.1)
+    params = EdgeRule.from_args("gaussian", 0.3, threshold_sqdist=0.1)
     g = build(X64, params, "bruteforce")
     assert_identical(g.csr, reference_csr(X64.astype(np.float32), params))
 
@@ -143,14 +143,14 @@ def test_float64_input_is_converted_to_float32(rng):
 @pytest.mark.parametrize("method", CPU_METHODS)
 def test_empty_complete_and_two_point_graphs(rng, method):
     X = tricky_data(rng, 30, 2, "uniform")
-    empty = build(X, GraphParams.from_args("uniform", threshold_sqdist=1e-12), method)
+    empty = build(X, EdgeRule.from_args("uniform", threshold_sqdist=1e-12), method)
     check_canonical(empty.csr)
     assert empty.csr.nnz == 0 and empty.stats.n_isolated == 30 and empty.stats.n_components == 30
-    full = build(X, GraphParams.from_args("gaussian", 1.0, threshold_sqdist=10.0), method)
+    full = build(X, EdgeRule.from_args("gaussian", 1.0, threshold_sqdist=10.0), method)
     check_canonical(full.csr)
     assert full.csr.nnz == 30 * 29 and full.stats.n_components == 1
     two = np.array([[0, 0], [0.1, 0]], dtype=np.float32)
-    g = build(two, GraphParams.from_args("gaussian", 0.1, threshold_sqdist=0.0101), method)
+    g = build(two, EdgeRule.from_args("gaussian", 0.1, threshold_sqdist=0.0101), method)
     assert g.csr.nnz == 2
     np.testing.assert_allclose(g.csr.data, np.exp(-0.5 * (0.1**2) / 0.1**2), rtol=1e-6)
 
@@ -236,7 +236,7 @@ def test_hypo_width_feeds_the_statistics(rng):
 @pytest.mark.parametrize("method", CPU_METHODS)
 def test_memory_guard_refuses_a_graph_that_cannot_fit(rng, method):
     X = tricky_data(rng, 3000, 2, "uniform")
-    params = GraphParams.from_args("uniform", threshold_sqdist=0.5)  # ~half of all pairs
+    params = EdgeRule.from_args("uniform", threshold_sqdist=0.5)  # ~half of all pairs
     with pytest.raises(ValueError, match=r"too large.*estimated nnz ≈ [0-9.e+]+"):
         check_cpu_memory(3000, cpu.row_counter(X, params, method), params,
                          available=10 * 2**20)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import cdist
 
-from explorer.graph import GraphParams
+from explorer.graph import EdgeRule
 from explorer.graph.reference import (
     edge_mask,
     pair_values,
@@ -55,21 +55,21 @@ def params_between_values(kind, compared, q):
     k = int(q * (vals.size - 2))
     mid = 0.5 * (vals[k] + vals[k + 1])
     if kind == "gaussian-sqdist":
-        return GraphParams.from_args("gaussian", 0.3, threshold_sqdist=mid)
+        return EdgeRule.from_args("gaussian", 0.3, threshold_sqdist=mid)
     if kind == "uniform":
-        return GraphParams.from_args("uniform", threshold_sqdist=mid)
+        return EdgeRule.from_args("uniform", threshold_sqdist=mid)
     if kind == "cosine":
-        return GraphParams.from_args("cosine", threshold_sim=min(mid, 0.999))
+        return EdgeRule.from_args("cosine", threshold_sim=min(mid, 0.999))
     # Widen σ for far-apart data so the similarity threshold stays a normal float
     # (exp(-mid / 2σ²) >= e^-30) instead of underflowing to the invalid value 0.
     sigma = max(0.3, float(np.sqrt(mid / 60.0)))
-    return GraphParams.from_args("gaussian", sigma, threshold_sim=np.exp(-mid / (2 * sigma**2)))
+    return EdgeRule.from_args("gaussian", sigma, threshold_sim=np.exp(-mid / (2 * sigma**2)))
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("d", [1, 3, 784])
 def test_pair_values_match_cdist(rng, kind, d):
-    params = GraphParams.from_args(**KINDS[kind])
+    params = EdgeRule.from_args(**KINDS[kind])
     X = tricky_data(rng, 40, d, "zeros" if kind == "cosine" else "uniform")
     compared, weights = pair_values(X, X, params)
     ref_c, ref_w = independent_values(X, params)
@@ -84,7 +84,7 @@ def test_pair_values_match_cdist(rng, kind, d):
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("d", [1, 5, 784])
 def test_dense_and_pair_forms_agree_bit_for_bit(rng, kind, d):
-    params = GraphParams.from_args(**KINDS[kind])
+    params = EdgeRule.from_args(**KINDS[kind])
     X = tricky_data(rng, 30, d, "zeros")
     compared, weights = pair_values(X, X, params)
     assert np.array_equal(compared, compared.T)  # symmetric to the last bit
@@ -96,14 +96,14 @@ def test_dense_and_pair_forms_agree_bit_for_bit(rng, kind, d):
 
 
 def test_edge_rule_is_strict():
-    sq = GraphParams.from_args("uniform", threshold_sqdist=0.5)
+    sq = EdgeRule.from_args("uniform", threshold_sqdist=0.5)
     assert edge_mask(np.array([0.0, 0.4999999, 0.5, 0.6, np.nan]), sq).tolist() == [
         True, True, False, False, False]
-    cos = GraphParams.from_args("cosine", threshold_sim=0.25)
+    cos = EdgeRule.from_args("cosine", threshold_sim=0.25)
     assert edge_mask(np.array([1.0, 0.25, 0.2500001, -np.inf, np.nan]), cos).tolist() == [
         True, False, True, False, False]
     # A gaussian similarity threshold is decided on its squared-distance cutoff.
-    sim = GraphParams.from_args("gaussian", 0.5, threshold_sim=0.3)
+    sim = EdgeRule.from_args("gaussian", 0.5, threshold_sim=0.3)
     cut = sim.sqdist_cutoff
     assert threshold_value(sim) == cut
     assert edge_mask(np.array([np.nextafter(cut, 0), cut]), sim).tolist() == [True, False]
@@ -112,22 +112,22 @@ def test_edge_rule_is_strict():
 def test_pairs_exactly_at_the_threshold_are_not_edges():
     # Integer coordinates: squared distances are exact integers.
     X = np.array([[0, 0], [1, 0], [0, 2], [1, 1]], dtype=np.float32)
-    g = reference_csr(X, GraphParams.from_args("uniform", threshold_sqdist=1.0))
+    g = reference_csr(X, EdgeRule.from_args("uniform", threshold_sqdist=1.0))
     assert g.nnz == 0
-    g = reference_csr(X, GraphParams.from_args("uniform", threshold_sqdist=2.0))
+    g = reference_csr(X, EdgeRule.from_args("uniform", threshold_sqdist=2.0))
     assert sorted(zip(*_coords(g), strict=True)) == [(0, 1), (1, 0), (1, 3), (3, 1)]
     # cos((3, 4), (1, 0)) = 3/5, exactly float64(0.6); orthogonal vectors: exactly 0.
     V = np.array([[3, 4], [1, 0], [0, 5]], dtype=np.float32)
-    g = reference_csr(V, GraphParams.from_args("cosine", threshold_sim=0.6))
+    g = reference_csr(V, EdgeRule.from_args("cosine", threshold_sim=0.6))
     assert sorted(zip(*_coords(g), strict=True)) == [(0, 2), (2, 0)]  # cos = 4/5 > 0.6
-    g = reference_csr(V, GraphParams.from_args("cosine", threshold_sim=0.0))
+    g = reference_csr(V, EdgeRule.from_args("cosine", threshold_sim=0.0))
     assert sorted(zip(*_coords(g), strict=True)) == [(0, 1), (0, 2), (1, 0), (2, 0)]
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("flavour", ["uniform", "blobs", "duplicates", "zeros"])
 def test_reference_csr_equals_independent_dense_rule(rng, kind, flavour):
-    probe = GraphParams.from_args(**KINDS[kind])
+    probe = EdgeRule.from_args(**KINDS[kind])
     for _ in range(20):  # small n with duplicates or zero rows can leave < 3 values
         n, d = int(rng.integers(3, 70)), int(rng.integers(1, 9))
         X = tricky_data(rng, n, d, flavour)
@@ -161,9 +161,9 @@ def _pattern(g):
 def test_duplicates_are_edges_with_weight_one():
     X = np.array([[0.5, 0.5], [0.5, 0.5], [3.0, 3.0]], dtype=np.float32)
     for params in (
-        GraphParams.from_args("gaussian", 0.1, threshold_sqdist=1e-6),
-        GraphParams.from_args("uniform", threshold_sqdist=1e-6),
-        GraphParams.from_args("cosine", threshold_sim=0.9999),
+        EdgeRule.from_args("gaussian", 0.1, threshold_sqdist=1e-6),
+        EdgeRule.from_args("uniform", threshold_sqdist=1e-6),
+        EdgeRule.from_args("cosine", threshold_sim=0.9999),
     ):
         g = reference_csr(X, params)
         check_canonical(g)
@@ -175,20 +175,20 @@ def test_duplicates_are_edges_with_weight_one():
 
 def test_zero_vectors_have_no_cosine_edges_even_at_the_lowest_threshold():
     X = np.array([[0, 0, 0], [1, 2, 3], [0, 0, 0], [-1, 0, 2]], dtype=np.float32)
-    g = reference_csr(X, GraphParams.from_args("cosine", threshold_sim=-1.0))
+    g = reference_csr(X, EdgeRule.from_args("cosine", threshold_sim=-1.0))
     check_canonical(g)
     assert np.diff(g.indptr).tolist() == [0, 1, 0, 1]
-    compared, weights = pair_values(X, X, GraphParams.from_args("cosine", threshold_sim=0.0))
+    compared, weights = pair_values(X, X, EdgeRule.from_args("cosine", threshold_sim=0.0))
     assert np.all(compared[0] == -np.inf) and np.all(weights[0] == 0)
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_n_equals_two(kind):
     X = np.array([[0.0, 1.0], [0.6, 1.2]], dtype=np.float32)
-    g = reference_csr(X, GraphParams.from_args(**KINDS[kind]))
+    g = reference_csr(X, EdgeRule.from_args(**KINDS[kind]))
     check_canonical(g)
-    compared, weights = independent_values(X, GraphParams.from_args(**KINDS[kind]))
-    is_edge = bool(edge_mask(compared[0, 1], GraphParams.from_args(**KINDS[kind])))
+    compared, weights = independent_values(X, EdgeRule.from_args(**KINDS[kind]))
+    is_edge = bool(edge_mask(compared[0, 1], EdgeRule.from_args(**KINDS[kind])))
     assert g.nnz == (2 if is_edge else 0)
     if is_edge:
         np.testing.assert_allclose(g.data, weights[0, 1], rtol=1e-7)
@@ -206,10 +206,10 @@ def test_empty_and_complete_graphs(rng, kind):
         tiny["threshold_sim"], huge["threshold_sim"] = 0.999999, 1e-12
     else:
         tiny["threshold_sim"], huge["threshold_sim"] = 0.99999999, -1.0
-    empty = reference_csr(X, GraphParams.from_args(**tiny))
+    empty = reference_csr(X, EdgeRule.from_args(**tiny))
     check_canonical(empty)
     assert empty.nnz == 0 and empty.indptr.tolist() == [0] * (n + 1)
-    full = reference_csr(X, GraphParams.from_args(**huge))
+    full = reference_csr(X, EdgeRule.from_args(**huge))
     check_canonical(full)
     assert full.nnz == n * (n - 1)
 
@@ -217,7 +217,7 @@ def test_empty_and_complete_graphs(rng, kind):
 def test_underflowed_gaussian_weights_are_kept_as_explicit_zeros():
     X = np.array([[0.0], [0.001], [1.0]], dtype=np.float32)
     # exp(-1 / (2 * 0.01**2)) = exp(-5000) is 0 even in float64; the rule says edge.
-    params = GraphParams.from_args("gaussian", 0.01, threshold_sqdist=2.0)
+    params = EdgeRule.from_args("gaussian", 0.01, threshold_sqdist=2.0)
     g = reference_csr(X, params)
     check_canonical(g)
     assert g.nnz == 6
@@ -228,7 +228,7 @@ def test_reference_blocks_do_not_change_the_result(rng, monkeypatch):
     import explorer.graph._reference as ref
 
     X = tricky_data(rng, 50, 4, "blobs")
-    params = GraphParams.from_args("gaussian", 1.0, threshold_sqdist=0.5)
+    params = EdgeRule.from_args("gaussian", 1.0, threshold_sqdist=0.5)
     whole = reference_csr(X, params)
     monkeypatch.setattr(ref, "_BLOCK_BYTES", 8 * 50 * 3)  # three rows per block
     pieces = reference_csr(X, params)

@@ -9,8 +9,6 @@ from hypothesis import strategies as st
 
 from explorer.graph import CPU_METHODS, build_graph, graph_stats, suggest_hypo
 from explorer.graph._cpu import count_rows_cpu
-from explorer.graph._params import GraphParams
-from explorer.graph._reference import edge_mask, pair_values, reference_csr
 from explorer.graph._stats import (
     HYPO_CAP,
     MAX_HIST_BINS,
@@ -18,6 +16,8 @@ from explorer.graph._stats import (
     nnz_histogram,
     stats_from_counts,
 )
+from explorer.graph.reference import edge_mask, pair_values, reference_csr
+from explorer.graph.rule import EdgeRule
 from explorer.testing import tricky_data
 
 
@@ -62,7 +62,7 @@ def test_build_stats_equal_dense_figures(rng, rule, hypo):
     X = tricky_data(rng, n, 2, "blobs" if rng.random() < 0.5 else "uniform")
     X /= X.max()
     g = build_graph(X, backend="cpu", hypo_max_nnz_row=hypo, **rule)
-    adj, w = dense_graph(X, g.params)
+    adj, w = dense_graph(X, g.rule)
     counts = adj.sum(axis=1)
     nnz = int(adj.sum())
     s = g.stats
@@ -169,7 +169,7 @@ def test_counting_paths_equal_reference_rows(rng, method, flavour):
     X = tricky_data(rng, 250, 2, flavour)
     # Integer threshold on the lattice: many pairs exactly at it (the unsure shell).
     t = {"lattice": 2.0, "offset": 3e-5}.get(flavour, 0.01)
-    params = GraphParams.from_args("uniform", threshold_sqdist=t)
+    params = EdgeRule.from_args("uniform", threshold_sqdist=t)
     expected = np.diff(reference_csr(X, params).indptr)
     assert np.array_equal(count_rows_cpu(X, params, method), expected)
     assert np.array_equal(count_rows_cpu(X, params, method, low_memory=True), expected)
@@ -201,7 +201,7 @@ def test_sampled_counts_are_the_rows_exact_counts(rng):
     rule = dict(metric="cosine", threshold_sim=0.05)
     est = graph_stats(X, sample_rows=100, backend="cpu", **rule)
     rows = np.sort(np.random.default_rng(0).choice(500, 100, replace=False))
-    counts = np.diff(reference_csr(X, GraphParams.from_args(**rule)).indptr)[rows]
+    counts = np.diff(reference_csr(X, EdgeRule.from_args(**rule)).indptr)[rows]
     assert est.nnz == round(counts.sum() * 5)
     assert est.nnz_row_max == counts.max() and est.nnz_row_min == counts.min()
 

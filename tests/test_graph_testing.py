@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from explorer.graph import GraphParams
+from explorer.graph import EdgeRule
 from explorer.graph.reference import reference_csr
 from explorer.testing import assert_same_graph, check_canonical, tricky_data
 
@@ -35,12 +35,12 @@ def band_pair_data(rel):
     d2 = float(s) ** 2  # exact: a float32 squared fits in float64
     t = d2 / (1.0 - rel)
     X = np.array([[0.0], [s], [5.0], [5.01]], dtype=np.float32)
-    return X, GraphParams.from_args("uniform", threshold_sqdist=t)
+    return X, EdgeRule.from_args("uniform", threshold_sqdist=t)
 
 
 def test_identical_graphs_pass(rng):
     X = tricky_data(rng, 80, 3, "blobs")
-    params = GraphParams.from_args("gaussian", 0.5, threshold_sqdist=0.5)
+    params = EdgeRule.from_args("gaussian", 0.5, threshold_sqdist=0.5)
     ref = reference_csr(X, params)
     assert ref.nnz > 0
     assert_same_graph(ref, ref.copy(), X, params)
@@ -48,7 +48,7 @@ def test_identical_graphs_pass(rng):
 
 def test_missing_edge_outside_the_band_fails(rng):
     X = tricky_data(rng, 80, 3, "blobs")
-    params = GraphParams.from_args("gaussian", 0.5, threshold_sqdist=0.5)
+    params = EdgeRule.from_args("gaussian", 0.5, threshold_sqdist=0.5)
     ref = reference_csr(X, params)
     i, j = 0, int(ref.indices[ref.indptr[0]])
     with pytest.raises(AssertionError) as err:
@@ -60,7 +60,7 @@ def test_missing_edge_outside_the_band_fails(rng):
 
 def test_extra_edge_and_diagonal_fail(rng):
     X = tricky_data(rng, 60, 2, "blobs")
-    params = GraphParams.from_args("uniform", threshold_sqdist=0.3)
+    params = EdgeRule.from_args("uniform", threshold_sqdist=0.3)
     ref = reference_csr(X, params)
     dense = ref.toarray()
     i, j = map(int, np.argwhere((dense == 0) & ~np.eye(60, dtype=bool))[0])
@@ -93,7 +93,7 @@ def test_difference_just_outside_the_band_fails():
 
 def test_values_are_compared_to_rtol(rng):
     X = tricky_data(rng, 50, 2, "blobs")
-    params = GraphParams.from_args("gaussian", 0.5, threshold_sqdist=0.5)
+    params = EdgeRule.from_args("gaussian", 0.5, threshold_sqdist=0.5)
     ref = reference_csr(X, params)
     i, j = 0, int(ref.indices[ref.indptr[0]])
     assert_same_graph(edited(ref, scale=((i, j), 1 + 2e-6)), ref, X, params)
@@ -104,7 +104,7 @@ def test_values_are_compared_to_rtol(rng):
 
 def test_duplicate_entries_fail():
     X = np.array([[0.0], [0.1]], dtype=np.float32)
-    params = GraphParams.from_args("uniform", threshold_sqdist=1.0)
+    params = EdgeRule.from_args("uniform", threshold_sqdist=1.0)
     ref = reference_csr(X, params)
     dup = sp.csr_matrix(
         (np.ones(3, np.float32), np.array([1, 1, 0], np.int32), np.array([0, 2, 3], np.int32)),

@@ -28,9 +28,9 @@ from explorer import KMeans, SpectralClustering, build_graph, graph_stats, spect
 from explorer import data as datasets
 from explorer._backend import gpu_status
 from explorer._validation import check_choice, check_data, check_float, check_int
-from explorer.graph import CPU_METHODS, GraphParams
+from explorer.graph import CPU_METHODS, EdgeRule, default_hypo_max_nnz_row
 from explorer.graph import _cpu as cpu
-from explorer.graph._reference import pair_values, reference_csr
+from explorer.graph.reference import pair_values, reference_csr
 from explorer.testing import assert_same_graph
 
 HYPOTHESIS = settings(max_examples=50, deadline=None,
@@ -497,7 +497,7 @@ def test_check_data_validates_or_names_the_argument(X, min_samples):
        sigma=ANY, sqdist=ANY, sim=ANY)
 def test_graph_params_validate_or_name_the_argument(metric, sigma, sqdist, sim):
     try:
-        p = GraphParams.from_args(metric, sigma, sqdist, sim)
+        p = EdgeRule.from_args(metric, sigma, sqdist, sim)
     except Exception as exc:
         assert isinstance(exc, (ValueError, TypeError)), repr(exc)
         names = ("metric", "sigma", "threshold_sqdist", "threshold_sim")
@@ -534,8 +534,8 @@ def small_problems(draw):
     rule = draw(st.sampled_from(["gaussian-sqdist", "gaussian-sim", "uniform", "cosine"]))
     metric = rule.split("-")[0]
     sigma = draw(st.floats(0.05, 3.0)) if metric == "gaussian" else None
-    probe = GraphParams.from_args("cosine", threshold_sim=0.0) if metric == "cosine" else \
-        GraphParams.from_args("uniform", threshold_sqdist=1.0)
+    probe = EdgeRule.from_args("cosine", threshold_sim=0.0) if metric == "cosine" else \
+        EdgeRule.from_args("uniform", threshold_sqdist=1.0)
     values = np.unique(pair_values(X, X, probe)[0][np.triu_indices(n, 1)])
     # A threshold equal to a pair value of the data (ties on the boundary), or between two.
     i = draw(st.integers(0, len(values) - 1))
@@ -549,7 +549,7 @@ def small_problems(draw):
     else:
         assume(t > 0)
         kw = {"threshold_sqdist": t}
-    return X, GraphParams.from_args(metric, sigma, **kw)
+    return X, EdgeRule.from_args(metric, sigma, **kw)
 
 
 def _identical(a, b) -> None:
@@ -605,12 +605,12 @@ def test_gpu_preflight_refuses_with_the_estimate(monkeypatch):
     from explorer.graph import gpu
 
     X = cupy.asarray(_X(3000, 2, seed=2))
-    params = GraphParams.from_args("uniform", threshold_sqdist=0.5)
+    params = EdgeRule.from_args("uniform", threshold_sqdist=0.5)
 
     def count_rows(rows):
         return gpu.count_rows_gpu(X, params, rows)[0]
 
-    hypo = gpu.default_hypo(2)
+    hypo = default_hypo_max_nnz_row(2)
     memory.check_gpu_memory(3000, count_rows, params, "csr2", hypo,
                             free=64 * 2**30)  # fits: no error
     with pytest.raises(ValueError, match=r"graph too large for the GPU: .* estimated nnz ≈ "
@@ -638,7 +638,7 @@ def test_gpu_out_of_memory_during_a_build_is_a_memory_error(monkeypatch):
                        r"n=200 points with method='csr2'.*or use backend='cpu'"):
         build_graph(X, metric="uniform", threshold_sqdist=0.01, method="csr2", backend="gpu")
     monkeypatch.undo()
-    params = GraphParams.from_args("uniform", threshold_sqdist=0.01)
+    params = EdgeRule.from_args("uniform", threshold_sqdist=0.01)
     g = build_graph(X, metric="uniform", threshold_sqdist=0.01, method="csr2", backend="gpu")
     assert_same_graph(g.csr, reference_csr(X.get(), params), X, params)  # recovered
 

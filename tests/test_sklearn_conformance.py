@@ -211,7 +211,7 @@ def test_host_copy_replaces_device_objects_everywhere():
 
     a = np.arange(3)
     csr = sp.csr_matrix(np.eye(2))
-    graph = Graph(csr=_FakeDeviceArray(csr), params=None, stats=None, info={"x": [a]})
+    graph = Graph(csr=_FakeDeviceArray(csr), rule=None, stats=None, info={"x": [a]})
     state = {"labels_": _FakeDeviceArray(a), "graph_": graph, "pair": (1, _FakeDeviceArray(a)),
              "plain": a}
     out = host_copy(state)

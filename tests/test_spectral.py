@@ -359,7 +359,7 @@ def test_precomputed_affinity_gives_what_the_points_give(form, rng):
     assert (sc.affinity_matrix_ != S).nnz == 0 and sc.affinity_matrix_.dtype == np.float32
     assert sc.affinity_matrix_.diagonal().max() == 0
     assert sc.n_features_in_ == X.shape[0] and sc.graph_.method == "precomputed"
-    assert sc.graph_.params is None and sc.graph_stats_.n_components is not None
+    assert sc.graph_.rule is None and sc.graph_stats_.n_components is not None
     assert sc.graph_stats_.nnz == S.nnz and "graph" in sc.timings_
     np.testing.assert_allclose(sc.eigenvalues_, points.eigenvalues_, atol=1e-6)
     assert adjusted_rand_score(y, labels) >= 0.99

@@ -19,8 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.spatial import cKDTree
 
-from ._params import GraphParams
 from ._reference import PairValues, edge_mask, index_dtype
+from .rule import EdgeRule
 
 CPU_METHODS = ("bruteforce", "kdtree")
 
@@ -46,7 +46,7 @@ _BLOCK_BYTES = 1 << 25
 _SLACK_EPS = 8.0
 
 
-def choose_method(n: int, d: int, params: GraphParams) -> tuple[str, str]:
+def choose_method(n: int, d: int, params: EdgeRule) -> tuple[str, str]:
     """``method="auto"`` on the CPU: the builder, and a sentence saying why."""
     if params.compares == "sqdist" and d <= KDTREE_MAX_D:
         return "kdtree", (
@@ -66,7 +66,7 @@ def choose_method(n: int, d: int, params: GraphParams) -> tuple[str, str]:
 class _Candidates:
     """Brute-force candidate pairs from a float64 matrix product with rounding slack."""
 
-    def __init__(self, X, params: GraphParams, pv: PairValues):
+    def __init__(self, X, params: EdgeRule, pv: PairValues):
         X64 = np.asarray(X, dtype=np.float64)
         n, d = X64.shape
         self.n = n
@@ -122,7 +122,7 @@ def _tree(X) -> cKDTree:
     return cKDTree(np.asarray(X, dtype=np.float64), balanced_tree=False, compact_nodes=False)
 
 
-def _upper_edges(X, params: GraphParams, method: str, pv: PairValues, timings: dict):
+def _upper_edges(X, params: EdgeRule, method: str, pv: PairValues, timings: dict):
     """Exact edges ``(i, j, compared)`` with ``i < j``."""
     t0 = time.perf_counter()
     if method == "kdtree":
@@ -177,14 +177,14 @@ def symmetric_csr(n: int, i, j, weights):
     return csr
 
 
-def build_cpu(X, params: GraphParams, method: str):
+def build_cpu(X, params: EdgeRule, method: str):
     """Build the graph on the CPU with `method` (``"bruteforce"`` or ``"kdtree"``).
 
     Parameters
     ----------
     X : ndarray of shape (n, d), float32
         Validated host data.
-    params : GraphParams
+    params : EdgeRule
     method : {"bruteforce", "kdtree"}
         The caller has checked that a kd-tree is only asked for a distance rule.
 
@@ -207,13 +207,13 @@ def build_cpu(X, params: GraphParams, method: str):
     return csr, timings, {"candidates": n_candidates, "edges": int(i.size)}
 
 
-def count_rows_cpu(X, params: GraphParams, method: str, rows=None, *, low_memory=False):
+def count_rows_cpu(X, params: EdgeRule, method: str, rows=None, *, low_memory=False):
     """Exact nonzeros per row, without building the matrix.
 
     Parameters
     ----------
     X : ndarray of shape (n, d), float32
-    params : GraphParams
+    params : EdgeRule
     method : {"bruteforce", "kdtree"}
     rows : ndarray of int, optional
         Count only these rows (ascending, unique); all rows when None.
@@ -276,7 +276,7 @@ def count_rows_cpu(X, params: GraphParams, method: str, rows=None, *, low_memory
     return counts
 
 
-def row_counter(X, params: GraphParams, method: str):
+def row_counter(X, params: EdgeRule, method: str):
     """``count_rows(rows) -> counts`` of `X` under `params` with `method`: the exact CPU
     count of the given rows, as :mod:`explorer.memory`'s checks take it."""
 

@@ -2,26 +2,28 @@
 
 :func:`build_graph` returns the matrix with its statistics and timings;
 :func:`graph_stats` returns the statistics alone, as fast as the backend allows (the
-live sliders call it). Both validate every argument here; the builders behind them
-(``_cpu`` here, :mod:`explorer.graph.gpu` on a CUDA device, imported only there) assume valid input.
+live sliders call it). Both validate every argument here, once, into an
+:class:`~explorer.graph.EdgeRule` and :class:`~explorer.graph.BuildOptions` (or take
+ready ones) and share one internal path (:func:`_build`); the builders behind them
+(``_cpu`` here, :mod:`explorer.graph.gpu` on a CUDA device, imported only there)
+assume valid input.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
 import numpy as np
 
 from .. import memory
 from .._backend import Backend, array_module, resolve_backend, to_numpy
 from .._csr import row_sums
-from .._validation import check_data, check_float, check_int
+from .._validation import check_data, check_int
 from ..components import count_components
 from . import _cpu
-from ._params import GraphParams
 from ._stats import stats_from_counts
 from ._types import Graph, GraphStats
+from .rule import BUILD_FIELDS, DEFAULT_MEM_USE_RATE, BuildOptions, EdgeRule
 
 #: GPU builder names, for messages on a CPU run (the GPU bridge's ``GPU_METHODS``
 #: is the authority on a GPU run).
@@ -34,6 +36,7 @@ SAMPLE_SEED = 0
 
 def build_graph(
     X,
+    rule=None,
     *,
     metric="gaussian",
     sigma=None,
@@ -44,6 +47,7 @@ def build_graph(
     sp_max_nz_pct=None,
     mem_use_rate=None,
     block_shapes=None,
+    options=None,
     backend="auto",
 ) -> Graph:
     """Build the ε-neighbourhood similarity graph of `X` in canonical CSR.
@@ -54,31 +58,40 @@ def build_graph(
         NumPy or CuPy; float32 (float64 is converted). The backend decides where
         the work happens: NumPy data is copied to the GPU on a GPU run, CuPy data to
         the host on a CPU run.
+    rule : EdgeRule, optional
+        A ready edge rule (:class:`~explorer.graph.EdgeRule`), instead of the four
+        keywords below.
     metric : {"gaussian", "cosine", "uniform"}
     sigma : float, optional
         Gaussian width; required for ``metric="gaussian"``.
     threshold_sqdist, threshold_sim : float
         Exactly one: edge iff ``|xi - xj|² < threshold_sqdist`` or similarity
-        ``> threshold_sim`` (see :class:`~explorer.graph.GraphParams`).
+        ``> threshold_sim`` (see :class:`~explorer.graph.EdgeRule`;
+        ``EdgeRule.suggest(X)`` chooses them from the data).
     method : str
         ``"auto"``; on the CPU ``"bruteforce"`` (any metric; memory: a block of rows
         × n) or ``"kdtree"`` (distance rules); on the GPU the bridge's methods
         (``"csr1"``, ``"csr2"``, ``"csr3"``, ...).
     hypo_max_nnz_row : int >= 1, optional
-        CSR-2's ELLPACK width; also the width the statistics' ELLPACK bytes and
-        rows-over figures use (default: the one CSR-2 ran with, else the suggested one).
+        CSR-2's ELLPACK width (default
+        :func:`~explorer.graph.default_hypo_max_nnz_row`: 32 for d < 64, else 512);
+        also the width the statistics' ELLPACK bytes and rows-over figures use
+        (default: the one CSR-2 ran with, else the suggested one).
     sp_max_nz_pct : float in (0, 100], optional
         CSR-3's bound on the percentage of nonzeros (GPU only).
     mem_use_rate : float in (0, 1], optional
         CSR-3's share of free GPU memory for a dense chunk (GPU only).
     block_shapes : mapping, optional
         Kernel name to CUDA block shape, passed to the GPU builders (GPU only).
+    options : BuildOptions, optional
+        The four builder knobs above as one validated object, instead of the keywords.
     backend : {"auto", "gpu", "cpu"}
 
     Returns
     -------
     Graph
-        ``csr`` (SciPy on the CPU, CuPy on the GPU), ``stats``, ``timings``
+        ``csr`` (SciPy on the CPU, CuPy on the GPU), ``rule``, ``options`` (as the
+        builder ran: CSR-2's width, CSR-3's knobs), ``stats``, ``timings``
         (seconds: ``"to_device"``/``"to_host"`` when the data moved, ``"build"``,
         the builder's own stages as ``"build.<stage>"``, ``"stats"``, ``"total"``),
         ``method`` and ``method_reason``, and the builder's ``info``.
@@ -93,52 +106,109 @@ def build_graph(
     -----
     Every builder obeys DESIGN.md "Semantics": strict thresholds, no diagonal,
     symmetric, canonical CSR. The CPU builders equal the float64 reference
-    (:func:`explorer.graph._reference.reference_csr`) bit for bit; GPU builders
+    (:func:`explorer.graph.reference.reference_csr`) bit for bit; GPU builders
     equal it outside the float32 rounding band. Edges whose float32 weight
     underflows to 0 (gaussian, far pairs under a generous threshold) and cosine
     edges of weight 0 (orthogonal pairs with a negative threshold) are stored as
     explicit zeros: the rule, not the value, makes an edge.
     """
     t_start = time.perf_counter()
-    params = GraphParams.from_args(metric, sigma, threshold_sqdist, threshold_sim)
-    hypo, spp, mur = _check_gpu_options(hypo_max_nnz_row, sp_max_nz_pct, mem_use_rate, block_shapes)
+    rule = edge_rule(rule, metric, sigma, threshold_sqdist, threshold_sim)
+    options = build_options(options, hypo_max_nnz_row, sp_max_nz_pct, mem_use_rate,
+                            block_shapes)
     be = resolve_backend(backend)
     _check_method_name(method, be)
     X = check_data(X)
+    return _build(X, rule, options, method, be, t_start=t_start)
+
+
+def edge_rule(rule, metric="gaussian", sigma=None, threshold_sqdist=None,
+              threshold_sim=None) -> EdgeRule:
+    """`rule` when given (and no rule keyword), else the rule of the keywords."""
+    if rule is None:
+        return EdgeRule.from_args(metric, sigma, threshold_sqdist, threshold_sim)
+    if not isinstance(rule, EdgeRule):
+        raise TypeError(f"rule must be an explorer.EdgeRule or None; got {rule!r} "
+                        f"({type(rule).__name__})")
+    if (metric, sigma, threshold_sqdist, threshold_sim) != ("gaussian", None, None, None):
+        raise TypeError("give either rule or the keywords metric, sigma, threshold_sqdist, "
+                        f"threshold_sim, not both (rule={rule!r})")
+    return rule
+
+
+def build_options(options, hypo_max_nnz_row=None, sp_max_nz_pct=None, mem_use_rate=None,
+                  block_shapes=None) -> BuildOptions:
+    """`options` when given (and no option keyword), else the options of the keywords."""
+    if options is None:
+        return BuildOptions.from_args(hypo_max_nnz_row, sp_max_nz_pct, mem_use_rate,
+                                      block_shapes)
+    if not isinstance(options, BuildOptions):
+        raise TypeError(f"options must be an explorer.graph.BuildOptions or None; got "
+                        f"{options!r} ({type(options).__name__})")
+    if (hypo_max_nnz_row, sp_max_nz_pct, mem_use_rate, block_shapes) != (None,) * 4:
+        raise TypeError("give either options or the keywords hypo_max_nnz_row, sp_max_nz_pct, "
+                        "mem_use_rate, block_shapes, not both")
+    return options
+
+
+def _build(X, rule: EdgeRule, options: BuildOptions, method: str, be: Backend, *,
+           t_start: float) -> Graph:
+    """Build on validated input: :func:`build_graph` and :func:`graph_stats` come here."""
     timings: dict = {}
     X = _to_backend(X, be, timings)
     n, d = X.shape
-    method, reason = _resolve_method(method, be, n, d, params)
+    method, reason = _resolve_method(method, be, n, d, rule)
 
     t0 = time.perf_counter()
     if be.is_gpu:
         gpu = _gpu_bridge()
         csr, stage_times, info = gpu.build_gpu(
-            X, params, method, hypo_max_nnz_row=hypo, sp_max_nz_pct=spp,
-            mem_use_rate=mur, block_shapes=block_shapes,
+            X, rule, method, hypo_max_nnz_row=options.hypo_max_nnz_row,
+            sp_max_nz_pct=options.sp_max_nz_pct, mem_use_rate=options.mem_use_rate,
+            block_shapes=options.block_shapes,
         )
         be.xp.cuda.get_current_stream().synchronize()
     else:
-        memory.check_cpu_memory(n, _cpu.row_counter(X, params, method), params)
-        csr, stage_times, info = _cpu.build_cpu(X, params, method)
+        memory.check_cpu_memory(n, _cpu.row_counter(X, rule, method), rule)
+        csr, stage_times, info = _cpu.build_cpu(X, rule, method)
     timings["build"] = time.perf_counter() - t0
     timings.update({f"build.{k}": float(v) for k, v in stage_times.items()})
 
+    used = _options_used(options, method, d, info, be.is_gpu)
     t0 = time.perf_counter()
-    stats_hypo = hypo if hypo is not None else _int_or_none(info.get("hypo"))
+    stats_hypo = options.hypo_max_nnz_row
+    if stats_hypo is None and method == "csr2":
+        stats_hypo = used.hypo_max_nnz_row
     stats = csr_stats(csr, stats_hypo)
     timings["stats"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
     return Graph(
-        csr=csr, params=params, stats=stats, timings=timings, backend=be.name,
+        csr=csr, rule=rule, options=used, stats=stats, timings=timings, backend=be.name,
         method=method, method_reason=reason, info=dict(info),
     )
 
 
+def _options_used(options: BuildOptions, method: str, d: int, info: dict,
+                  gpu: bool) -> BuildOptions:
+    """The options as `method` ran: the defaults it took filled in, the others None."""
+    hypo = spp = mur = None
+    if method == "csr2":
+        hypo = _int_or_none(info.get("hypo")) or options.hypo_for(d)
+    if method == "csr3":
+        spp = options.sp_max_nz_pct
+        if spp is None:
+            spp = _float_or_none(info.get("sp_max_nz_pct"))
+        mur = options.mem_use_rate
+        if mur is None:
+            mur = _float_or_none(info.get("mem_use_rate")) or DEFAULT_MEM_USE_RATE
+    return BuildOptions(hypo, spp, mur, options.block_shapes if gpu else None)
+
+
 def graph_stats(
     X,
+    rule=None,
     *,
-    metric,
+    metric="gaussian",
     sigma=None,
     threshold_sqdist=None,
     threshold_sim=None,
@@ -151,7 +221,7 @@ def graph_stats(
 
     Parameters
     ----------
-    X, metric, sigma, threshold_sqdist, threshold_sim, backend
+    X, rule, metric, sigma, threshold_sqdist, threshold_sim, backend
         As in :func:`build_graph`.
     hypo_max_nnz_row : int >= 1, optional
         The ELLPACK width the byte and rows-over figures use (default: suggested).
@@ -172,14 +242,16 @@ def graph_stats(
     Cost. Counting rows needs no matrix: the CPU counts with a kd-tree (distance
     rules, d <= 8) or blockwise (cosine, high d) in O(n) memory; the GPU runs its
     counting pass. Components need the edges: with ``components=True`` and all rows
-    counted, the graph is built (``method="auto"``) and dropped, costing a full
-    :func:`build_graph`, and the result equals ``build_graph(...).stats`` exactly.
-    For live sliders on large data pass ``components=False`` or `sample_rows`.
-    Without components the degree summary is None on the CPU (the counting pass
-    computes no weights) and whatever the GPU counting pass reports on the GPU.
+    counted, the graph is built (``method="auto"``, the path :func:`build_graph`
+    takes) and dropped, costing a full build, and the result equals
+    ``build_graph(...).stats`` exactly. For live sliders on large data pass
+    ``components=False`` or `sample_rows`. Without components the degree summary is
+    None on the CPU (the counting pass computes no weights) and whatever the GPU
+    counting pass reports on the GPU.
     """
-    params = GraphParams.from_args(metric, sigma, threshold_sqdist, threshold_sim)
-    hypo = check_int(hypo_max_nnz_row, "hypo_max_nnz_row", low=1, allow_none=True)
+    t_start = time.perf_counter()
+    rule = edge_rule(rule, metric, sigma, threshold_sqdist, threshold_sim)
+    hypo = BUILD_FIELDS["hypo_max_nnz_row"].check(hypo_max_nnz_row, allow_none=True)
     sample_rows = check_int(sample_rows, "sample_rows", low=1, allow_none=True)
     if not isinstance(components, (bool, np.bool_)):
         raise TypeError(f"components must be True or False; got {components!r}")
@@ -189,43 +261,24 @@ def graph_stats(
     n, d = X.shape
     sampled = sample_rows is not None and sample_rows < n
     if components and not sampled:
-        return build_graph(
-            X, metric=metric, sigma=sigma, threshold_sqdist=threshold_sqdist,
-            threshold_sim=threshold_sim, hypo_max_nnz_row=hypo, backend=be.name,
-        ).stats
+        return _build(X, rule, BuildOptions(hypo), "auto", be, t_start=t_start).stats
     rows = None
     if sampled:
         rows = np.sort(np.random.default_rng(SAMPLE_SEED).choice(n, sample_rows, replace=False))
     degrees = None
     if be.is_gpu:
         counts, degrees = _gpu_bridge().count_rows_gpu(
-            X, params, None if rows is None else be.xp.asarray(rows)
+            X, rule, None if rows is None else be.xp.asarray(rows)
         )
     else:
-        method, _ = _cpu.choose_method(n, d, params)
+        method, _ = _cpu.choose_method(n, d, rule)
         low_memory = rows is None and memory.cpu_shortfall(
-            n, _cpu.row_counter(X, params, method)) is not None
-        counts = _cpu.count_rows_cpu(X, params, method, rows, low_memory=low_memory)
+            n, _cpu.row_counter(X, rule, method)) is not None
+        counts = _cpu.count_rows_cpu(X, rule, method, rows, low_memory=low_memory)
     return stats_from_counts(
         counts, n=n, hypo_max_nnz_row=hypo, degrees=degrees, estimated=sampled,
         sample_rows=sample_rows if sampled else None,
     )
-
-
-def _check_gpu_options(hypo_max_nnz_row, sp_max_nz_pct, mem_use_rate, block_shapes):
-    hypo = check_int(hypo_max_nnz_row, "hypo_max_nnz_row", low=1, allow_none=True)
-    spp = check_float(
-        sp_max_nz_pct, "sp_max_nz_pct", low=0.0, high=100.0, low_inclusive=False, allow_none=True
-    )
-    mur = check_float(
-        mem_use_rate, "mem_use_rate", low=0.0, high=1.0, low_inclusive=False, allow_none=True
-    )
-    if block_shapes is not None and not isinstance(block_shapes, Mapping):
-        raise TypeError(
-            "block_shapes must be None or a mapping of kernel name to block shape, e.g. "
-            f"{{'fullPass': (32, 4)}}; got {block_shapes!r} ({type(block_shapes).__name__})"
-        )
-    return hypo, spp, mur
 
 
 def _allowed(be: Backend) -> tuple[str, ...]:
@@ -251,7 +304,7 @@ def _check_method_name(method, be: Backend) -> None:
     )
 
 
-def _resolve_method(method: str, be: Backend, n: int, d: int, params: GraphParams):
+def _resolve_method(method: str, be: Backend, n: int, d: int, params: EdgeRule):
     if method == "auto":
         if not be.is_gpu:
             return _cpu.choose_method(n, d, params)
@@ -285,6 +338,11 @@ def _gpu_bridge():
 def _int_or_none(value):
     ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
     return int(value) if ok else None
+
+
+def _float_or_none(value):
+    ok = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+    return float(value) if ok else None
 
 
 def csr_stats(csr, hypo_max_nnz_row=None) -> GraphStats:

@@ -1,7 +1,7 @@
 """GPU graph builds: the registry of builders and :func:`build_gpu`, which runs one.
 
 A registry of builders (:data:`GPU_METHODS` lists its keys, in order): each entry takes
-validated CuPy data and a :class:`~explorer.graph.GraphParams` and returns ``(csr,
+validated CuPy data and a :class:`~explorer.graph.EdgeRule` and returns ``(csr,
 timings, info)``. Adding a method is one entry in :data:`BUILDERS`. The CSR-1/2/3
 builders fill in the paper's parameters the user left out (:mod:`._gpu_defaults`) and
 run :func:`explorer.kernels.csr.build_csr`; grid and gemm run their own launchers. Every
@@ -22,9 +22,9 @@ from ..kernels import csr as kcsr
 from ..kernels import gemm as kgemm
 from ..kernels import grid as kgrid
 from ._gpu_count import count_rows_gpu
-from ._gpu_defaults import DEFAULT_MEM_USE_RATE, default_hypo, default_sp_max_nz_pct
+from ._gpu_defaults import default_sp_max_nz_pct
 from ._gpu_rule import kernel_rule
-from ._params import GraphParams
+from .rule import DEFAULT_MEM_USE_RATE, EdgeRule, default_hypo_max_nnz_row
 
 
 def to_csr(n: int, col, val, rowptr):
@@ -38,12 +38,12 @@ def to_csr(n: int, col, val, rowptr):
     return m
 
 
-def _row_counts(X, params: GraphParams, rows):
+def _row_counts(X, params: EdgeRule, rows):
     """Nonzeros of `rows` (:func:`count_rows_gpu` without the degrees)."""
     return count_rows_gpu(X, params, rows)[0]
 
 
-def _build_paper(method: str, X, params: GraphParams, *, hypo_max_nnz_row, sp_max_nz_pct=None,
+def _build_paper(method: str, X, params: EdgeRule, *, hypo_max_nnz_row, sp_max_nz_pct=None,
                  mem_use_rate=None, block_shapes=None, _max_chunk_rows=None, _max_grid_y=None):
     n = X.shape[0]
     info: dict = {}
@@ -95,7 +95,7 @@ BUILDERS["gemm"] = _beyond_paper_builder(kgemm.build_gemm)
 GPU_METHODS = tuple(BUILDERS)
 
 
-def build_gpu(X, params: GraphParams, method: str, *, hypo_max_nnz_row=None, sp_max_nz_pct=None,
+def build_gpu(X, params: EdgeRule, method: str, *, hypo_max_nnz_row=None, sp_max_nz_pct=None,
               mem_use_rate=None, block_shapes=None, _max_chunk_rows=None, _max_grid_y=None):
     """Build the graph of `X` on the GPU with `method`.
 
@@ -103,11 +103,11 @@ def build_gpu(X, params: GraphParams, method: str, *, hypo_max_nnz_row=None, sp_
     ----------
     X : cupy.ndarray of shape (n, d)
         C-contiguous float32, validated.
-    params : GraphParams
+    params : EdgeRule
     method : str
         One of :data:`GPU_METHODS`.
     hypo_max_nnz_row : int, optional
-        CSR-2's ELLPACK width; default :func:`~._gpu_defaults.default_hypo` (32 for
+        CSR-2's ELLPACK width; default :func:`~explorer.graph.default_hypo_max_nnz_row` (32 for
         d < 64, else 512).
     sp_max_nz_pct : float, optional
         CSR-3's bound on the percentage of nonzeros; default
@@ -153,7 +153,7 @@ def build_gpu(X, params: GraphParams, method: str, *, hypo_max_nnz_row=None, sp_
     if method not in BUILDERS:
         raise ValueError(f"method={method!r} is not a GPU method; use one of {GPU_METHODS}")
     n, d = X.shape
-    hypo = default_hypo(d) if hypo_max_nnz_row is None else int(hypo_max_nnz_row)
+    hypo = default_hypo_max_nnz_row(d) if hypo_max_nnz_row is None else int(hypo_max_nnz_row)
     memory.check_gpu_memory(n, partial(_row_counts, X, params), params, method, hypo,
                             sp_max_nz_pct)
     try:

@@ -5,7 +5,7 @@ Every method gives the same graph; only time differs.
 
 from __future__ import annotations
 
-from ._params import GraphParams
+from .rule import EdgeRule
 
 #: "Large d" in the paper's method advice (sect. 4.6: "hundreds of dimensions").
 LARGE_D = 100
@@ -20,12 +20,12 @@ GRID_D = 8
 GEMM_D = 32
 
 
-def uses_grid(d: int, params: GraphParams) -> bool:
+def uses_grid(d: int, params: EdgeRule) -> bool:
     """Whether a rule on `d` features goes through the uniform grid (build and count)."""
     return params.compares == "sqdist" and d <= GRID_D
 
 
-def choose_method(n: int, d: int, params: GraphParams) -> tuple[str, str]:
+def choose_method(n: int, d: int, params: EdgeRule) -> tuple[str, str]:
     """The method for ``method="auto"``, and why.
 
     Beyond the paper first: low-d distance rules need only neighbouring cells (grid,

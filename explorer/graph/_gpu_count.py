@@ -12,10 +12,10 @@ from ..kernels import csr as kcsr
 from ..kernels import grid as kgrid
 from ._gpu_choice import uses_grid
 from ._gpu_rule import kernel_rule
-from ._params import GraphParams
+from .rule import EdgeRule
 
 
-def count_rows_gpu(X, params: GraphParams, rows=None):
+def count_rows_gpu(X, params: EdgeRule, rows=None):
     """Nonzeros and weighted degrees of rows of the graph, without building it.
 
     Distance rules in low dimension (:func:`~._gpu_choice.uses_grid`) count through
@@ -26,7 +26,7 @@ def count_rows_gpu(X, params: GraphParams, rows=None):
     Parameters
     ----------
     X : cupy.ndarray of shape (n, d), C-contiguous float32
-    params : GraphParams
+    params : EdgeRule
     rows : array_like of int, optional
         Row indices (NumPy or CuPy, each in [0, n)); default all rows.
 
@@ -52,7 +52,7 @@ def count_rows_gpu(X, params: GraphParams, rows=None):
     return count_rows_paper(X, params, rows)
 
 
-def count_rows_paper(X, params: GraphParams, rows=None):
+def count_rows_paper(X, params: EdgeRule, rows=None):
     """:func:`count_rows_gpu` through the paper's counting pass, whatever the rule and d
     (:func:`explorer.kernels.csr.count_rows`)."""
     n = X.shape[0]

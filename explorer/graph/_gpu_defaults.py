@@ -1,7 +1,8 @@
-"""The GPU builders' parameters when the user gives none: the paper's settings.
+"""CSR-3's spMaxNzPct when the user gives none: estimated on the device.
 
-The default ``hypo_max_nnz_row`` is computed by :func:`default_hypo` and nowhere else
-(the GPU build resolves it once, for the preflight and for CSR-2). Imports CuPy.
+The defaults that need no data (CSR-2's width, memUseRate) are in
+:mod:`explorer.graph.rule`; this one counts rows on the GPU, so it lives here. Imports
+CuPy.
 """
 
 from __future__ import annotations
@@ -10,31 +11,14 @@ import math
 
 import numpy as np
 
-from ..kernels import csr as kcsr
 from ._gpu_count import count_rows_gpu
-from ._params import GraphParams
-
-#: memUseRate when not given: the paper's best on every benchmark (sect. 6.3.3).
-DEFAULT_MEM_USE_RATE = 0.8
-
-#: hypoMaxNnzRow when not given, by dimension: the smallest widths of the paper's runs
-#: (Table 5: 16-64 on the 4-D sets, 512-2048 on MNIST). CSR-2 exists to avoid a counting
-#: pass, so the default is a constant, not a count; rows past it go to supPass.
-DEFAULT_HYPO_LOW_D = 32
-DEFAULT_HYPO_HIGH_D = 512
+from .rule import EdgeRule
 
 #: Rows counted to size CSR-3's arrays when sp_max_nz_pct is not given.
 SPP_SAMPLE_ROWS = 1024
 
 
-def default_hypo(d: int) -> int:
-    """CSR-2's width when none is given: :data:`DEFAULT_HYPO_HIGH_D` from Table 4's
-    MNIST dimensions on (d >= :data:`explorer.kernels.csr.HIGH_D`), else
-    :data:`DEFAULT_HYPO_LOW_D`."""
-    return DEFAULT_HYPO_HIGH_D if d >= kcsr.HIGH_D else DEFAULT_HYPO_LOW_D
-
-
-def default_sp_max_nz_pct(X, params: GraphParams) -> tuple[float, float]:
+def default_sp_max_nz_pct(X, params: EdgeRule) -> tuple[float, float]:
     """CSR-3's spMaxNzPct when none is given, and the density estimate it came from.
 
     The paper sets spMaxNzPct to a round bound a little above the true density (Table 2

@@ -1,18 +1,18 @@
-"""The edge rule in kernel terms: :class:`~explorer.graph.GraphParams` to
+"""The edge rule in kernel terms: :class:`~explorer.graph.EdgeRule` to
 :class:`explorer.kernels.Rule`, the only place the graph layer translates it.
 
 A gaussian similarity threshold becomes its squared-distance cutoff (exp is monotone,
-see :attr:`GraphParams.sqdist_cutoff`), so the kernels only ever compare a squared
+see :attr:`EdgeRule.sqdist_cutoff`), so the kernels only ever compare a squared
 distance or a cosine. Importing this module does not import CuPy.
 """
 
 from __future__ import annotations
 
 from ..kernels import Rule
-from ._params import GraphParams
+from .rule import EdgeRule
 
 
-def kernel_rule(params: GraphParams) -> Rule:
+def kernel_rule(params: EdgeRule) -> Rule:
     """The :class:`explorer.kernels.Rule` of validated parameters."""
     if params.compares == "cosine":
         return Rule("cosine", float(params.threshold))

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._params import GraphParams
+from .rule import EdgeRule
 
 #: Pairs evaluated per chunk in :meth:`PairValues.at`. Each feature step makes a few
 #: float64 temporaries of this length; at 512 KiB each they stay in cache, which makes
@@ -56,10 +56,10 @@ class PairValues:
     ----------
     X : ndarray of shape (n, d), float32
         Validated data (host).
-    params : GraphParams
+    params : EdgeRule
     """
 
-    def __init__(self, X, params: GraphParams):
+    def __init__(self, X, params: EdgeRule):
         self.params = params
         # One contiguous float64 array per feature: the loops below walk features.
         self.cols = np.ascontiguousarray(np.asarray(X, dtype=np.float64).T)
@@ -147,7 +147,7 @@ def _cosine(dot, norm_a, norm_b):
     return np.where(zero, -np.inf, cos)
 
 
-def weights_from(compared, params: GraphParams):
+def weights_from(compared, params: EdgeRule):
     """Float64 weights for float64 compared values, per the metric.
 
     gaussian: ``exp(-d2 / (2 sigma^2))``; uniform: 1; cosine: the cosine itself,
@@ -161,7 +161,7 @@ def weights_from(compared, params: GraphParams):
     return np.where(np.isfinite(compared), compared, 0.0)
 
 
-def edge_mask(compared, params: GraphParams):
+def edge_mask(compared, params: EdgeRule):
     """Which pairs are edges: ``compared < cutoff`` (squared distance) or ``> t`` (cosine).
 
     Both comparisons are strict (DESIGN.md "Semantics"); a gaussian similarity
@@ -175,12 +175,12 @@ def edge_mask(compared, params: GraphParams):
     return compared > params.threshold
 
 
-def threshold_value(params: GraphParams) -> float:
+def threshold_value(params: EdgeRule) -> float:
     """The value compared values are thresholded against, in their own units."""
     return params.sqdist_cutoff if params.compares == "sqdist" else params.threshold
 
 
-def pair_values(Xa, Xb, params: GraphParams):
+def pair_values(Xa, Xb, params: EdgeRule):
     """Compared values and weights of every pair between the rows of `Xa` and of `Xb`.
 
     Parameters
@@ -189,7 +189,7 @@ def pair_values(Xa, Xb, params: GraphParams):
     Xb : array_like of shape (b, d)
         Float32 data (float64 input is used as given: widening float32 is exact,
         so pass the float32 data the builders see).
-    params : GraphParams
+    params : EdgeRule
 
     Returns
     -------
@@ -209,7 +209,7 @@ def pair_values(Xa, Xb, params: GraphParams):
     return compared, weights_from(compared, params)
 
 
-def pair_values_at(X, i, j, params: GraphParams):
+def pair_values_at(X, i, j, params: EdgeRule):
     """Compared values and weights of the pairs ``(i[k], j[k])`` of rows of `X`.
 
     Bit for bit the values :func:`pair_values` gives for the same pairs.
@@ -219,7 +219,7 @@ def pair_values_at(X, i, j, params: GraphParams):
     return compared, pv.weights(compared)
 
 
-def reference_csr(X, params: GraphParams):
+def reference_csr(X, params: EdgeRule):
     """The float64 brute-force similarity matrix, canonical CSR (for test sizes).
 
     Evaluates all n² pairs, a block of rows at a time (memory: a block × n of
@@ -229,7 +229,7 @@ def reference_csr(X, params: GraphParams):
     ----------
     X : ndarray of shape (n, d), float32
         The data as the builders see it (validate it with ``check_data`` first).
-    params : GraphParams
+    params : EdgeRule
 
     Returns
     -------

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ._params import GraphParams
+from .rule import BuildOptions, EdgeRule
 
 
 @dataclass
@@ -34,8 +34,11 @@ class GraphStats:
         Connected components (isolated vertices count as components); None when not
         computed (statistics estimated from a row sample).
     hypo_max_nnz_row : int
-        The ELLPACK width the byte and overflow figures use: the one given, else
-        :attr:`suggested_hypo_max_nnz_row`.
+        The ELLPACK width the byte and overflow figures use: the one given, else the
+        one CSR-2 ran with (a GPU build with ``method="csr2"``), else
+        :attr:`suggested_hypo_max_nnz_row`. (A CSR-2 run given no width runs with
+        :func:`explorer.graph.default_hypo_max_nnz_row`, not the suggestion: CSR-2
+        avoids a counting pass; :attr:`Graph.options` records what ran.)
     suggested_hypo_max_nnz_row : int
         A CSR-2 width that holds most rows (see :func:`explorer.graph.suggest_hypo`).
     rows_over_hypo : int
@@ -94,8 +97,14 @@ class Graph:
     csr : scipy.sparse.csr_matrix or cupyx.scipy.sparse.csr_matrix
         n×n, symmetric, float32 values, no stored diagonal, column indices ascending
         in each row, int32 indices while nnz < 2**31 (int64 beyond).
-    params : GraphParams
-        The edge rule it was built with.
+    rule : EdgeRule or None
+        The edge rule it was built with; None for a graph the user gave
+        (``SpectralClustering(affinity="precomputed")``).
+    options : BuildOptions
+        The builder's knobs as they ran: a CSR-2 run records the width it used
+        (given, else :func:`~explorer.graph.default_hypo_max_nnz_row`), a CSR-3 run
+        the spMaxNzPct and memUseRate it used; None where the builder had no use for
+        one.
     stats : GraphStats
     timings : dict of str to float
         Stage name to seconds (CUDA events on the GPU).
@@ -110,8 +119,9 @@ class Graph:
     """
 
     csr: object
-    params: GraphParams
+    rule: EdgeRule | None
     stats: GraphStats
+    options: BuildOptions = field(default_factory=BuildOptions)
     timings: dict = field(default_factory=dict)
     backend: str = "cpu"
     method: str = ""

@@ -9,7 +9,8 @@ to see what ``method="auto"`` would pick. Importing it imports CuPy.
 - :func:`count_rows_gpu`, :func:`count_rows_paper`: nonzeros and weighted degrees per
   row without the matrix.
 - :func:`choose_method`, :func:`paper_choice`: ``method="auto"`` and the paper's advice.
-- :func:`default_hypo`, :func:`default_sp_max_nz_pct`: the paper parameters' defaults.
+- :func:`default_sp_max_nz_pct`: CSR-3's spMaxNzPct from a device count (the other
+  defaults are in :mod:`explorer.graph.rule`).
 - :func:`kernel_rule`: the edge rule as the launchers of :mod:`explorer.kernels` take
   it (for calling them directly).
 """
@@ -17,7 +18,7 @@ to see what ``method="auto"`` would pick. Importing it imports CuPy.
 from ._gpu_build import GPU_METHODS, PAPER_METHODS, build_gpu
 from ._gpu_choice import choose_method, paper_choice
 from ._gpu_count import count_rows_gpu, count_rows_paper
-from ._gpu_defaults import default_hypo, default_sp_max_nz_pct
+from ._gpu_defaults import default_sp_max_nz_pct
 from ._gpu_rule import kernel_rule
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
     "choose_method",
     "count_rows_gpu",
     "count_rows_paper",
-    "default_hypo",
     "default_sp_max_nz_pct",
     "kernel_rule",
     "paper_choice",

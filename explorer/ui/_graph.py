@@ -1,4 +1,11 @@
-"""Graph parameters and their live statistics."""
+"""Graph parameters and their live statistics.
+
+The parameters of the edge rule and of the builders are generated from their one
+declaration (:data:`explorer.graph.EDGE_FIELDS`, :data:`explorer.graph.BUILD_FIELDS`:
+type, bounds, help); :attr:`GraphState.rule` and :attr:`GraphState.options` are the
+validated objects every job takes (:class:`explorer.EdgeRule`,
+:class:`explorer.graph.BuildOptions`).
+"""
 
 from __future__ import annotations
 
@@ -12,12 +19,37 @@ import param
 import explorer
 from explorer._backend import gpu_status
 from explorer.graph import CPU_METHODS
-from explorer.graph._params import METRICS
+from explorer.graph.rule import (
+    BUILD_FIELDS,
+    DEFAULT_HYPO_HIGH_D,
+    DEFAULT_HYPO_LOW_D,
+    EDGE_FIELDS,
+    HYPO_HIGH_D,
+    THRESHOLD_KINDS,
+    BuildOptions,
+    EdgeRule,
+    Field,
+    default_hypo_max_nnz_row,
+)
 
 from ._errors import describe_error
 
-#: Threshold kinds each metric takes (DESIGN.md "Semantics").
-THRESHOLD_KINDS = {"gaussian": ("sqdist", "sim"), "cosine": ("sim",), "uniform": ("sqdist",)}
+#: The GraphState parameters the statistics depend on (the app watches them).
+STATS_PARAMS = (*EDGE_FIELDS, "threshold_kind", "hypo_max_nnz_row", "backend")
+
+
+def _param(f: Field, default, doc: str | None = None, **extra):
+    """The param.Parameter of a declared field: its type, bounds and help."""
+    doc = doc or f.help[0].upper() + f.help[1:] + "."
+    if f.type is str:
+        return param.Selector(default=default, objects=list(f.choices), doc=doc, **extra)
+    # Whole bounds as int, so that param's messages read "greater than 0".
+    bounds = tuple(None if b is None else int(b) if float(b).is_integer() else b
+                   for b in f.bounds)
+    if f.type is int:
+        return param.Integer(default=default, bounds=bounds, doc=doc, **extra)
+    return param.Number(default=default, bounds=bounds, inclusive_bounds=f.inclusive_bounds,
+                        doc=doc, **extra)
 
 #: Decades either side of the suggested σ and squared-distance threshold that the
 #: log sliders span.
@@ -54,25 +86,23 @@ class GraphState(param.Parameterized):
     unless sampled, the connected components (a graph build, several times slower).
     """
 
-    metric = param.Selector(default="gaussian", objects=list(METRICS))
-    sigma = param.Number(default=0.05, bounds=(0, None), inclusive_bounds=(False, True),
-                         doc="Gaussian width σ.")
+    metric = _param(EDGE_FIELDS["metric"], "gaussian")
+    sigma = _param(EDGE_FIELDS["sigma"], 0.05)
     threshold_kind = param.Selector(default="sqdist", objects=["sqdist", "sim"],
                                     doc="Threshold on the squared distance or on the similarity.")
-    threshold_sqdist = param.Number(default=0.01, bounds=(0, None),
-                                    inclusive_bounds=(False, True),
-                                    doc="Edge iff ‖xi − xj‖² < t (ε = √t).")
-    threshold_sim = param.Number(default=0.5, bounds=(-1, 1), inclusive_bounds=(True, False),
-                                 doc="Edge iff similarity > t.")
+    threshold_sqdist = _param(EDGE_FIELDS["threshold_sqdist"], 0.01)
+    threshold_sim = _param(EDGE_FIELDS["threshold_sim"], 0.5)
     method = param.Selector(default="auto", objects=["auto", *CPU_METHODS])
-    hypo_max_nnz_row = param.Integer(default=None, allow_None=True, bounds=(1, None),
-                                     doc="CSR-2's ELLPACK width; None: the suggested one.")
-    sp_max_nz_pct = param.Number(default=None, allow_None=True, bounds=(0, 100),
-                                 inclusive_bounds=(False, True),
-                                 doc="CSR-3's bound on the % of nonzeros; None: default.")
-    mem_use_rate = param.Number(default=None, allow_None=True, bounds=(0, 1),
-                                inclusive_bounds=(False, True),
-                                doc="CSR-3's share of free GPU memory; None: default.")
+    hypo_max_nnz_row = _param(
+        BUILD_FIELDS["hypo_max_nnz_row"], None, allow_None=True,
+        doc="CSR-2's ELLPACK width hypoMaxNnzRow. None: a CSR-2 run takes its default "
+            f"({DEFAULT_HYPO_LOW_D} for d < {HYPO_HIGH_D}, else {DEFAULT_HYPO_HIGH_D}) and "
+            "the statistics show the suggested width (explorer.graph.suggest_hypo).",
+    )
+    sp_max_nz_pct = _param(BUILD_FIELDS["sp_max_nz_pct"], None, allow_None=True,
+                           doc="CSR-3's bound on the % of nonzeros; None: estimated.")
+    mem_use_rate = _param(BUILD_FIELDS["mem_use_rate"], None, allow_None=True,
+                          doc="CSR-3's share of free GPU memory; None: 0.8.")
     backend = param.Selector(default="auto", objects=["auto", "cpu", "gpu"])
 
     exact_max_n = param.Integer(default=50_000, bounds=(2, None),
@@ -128,51 +158,79 @@ class GraphState(param.Parameterized):
         return gpu_methods() if self.backend_name == "gpu" else tuple(CPU_METHODS)
 
     @property
+    def rule(self) -> EdgeRule:
+        """The edge rule of the current parameters, validated.
+
+        Raises
+        ------
+        ValueError
+            A combination the sliders' bounds let through but the rule refuses (a
+            gaussian similarity threshold <= 0).
+        """
+        threshold = getattr(self, f"threshold_{self.threshold_kind}")
+        sigma = self.sigma if self.metric == "gaussian" else None
+        return EdgeRule(self.metric, sigma, self.threshold_kind, threshold)
+
+    @property
+    def options(self) -> BuildOptions:
+        """The builders' knobs of the current parameters."""
+        return BuildOptions(self.hypo_max_nnz_row, self.sp_max_nz_pct, self.mem_use_rate)
+
+    @property
     def epsilon(self) -> float | None:
         """ε = √t of a squared-distance threshold, or of the distance a gaussian
-        similarity threshold stands for; None for cosine."""
-        if self.metric == "cosine":
+        similarity threshold stands for (:attr:`explorer.EdgeRule.radius`); None for
+        cosine and for a rule the parameters do not make."""
+        try:
+            return self.rule.radius
+        except ValueError:
             return None
-        if self.threshold_kind == "sqdist":
-            return math.sqrt(self.threshold_sqdist)
-        return self.sigma * math.sqrt(-2.0 * math.log(self.threshold_sim))
+
+    def hypo_note(self, d: int | None = None) -> str:
+        """What ``hypo_max_nnz_row = None`` means for data of `d` features (one line)."""
+        if self.hypo_max_nnz_row is not None:
+            return f"CSR-2 and the statistics use {self.hypo_max_nnz_row}."
+        if d is None:
+            csr2 = (f"{DEFAULT_HYPO_LOW_D} for d < {HYPO_HIGH_D}, "
+                    f"else {DEFAULT_HYPO_HIGH_D}")
+        else:
+            csr2 = f"{default_hypo_max_nnz_row(d)} (d = {d})"
+        return (f"0: a CSR-2 run uses its default, {csr2}; the statistics show the "
+                "suggested width.")
 
     def edge_kwargs(self) -> dict:
-        """The edge rule as keywords of explorer.build_graph / graph_stats."""
-        kw = {"metric": self.metric, "sigma": self.sigma if self.metric == "gaussian" else None}
-        if self.threshold_kind == "sqdist":
-            kw.update(threshold_sqdist=self.threshold_sqdist, threshold_sim=None)
-        else:
-            kw.update(threshold_sqdist=None, threshold_sim=self.threshold_sim)
-        return kw
+        """The edge rule as keywords of explorer.build_graph / graph_stats.
+
+        Parameters that make no rule give their raw keywords, so that the job using
+        them reports why (as its error) rather than the caller raising.
+        """
+        try:
+            return self.rule.to_kwargs()
+        except ValueError:
+            kind = f"threshold_{self.threshold_kind}"
+            return {"metric": self.metric, "sigma": self.sigma, kind: getattr(self, kind)}
 
     def build_kwargs(self) -> dict:
-        """Every graph keyword of explorer.build_graph and explorer.SpectralClustering."""
-        return {
-            **self.edge_kwargs(),
-            "method": self.method,
-            "hypo_max_nnz_row": self.hypo_max_nnz_row,
-            "sp_max_nz_pct": self.sp_max_nz_pct,
-            "mem_use_rate": self.mem_use_rate,
-            "backend": self.backend,
-        }
+        """The graph keywords of explorer.build_graph: the validated ``rule`` and
+        ``options`` objects, ``method`` and ``backend``."""
+        return {"rule": self.rule, "options": self.options, "method": self.method,
+                "backend": self.backend}
 
-    def adopt(self, suggested: dict) -> None:
-        """Take a data set's suggested parameters and centre the sliders on them."""
+    def adopt(self, rule: EdgeRule) -> None:
+        """Take an edge rule (a data set's suggestion) and centre the sliders on it."""
         with param.parameterized.batch_call_watchers(self):
-            self.metric = suggested.get("metric", self.metric)
-            if "sigma" in suggested:
-                self.sigma = float(suggested["sigma"])
+            self.metric = rule.metric
+            if rule.sigma is not None:
+                self.sigma = rule.sigma
                 c = math.log10(self.sigma)
                 self.log_sigma_range = (c - LOG_SPAN, c + LOG_SPAN)
-            if suggested.get("threshold_sqdist") is not None:
-                self.threshold_kind = "sqdist"
-                self.threshold_sqdist = float(suggested["threshold_sqdist"])
+            self.threshold_kind = rule.threshold_kind
+            if rule.threshold_kind == "sqdist":
+                self.threshold_sqdist = rule.threshold
                 c = math.log10(self.threshold_sqdist)
                 self.log_sqdist_range = (c - LOG_SPAN, c + LOG_SPAN)
-            if suggested.get("threshold_sim") is not None:
-                self.threshold_kind = "sim"
-                self.threshold_sim = float(suggested["threshold_sim"])
+            else:
+                self.threshold_sim = rule.threshold
             self.hypo_max_nnz_row = None
 
     # -- statistics ----------------------------------------------------------------
@@ -222,8 +280,11 @@ class GraphState(param.Parameterized):
                 raise ValueError("sampled statistics have no connected components")
             if self._published == key and self.stats_complete:
                 raise ValueError("the statistics of these parameters are complete")
+        try:
+            rule, invalid = self.rule, None
+        except ValueError as exc:
+            rule, invalid = None, exc
         kwargs = {
-            **self.edge_kwargs(),
             "hypo_max_nnz_row": self.hypo_max_nnz_row,
             "backend": self.backend,
             "components": components,
@@ -233,7 +294,9 @@ class GraphState(param.Parameterized):
         def job() -> StatsOutcome:
             t0 = time.perf_counter()
             try:
-                stats = explorer.graph_stats(X, **kwargs)
+                if invalid is not None:
+                    raise invalid
+                stats = explorer.graph_stats(X, rule, **kwargs)
             except Exception as exc:
                 return StatsOutcome(error=describe_error(exc, "computing graph statistics"),
                                     key=key)

@@ -132,7 +132,10 @@ class RunSpec:
     ----------
     dataset : explorer.data.Dataset
     graph_kwargs : dict
-        Keywords of :func:`explorer.build_graph`.
+        Keywords of :func:`explorer.build_graph`: the validated ``rule``
+        (:class:`explorer.EdgeRule`) and ``options``
+        (:class:`explorer.graph.BuildOptions`), ``method`` and ``backend``
+        (:meth:`GraphState.build_kwargs <explorer.ui.GraphState.build_kwargs>`).
     settings : dict
         The clustering settings (``n_clusters``, ``eigen_solver``, ``eigen_tol``,
         ``eigen_max_iter``, ``n_eigenpairs``, ``n_init``, ``random_state``).
@@ -356,8 +359,20 @@ def _pipeline(spec: RunSpec, report: Callable[[int, str], None]) -> RunResult:
         backend_reason=resolve_backend(graph_kwargs["backend"]).reason, method=graph.method,
         method_reason=graph.method_reason, solver=emb.solver,
         eigen_iterations=emb.iterations, eigen_residuals=np.asarray(emb.residual_norms),
-        scores=scores, params={**graph_kwargs, **s, "n_clusters_used": k},
+        scores=scores, params={**_flat(graph, graph_kwargs), **s, "n_clusters_used": k},
     )
+
+
+def _flat(graph, graph_kwargs: dict) -> dict:
+    """The graph settings of a run as plain keywords (JSON-ready): the edge rule, the
+    options asked for, method and backend, and the options the builder ran with."""
+    options = {k: v for k, v in graph_kwargs["options"].to_kwargs().items()
+               if k != "block_shapes"}
+    used = {k: v for k, v in graph.options.to_kwargs().items()
+            if v is not None and k != "block_shapes"}
+    return {**graph.rule.to_kwargs(), **options, "method": graph_kwargs["method"],
+            "backend": graph_kwargs["backend"], "edge_rule": graph.rule.describe(),
+            "build_options_used": used}
 
 
 def to_numpy_csr(csr):

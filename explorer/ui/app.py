@@ -13,6 +13,7 @@ import panel as pn
 import param
 
 from ._errors import describe_error, log
+from ._graph import STATS_PARAMS
 from ._jobs import LatestOnly, publishing, run_in_process
 from ._run import RunOutcome, execute
 from .controls import DataControls, GraphControls, RunControls
@@ -34,8 +35,7 @@ ACCENT = "#3b6ea8"
 _DATA_PARAMS = ["source", "dataset", "n_samples", "noise", "random_state", "uploads",
                 "label_choice"]
 #: Graph settings whose change refreshes the live statistics.
-_STATS_PARAMS = ["metric", "sigma", "threshold_kind", "threshold_sqdist", "threshold_sim",
-                 "hypo_max_nnz_row", "backend"]
+_STATS_PARAMS = list(STATS_PARAMS)
 
 
 class ExplorerApp(pn.viewable.Viewer):

@@ -234,8 +234,11 @@ class GraphControls(pn.viewable.Viewer):
                                           end=0.999, step=0.001, **_WIDE)
         self.epsilon = pn.pane.Markdown("", margin=(0, 10), css_classes=["epsilon"])
         self.method = pn.widgets.Select.from_param(g.param.method, name="Method", **_WIDE)
-        self.hypo = OptionalSlider(g, "hypo_max_nnz_row", "hypoMaxNnzRow (0 = suggested)",
+        self.hypo = OptionalSlider(g, "hypo_max_nnz_row", "hypoMaxNnzRow, CSR-2 (0 = default)",
                                    1024, 1, integer=True)
+        # What 0 means, honestly: CSR-2's default width for these data, while the
+        # statistics show the suggested one.
+        self.hypo_note = pn.pane.Markdown("", margin=(0, 10), css_classes=["hypo-note"])
         self.sp_pct = OptionalSlider(g, "sp_max_nz_pct", "spMaxNzPct, CSR-3 (0 = default)",
                                      100.0, 0.5)
         self.mem_rate = OptionalSlider(g, "mem_use_rate", "memUseRate, CSR-3 (0 = default)",
@@ -251,7 +254,8 @@ class GraphControls(pn.viewable.Viewer):
         self.kind.param.watch(self._kind_to_state, "value")
         self.sim.param.watch(self._sim_to_state, "value")
         g.param.watch(self._from_state, ["metric", "threshold_kind", "threshold_sim", "sigma",
-                                         "threshold_sqdist", "backend"])
+                                         "threshold_sqdist", "backend", "hypo_max_nnz_row"])
+        self.state.data.param.watch(self._from_state, "current")
         self._from_state()
 
     def _kind_to_state(self, event) -> None:
@@ -285,11 +289,14 @@ class GraphControls(pn.viewable.Viewer):
         self.epsilon.object = rule + ("" if eps is None else f", ε = {eps:.4g}")
         gpu = g.backend_name == "gpu"
         self.sp_pct.widget.disabled = self.mem_rate.widget.disabled = not gpu
+        ds = self.state.dataset
+        self.hypo_note.object = f"<small>{g.hypo_note(None if ds is None else ds.d)}</small>"
 
     def __panel__(self):
         return pn.Column(
             self.metric, self.kind, self.sigma.widget, self.sqdist.widget, self.sim, self.epsilon,
-            self.method, self.hypo.widget, self.sp_pct.widget, self.mem_rate.widget,
+            self.method, self.hypo.widget, self.hypo_note, self.sp_pct.widget,
+            self.mem_rate.widget,
             self.backend, self.backend_note, **_WIDE,
         )
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import param
 
+from explorer.graph import EdgeRule
+
 from ._data import DataState, LoadOutcome, project_2d
 from ._graph import GraphState, StatsOutcome
 from ._run import STAGES, RunJob, RunOutcome, RunResult, RunSpec, RunState
@@ -68,7 +70,8 @@ class ExplorerState(param.Parameterized):
         ds = event.new
         if ds is None:
             return
-        self.graph.adopt(ds.suggested)
+        # The rule the CLI takes too: the data set's suggestion, through EdgeRule.suggest.
+        self.graph.adopt(EdgeRule.suggest(ds.X, suggestion=ds.suggested))
         k = ds.suggested.get("n_clusters", "auto")
         with param.parameterized.batch_call_watchers(self.run_state):
             if k == "auto":
@@ -132,7 +135,8 @@ class ExplorerState(param.Parameterized):
         Raises
         ------
         ValueError
-            Before any data is loaded.
+            Before any data is loaded, or for graph parameters that make no edge rule
+            (a gaussian similarity threshold <= 0).
         RuntimeError
             While another run is in flight.
         """

@@ -1,0 +1,524 @@
+"""What an edge is (:class:`EdgeRule`) and how a builder may build it (:class:`BuildOptions`).
+
+Both are frozen and validated when they are made, once, at the public entry
+(:func:`explorer.build_graph`, :func:`explorer.graph_stats`,
+:class:`explorer.SpectralClustering`, the CLI, the app), and carried down to the
+builders, which never validate again. Every builder (CPU and GPU, CSR-1/2/3 and the
+rest) obeys the table of DESIGN.md "Semantics":
+
+=========  ===================  ============================  ==========================
+metric     threshold            edge (i, j), i != j, iff      weight s_ij
+=========  ===================  ============================  ==========================
+gaussian   threshold_sqdist=t   ||xi - xj||^2 < t             exp(-||xi - xj||^2 / 2σ^2)
+gaussian   threshold_sim=t      s_ij > t                      exp(-||xi - xj||^2 / 2σ^2)
+cosine     threshold_sim=t      s_ij > t                      xi·xj / (||xi|| ||xj||)
+uniform    threshold_sqdist=t   ||xi - xj||^2 < t             1
+=========  ===================  ============================  ==========================
+
+A gaussian similarity threshold is the distance threshold ``-2σ² ln t`` in disguise
+(exp is monotone), so the builders only ever compare either a squared distance
+(``compares == "sqdist"``) or a cosine (``compares == "cosine"``).
+
+The fields are declared once, in :data:`EDGE_FIELDS` and :data:`BUILD_FIELDS` (name,
+type, bounds, help); the validation here, the command line's flags and the app's
+parameters are generated from those declarations. Defaults the builders need are
+computed here only: :func:`default_hypo_max_nnz_row` (CSR-2's width) and, from the
+data, :meth:`EdgeRule.suggest` (σ and the threshold).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._validation import check_choice, check_float, check_int
+
+METRICS = ("gaussian", "cosine", "uniform")
+
+#: Threshold kinds each metric takes (DESIGN.md "Semantics"), the first its default.
+THRESHOLD_KINDS = {"gaussian": ("sqdist", "sim"), "cosine": ("sim",), "uniform": ("sqdist",)}
+
+#: Relative width of the float32 rounding band around a threshold (DESIGN.md
+#: "Exactness"): pairs whose float64 value lies this close to the threshold may be
+#: decided either way by a float32 builder.
+BAND_RTOL = 1e-5
+
+#: CSR-2's ELLPACK width when none is given, by dimension: the smallest widths of the
+#: paper's runs (Table 5: 16-64 on the 4-D sets, 512-2048 on MNIST). CSR-2 exists to
+#: avoid a counting pass, so the default is a constant, not a count; rows past it go
+#: to supPass. See :func:`default_hypo_max_nnz_row`.
+DEFAULT_HYPO_LOW_D = 32
+DEFAULT_HYPO_HIGH_D = 512
+#: From this many features the high-d width applies (the kernels' ``HIGH_D``).
+HYPO_HIGH_D = 64
+
+#: CSR-3's memUseRate when not given: the paper's best on every benchmark (sect. 6.3.3).
+DEFAULT_MEM_USE_RATE = 0.8
+
+
+def default_hypo_max_nnz_row(d: int) -> int:
+    """CSR-2's ``hypoMaxNnzRow`` when none is given: 32 for ``d < 64``, else 512.
+
+    The one place this default is worked out; the GPU builder runs with it and the
+    :class:`~explorer.Graph` it returns records it (``graph.options``).
+    """
+    return DEFAULT_HYPO_HIGH_D if int(d) >= HYPO_HIGH_D else DEFAULT_HYPO_LOW_D
+
+
+# --- the declarations ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Field:
+    """One parameter of an edge rule or of the build options, declared once.
+
+    Attributes
+    ----------
+    name : str
+        The keyword (``threshold_sqdist``); the command-line flag is
+        ``--threshold-sqdist``.
+    type : {str, int, float}
+    help : str
+        One line for ``--help`` and the app's parameter docs.
+    choices : tuple
+        Allowed values of a ``str`` field.
+    low, high : float or None
+        Bounds of a number, ``None`` for unbounded.
+    low_inclusive, high_inclusive : bool
+    """
+
+    name: str
+    type: type
+    help: str
+    choices: tuple = ()
+    low: float | None = None
+    high: float | None = None
+    low_inclusive: bool = True
+    high_inclusive: bool = True
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def bounds(self) -> tuple:
+        return (self.low, self.high)
+
+    @property
+    def inclusive_bounds(self) -> tuple:
+        return (self.low_inclusive, self.high_inclusive)
+
+    def check(self, value, *, allow_none: bool = False):
+        """Validate `value` against the declaration (the messages name the keyword)."""
+        if self.type is str:
+            if value is None and allow_none:
+                return None
+            return check_choice(value, self.name, self.choices)
+        if self.type is int:
+            return check_int(value, self.name, low=self.low, high=self.high,
+                             allow_none=allow_none)
+        return check_float(value, self.name, low=self.low, high=self.high,
+                           low_inclusive=self.low_inclusive, high_inclusive=self.high_inclusive,
+                           allow_none=allow_none)
+
+
+#: The edge rule's keywords. ``threshold_sim``'s range depends on the metric:
+#: cosine [-1, 1), gaussian (0, 1); the declaration holds the union.
+EDGE_FIELDS = {
+    f.name: f for f in (
+        Field("metric", str, "gaussian, cosine or uniform", choices=METRICS),
+        Field("sigma", float, "gaussian width σ", low=0.0, low_inclusive=False),
+        Field("threshold_sqdist", float, "edge iff squared distance ‖xi−xj‖² < t (ε = √t)",
+              low=0.0, low_inclusive=False),
+        Field("threshold_sim", float,
+              "edge iff similarity > t (cosine: [-1, 1); gaussian: (0, 1))",
+              low=-1.0, high=1.0, high_inclusive=False),
+    )
+}
+
+#: The builders' knobs (the core paper's CSR-2 and CSR-3 parameters).
+BUILD_FIELDS = {
+    f.name: f for f in (
+        Field("hypo_max_nnz_row", int,
+              "CSR-2's ELLPACK width hypoMaxNnzRow (default: 32 for d < 64, else 512)", low=1),
+        Field("sp_max_nz_pct", float, "CSR-3's bound on the % of nonzeros (GPU only)",
+              low=0.0, high=100.0, low_inclusive=False),
+        Field("mem_use_rate", float, "CSR-3's share of free GPU memory (GPU only; default 0.8)",
+              low=0.0, high=1.0, low_inclusive=False),
+    )
+}
+
+
+# --- the edge rule ---------------------------------------------------------------------
+
+
+def _at_most_one_threshold(threshold_sqdist, threshold_sim) -> None:
+    if threshold_sqdist is not None and threshold_sim is not None:
+        raise ValueError(
+            "give exactly one of threshold_sqdist and threshold_sim; got both "
+            f"(threshold_sqdist={threshold_sqdist!r}, threshold_sim={threshold_sim!r})"
+        )
+
+
+class MissingThreshold(ValueError):
+    """A ready suggestion has no threshold for the metric asked for.
+
+    Attributes
+    ----------
+    metric : str
+    kind : {"sqdist", "sim"}
+        The threshold kind the metric needs.
+    """
+
+    def __init__(self, metric: str, kind: str, message: str):
+        super().__init__(message)
+        self.metric, self.kind = metric, kind
+
+
+@dataclass(frozen=True)
+class EdgeRule:
+    """A validated edge rule: which pairs are edges and what they weigh.
+
+    Make one with :meth:`from_args` (the keywords of :func:`explorer.build_graph`) or
+    :meth:`suggest` (choose what is left out from the data); constructing it directly
+    validates the fields too.
+
+    Attributes
+    ----------
+    metric : {"gaussian", "cosine", "uniform"}
+    sigma : float or None
+        Gaussian width; None for the other metrics.
+    threshold_kind : {"sqdist", "sim"}
+        Which threshold keyword the rule has.
+    threshold : float
+        Its value.
+    suggested : tuple of str
+        The keywords :meth:`suggest` chose from the data (not compared: a rule is its
+        values, however they were found).
+
+    Examples
+    --------
+    >>> from explorer import EdgeRule
+    >>> rule = EdgeRule.from_args("gaussian", sigma=0.1, threshold_sim=0.5)
+    >>> round(rule.sqdist_cutoff, 6), rule.threshold_sqdist, rule.threshold_sim
+    (0.013863, None, 0.5)
+    """
+
+    metric: str
+    sigma: float | None
+    threshold_kind: str
+    threshold: float
+    suggested: tuple = field(default=(), compare=False)
+
+    def __post_init__(self):
+        check_choice(self.metric, "metric", METRICS)
+        check_choice(self.threshold_kind, "threshold_kind", ("sqdist", "sim"))
+        name = f"threshold_{self.threshold_kind}"
+        if self.threshold_kind not in THRESHOLD_KINDS[self.metric]:
+            if self.metric == "cosine":
+                raise ValueError(
+                    "metric='cosine' takes threshold_sim in [-1, 1); "
+                    f"got threshold_sqdist={self.threshold!r}"
+                )
+            raise ValueError(
+                f"metric='uniform' takes threshold_sqdist > 0; got threshold_sim={self.threshold!r}"
+            )
+        if self.threshold_kind == "sqdist" or self.metric == "cosine":
+            t = EDGE_FIELDS[name].check(self.threshold)
+        else:  # gaussian similarity lies in (0, 1]; t = 0 would keep underflowed pairs
+            t = check_float(self.threshold, name, low=0.0, high=1.0, low_inclusive=False,
+                            high_inclusive=False)
+        if self.metric == "gaussian":
+            if self.sigma is None:
+                raise ValueError("metric='gaussian' needs sigma > 0; got sigma=None")
+            sigma = EDGE_FIELDS["sigma"].check(self.sigma)
+        else:
+            sigma = None
+        object.__setattr__(self, "threshold", t)
+        object.__setattr__(self, "sigma", sigma)
+        object.__setattr__(self, "suggested", tuple(self.suggested))
+
+    @classmethod
+    def from_args(cls, metric="gaussian", sigma=None, threshold_sqdist=None, threshold_sim=None):
+        """Validate the user's keywords and return the edge rule.
+
+        `sigma` is required for ``metric="gaussian"`` and ignored by the others (as
+        scikit-learn ignores ``gamma`` for kernels that do not use it), so switching
+        metric in an estimator or a UI needs no other change.
+
+        Raises
+        ------
+        ValueError
+            Unknown metric, a missing or doubled threshold, a threshold kind the
+            metric does not take, or a value out of its range.
+        """
+        check_choice(metric, "metric", METRICS)
+        if threshold_sqdist is None and threshold_sim is None:
+            raise ValueError(
+                "give exactly one of threshold_sqdist and threshold_sim; got neither "
+                "(threshold_sqdist=None, threshold_sim=None); EdgeRule.suggest(X) chooses "
+                "one from the data"
+            )
+        _at_most_one_threshold(threshold_sqdist, threshold_sim)
+        if threshold_sqdist is not None:
+            return cls(metric, sigma, "sqdist", threshold_sqdist)
+        return cls(metric, sigma, "sim", threshold_sim)
+
+    @classmethod
+    def suggest(cls, X, metric="auto", sigma="auto", threshold_sqdist=None, threshold_sim=None,
+                *, n_clusters=None, suggestion=None, n_neighbors=10, random_state=0):
+        """The edge rule of the given keywords, with what is left out chosen from `X`.
+
+        Explicit values always win; ``"auto"`` (or no threshold at all) is filled in
+        by the rule of :func:`explorer.data.suggest_params` (see Notes there and in
+        :class:`explorer.SpectralClustering`). :class:`explorer.SpectralClustering`,
+        the command line and the app all come here.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, d)
+            The data (validated: :func:`explorer.build_graph` checks it; NumPy or
+            CuPy, copied to the host only when a threshold or σ must be searched).
+        metric : {"auto", "gaussian", "cosine", "uniform"}
+            ``"auto"``: ``"gaussian"`` when a `threshold_sqdist` is given or
+            ``d <= 8``, else ``"cosine"`` (the suggestion's metric, when given) unless
+            the cosine rule finds no positive threshold (rows pointing every which
+            way, as centred data do), where ``"gaussian"`` is taken.
+        sigma : float or "auto"
+            ``"auto"``: ``sqrt(t / 8)`` for the squared-distance cutoff ``t``
+            (given, or chosen from the data); ignored by the other metrics.
+        threshold_sqdist, threshold_sim : float or None
+            At most one; neither: chosen from the data for the metric.
+        n_clusters : int or "auto", optional
+            The k the graph is for: no more components than k is one of the
+            threshold search's tests.
+        suggestion : dict, optional
+            A ready suggestion (:attr:`explorer.data.Dataset.suggested`) to take the
+            missing values from instead of computing them.
+        n_neighbors : int
+            The neighbour count the threshold is measured in.
+        random_state : int
+            Seeds the row samples of the search (fixed, so the same data gets the
+            same rule).
+
+        Returns
+        -------
+        EdgeRule
+            With :attr:`suggested` naming the keywords that were chosen.
+
+        Raises
+        ------
+        ValueError
+            Invalid given values; a `suggestion` without a threshold for the metric.
+        """
+        if metric != "auto":
+            check_choice(metric, "metric", METRICS)
+        n_neighbors = check_int(n_neighbors, "n_neighbors", low=1)
+        _at_most_one_threshold(threshold_sqdist, threshold_sim)
+        for name, value in (("threshold_sqdist", threshold_sqdist),
+                            ("threshold_sim", threshold_sim)):
+            EDGE_FIELDS[name].check(value, allow_none=True)
+        if sigma is not None and not (isinstance(sigma, str) and sigma == "auto"):
+            EDGE_FIELDS["sigma"].check(sigma)
+        from .._backend import to_numpy
+        from ..data import _suggest
+
+        d = int(X.shape[1])
+        host = []  # X on the host, converted once if a search needs it
+
+        def data():
+            if not host:
+                host.append(np.ascontiguousarray(to_numpy(X), dtype=np.float32))
+            return host[0]
+
+        chosen = []
+        base = dict(suggestion) if suggestion is not None else None
+        if metric == "auto":
+            if threshold_sqdist is not None:  # the one metric that takes it and a σ
+                metric = "gaussian"
+            else:
+                if base is not None and base.get("metric") in METRICS:
+                    metric = base["metric"]
+                    if threshold_sim is not None and metric == "uniform":
+                        metric = "gaussian"
+                else:
+                    metric = "gaussian" if d <= _suggest.LOW_D else "cosine"
+                chosen.append("metric")
+        if metric == "cosine" and threshold_sqdist is not None:
+            cls.from_args(metric, None, threshold_sqdist)  # raises: cosine takes sim only
+        integral = isinstance(n_clusters, numbers.Integral) and not isinstance(n_clusters, bool)
+        n_classes = int(n_clusters) if integral else None
+
+        cutoff = [None]  # the squared-distance cutoff chosen from the data, computed once
+
+        def data_cutoff():
+            if cutoff[0] is None:
+                cutoff[0] = _suggest.suggest_sqdist(
+                    data(), n_classes=n_classes, n_neighbors=n_neighbors,
+                    random_state=random_state)
+            return cutoff[0]
+
+        if threshold_sqdist is None and threshold_sim is None:
+            kind = THRESHOLD_KINDS[metric][0]
+            if base is not None:
+                value = base.get(f"threshold_{kind}")
+                same = (base.get("metric") == "cosine") == (metric == "cosine")
+                if value is None or not same:
+                    raise MissingThreshold(metric, kind,
+                        f"metric={metric!r} needs threshold_{kind}: the suggestion for this data "
+                        f"({base}) has no threshold of that kind"
+                    )
+            else:
+                value = None
+                if metric == "cosine":
+                    value = _suggest.suggest_cosine(data(), n_neighbors=n_neighbors,
+                                                    random_state=random_state)
+                    if value <= 0 and "metric" in chosen:
+                        # Rows pointing every which way (centred data): no cosine
+                        # neighbourhoods; the squared distance is taken instead.
+                        metric, kind, value = "gaussian", "sqdist", None
+                if value is None:
+                    value = data_cutoff()
+            if kind == "sqdist":
+                threshold_sqdist = value
+            else:
+                threshold_sim = value
+            chosen.append(f"threshold_{kind}")
+        if isinstance(sigma, str) and sigma == "auto":
+            if metric != "gaussian":
+                sigma = None
+            else:
+                if base is not None and base.get("sigma") is not None:
+                    sigma = base["sigma"]
+                elif threshold_sqdist is not None:
+                    sigma = _suggest.sigma_for(threshold_sqdist)
+                else:
+                    sigma = _suggest.sigma_for(data_cutoff())
+                chosen.append("sigma")
+        rule = cls.from_args(metric, sigma, threshold_sqdist, threshold_sim)
+        return cls(rule.metric, rule.sigma, rule.threshold_kind, rule.threshold,
+                   suggested=tuple(chosen))
+
+    @property
+    def compares(self) -> str:
+        """``"cosine"`` or ``"sqdist"``: the quantity a builder thresholds."""
+        return "cosine" if self.metric == "cosine" else "sqdist"
+
+    @property
+    def threshold_sqdist(self) -> float | None:
+        """The `threshold_sqdist` keyword of the rule (None for a similarity rule)."""
+        return self.threshold if self.threshold_kind == "sqdist" else None
+
+    @property
+    def threshold_sim(self) -> float | None:
+        """The `threshold_sim` keyword of the rule (None for a distance rule)."""
+        return self.threshold if self.threshold_kind == "sim" else None
+
+    @property
+    def sqdist_cutoff(self) -> float:
+        """Edge iff squared distance < this (metrics that compare distances only)."""
+        if self.compares != "sqdist":
+            raise AttributeError("a cosine rule has no squared-distance cutoff")
+        if self.threshold_kind == "sqdist":
+            return self.threshold
+        return -2.0 * self.sigma**2 * math.log(self.threshold)
+
+    @property
+    def radius(self) -> float | None:
+        """ε = sqrt(sqdist_cutoff): the neighbourhood radius; None for a cosine rule."""
+        if self.compares != "sqdist":
+            return None
+        return math.sqrt(self.sqdist_cutoff)
+
+    @property
+    def band(self) -> float:
+        """Half-width of the rounding band around the compared threshold, in its units.
+
+        Relative to the threshold for squared distances. Cosines are bounded by 1 and a
+        float32 dot product errs in absolute terms, so their band is relative to
+        ``max(|t|, 1)``: a threshold near 0 would otherwise get a band far narrower
+        than float32 can resolve.
+        """
+        if self.compares == "sqdist":
+            return BAND_RTOL * self.sqdist_cutoff
+        return BAND_RTOL * max(abs(self.threshold), 1.0)
+
+    def to_kwargs(self) -> dict:
+        """The rule as the keywords of :func:`explorer.build_graph` (all four)."""
+        return {"metric": self.metric, "sigma": self.sigma,
+                "threshold_sqdist": self.threshold_sqdist, "threshold_sim": self.threshold_sim}
+
+    def describe(self) -> str:
+        """One line for tables and logs, e.g. ``gaussian σ=0.01, ‖xi−xj‖² < 0.0008``."""
+        if self.metric == "cosine":
+            return f"cosine, s > {self.threshold:g}"
+        head = f"gaussian σ={self.sigma:g}" if self.metric == "gaussian" else "uniform"
+        if self.threshold_kind == "sim":
+            return f"{head}, s > {self.threshold:g} (‖xi−xj‖² < {self.sqdist_cutoff:.6g})"
+        return f"{head}, ‖xi−xj‖² < {self.threshold:g}"
+
+
+# --- the build options -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """The builders' knobs, validated: None means the builder's default.
+
+    Attributes
+    ----------
+    hypo_max_nnz_row : int or None
+        CSR-2's ELLPACK width (default :func:`default_hypo_max_nnz_row`).
+    sp_max_nz_pct : float or None
+        CSR-3's bound on the percentage of nonzeros (default: from a counting pass
+        on a sample of rows, GPU only).
+    mem_use_rate : float or None
+        CSR-3's share of free GPU memory (default 0.8, GPU only).
+    block_shapes : mapping or None
+        Kernel name to CUDA block shape (read-only; GPU only).
+    """
+
+    hypo_max_nnz_row: int | None = None
+    sp_max_nz_pct: float | None = None
+    mem_use_rate: float | None = None
+    block_shapes: Mapping | None = field(default=None, hash=False)
+
+    def __post_init__(self):
+        for name, f in BUILD_FIELDS.items():
+            object.__setattr__(self, name, f.check(getattr(self, name), allow_none=True))
+        shapes = self.block_shapes
+        if shapes is not None:
+            if not isinstance(shapes, Mapping):
+                raise TypeError(
+                    "block_shapes must be None or a mapping of kernel name to block shape, "
+                    f"e.g. {{'fullPass': (32, 4)}}; got {shapes!r} ({type(shapes).__name__})"
+                )
+            object.__setattr__(self, "block_shapes", types.MappingProxyType(dict(shapes)))
+
+    @classmethod
+    def from_args(cls, hypo_max_nnz_row=None, sp_max_nz_pct=None, mem_use_rate=None,
+                  block_shapes=None):
+        """Validate the keywords of :func:`explorer.build_graph` and return the options."""
+        return cls(hypo_max_nnz_row, sp_max_nz_pct, mem_use_rate, block_shapes)
+
+    def __reduce__(self):  # the read-only mapping does not pickle; a dict copy does
+        shapes = None if self.block_shapes is None else dict(self.block_shapes)
+        return (type(self), (self.hypo_max_nnz_row, self.sp_max_nz_pct, self.mem_use_rate,
+                             shapes))
+
+    def hypo_for(self, d: int) -> int:
+        """The width CSR-2 runs with on `d` features: the one given, else the default."""
+        if self.hypo_max_nnz_row is not None:
+            return self.hypo_max_nnz_row
+        return default_hypo_max_nnz_row(d)
+
+    def to_kwargs(self) -> dict:
+        """The options as keywords of :func:`explorer.build_graph`."""
+        return {"hypo_max_nnz_row": self.hypo_max_nnz_row, "sp_max_nz_pct": self.sp_max_nz_pct,
+                "mem_use_rate": self.mem_use_rate,
+                "block_shapes": None if self.block_shapes is None else dict(self.block_shapes)}
