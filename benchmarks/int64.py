@@ -9,8 +9,8 @@ Stages, as :class:`explorer.SpectralClustering` runs them, timed with the device
 synchronised (wall clock; every library call here ends in a host read or a sync):
 
 =========== ===================================================================
-build       ``build_graph(method="csr1")``'s ``timings["build"]``
-statistics  its ``timings["stats"]`` (degrees, connected components, counts)
+build       the CSR-1 builder alone (``explorer.graph.gpu.build_gpu``)
+statistics  ``explorer.graph.csr_stats`` of its CSR (degrees, components, counts)
 embedding   ``isolated_vertices`` + ``spectral_embedding`` (solver "auto": Chebyshev)
 kmeans      :class:`explorer.KMeans` on the unit rows
 export      ``save_graph_npz(compressed=False)`` into ``--scratch`` (not ``--out``:
@@ -174,9 +174,9 @@ def main(argv=None) -> int:
 
     import cupy
 
-    from explorer import KMeans, build_graph, metrics
+    from explorer import KMeans, metrics
     from explorer.embedding import isolated_vertices, spectral_embedding
-    from explorer.graph import _dispatch
+    from explorer.graph import EdgeRule, csr_stats, gpu
 
     m = args.m
     n, nnz = 2 * m, 2 * m * (m - 1)
@@ -198,43 +198,40 @@ def main(argv=None) -> int:
     X = np.linspace(0.0, 1.0, m, dtype=np.float32)[None, :] + 10.0 * np.arange(2)[:, None]
     X = cupy.asarray(X.reshape(n, 1).astype(np.float32))
     try:
-        # build_graph runs the builder, then the statistics: a hook between the two
-        # closes the build stage where the statistics begin.
-        real_stats = _dispatch._stats_of_csr
-        build_mark = {}
-
-        def stats_after_build(*a, **k):
-            cupy.cuda.Device().synchronize()
-            build_mark["peak"] = tracker.take()
-            build_mark["held"] = int(tracker.pool.total_bytes())
-            build_mark["free"] = int(cupy.cuda.runtime.memGetInfo()[0])
-            build_mark["host"] = host_memory()
-            reset_host_peak()
-            return real_stats(*a, **k)
-
-        _dispatch._stats_of_csr = stats_after_build
+        # The two halves of build_graph, timed apart: the GPU builder, then the
+        # statistics of the CSR it returns.
+        rule = EdgeRule.from_args(**RULE)
         stages.start()
-        try:
-            graph = build_graph(X, **RULE, method="csr1", backend="gpu")
-        finally:
-            _dispatch._stats_of_csr = real_stats
-        csr = graph.csr
+        t0 = time.perf_counter()
+        csr, build_stages, _ = gpu.build_gpu(X, rule, "csr1")
+        cupy.cuda.Device().synchronize()
+        timings = {"build": time.perf_counter() - t0,
+                   **{f"build.{k}": float(v) for k, v in build_stages.items()}}
+        build_mark = {
+            "peak": tracker.take(), "held": int(tracker.pool.total_bytes()),
+            "free": int(cupy.cuda.runtime.memGetInfo()[0]), "host": host_memory(),
+        }
+        reset_host_peak()
+        t0 = time.perf_counter()
+        stats = csr_stats(csr)
+        cupy.cuda.Device().synchronize()
+        timings["stats"] = time.perf_counter() - t0
         report["graph"].update({
             "index_dtype": str(csr.indices.dtype), "indptr_dtype": str(csr.indptr.dtype),
-            "nnz_built": int(csr.nnz), "csr_bytes": int(graph.stats.bytes_csr),
-            "build_timings_s": dict(graph.timings),
+            "nnz_built": int(csr.nnz), "csr_bytes": int(stats.bytes_csr),
+            "build_timings_s": dict(timings),
         })
         report["stages"]["build"] = {
-            "seconds": graph.timings["build"], "gpu_peak_used_bytes": build_mark["peak"],
+            "seconds": timings["build"], "gpu_peak_used_bytes": build_mark["peak"],
             "gpu_pool_held_bytes": build_mark["held"], "gpu_free_before_bytes": stages.free,
             "gpu_free_after_bytes": build_mark["free"],
             **build_mark["host"],
         }
         stages.free = build_mark["free"]
-        print(f"{'build':<11} {graph.timings['build']:8.2f} s   GPU peak in use "
+        print(f"{'build':<11} {timings['build']:8.2f} s   GPU peak in use "
               f"{build_mark['peak'] / 2**30:6.1f} GiB   {csr.indices.dtype} indices", flush=True)
-        st = graph.stats
-        stages.end("statistics", graph.timings["stats"], n_components=st.n_components,
+        st = stats
+        stages.end("statistics", timings["stats"], n_components=st.n_components,
                    nnz_row_min=st.nnz_row_min, nnz_row_max=st.nnz_row_max,
                    degree_min=st.degree_min, degree_max=st.degree_max)
 
