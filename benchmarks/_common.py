@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from explorer._environment import environment_info
+from explorer.environment import environment_info
 
 __all__ = ["RESULTS", "device_name", "environment_info", "plain", "summary", "time_cpu", "time_gpu",
            "timer", "write_result"]

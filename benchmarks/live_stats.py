@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import explorer
-from explorer._environment import environment_info
+from explorer.environment import environment_info
 
 
 def main(argv=None) -> int:

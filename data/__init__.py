@@ -14,6 +14,6 @@ else is generated.
 from ._dataset import Dataset, DatasetInfo
 from ._files import FORMATS, read
 from ._registry import DATASETS, load
-from ._suggest import suggest_params
+from .suggest import suggest_params
 
 __all__ = ["DATASETS", "FORMATS", "Dataset", "DatasetInfo", "load", "read", "suggest_params"]

@@ -51,7 +51,7 @@ class Dataset:
 
     @functools.cached_property
     def suggested(self) -> dict:
-        from ._suggest import suggest_params
+        from .suggest import suggest_params
 
         if self.preset is None:
             return suggest_params(self.X, self.y)

@@ -253,8 +253,7 @@ def _cmd_run(args, out) -> dict:
 
 
 def _cmd_stats(args, out) -> dict:
-    from explorer import graph_stats
-    from explorer._backend import resolve_backend
+    from explorer import graph_stats, resolve_backend
 
     ds, load_s = _load(args)
     rule = _edge_rule(args, ds)
@@ -360,7 +359,7 @@ def _data_json(ds) -> dict:
 
 
 def _write_json(path: Path, result: dict, backend: str) -> None:
-    from explorer._environment import environment_info
+    from explorer.environment import environment_info
 
     result["environment"] = environment_info(backend)
     try:

@@ -326,7 +326,7 @@ class EdgeRule:
         if sigma is not None and not (isinstance(sigma, str) and sigma == "auto"):
             EDGE_FIELDS["sigma"].check(sigma)
         from .._backend import to_numpy
-        from ..data import _suggest
+        from ..data import suggest as data_suggest
 
         d = int(X.shape[1])
         host = []  # X on the host, converted once if a search needs it
@@ -347,7 +347,7 @@ class EdgeRule:
                     if threshold_sim is not None and metric == "uniform":
                         metric = "gaussian"
                 else:
-                    metric = "gaussian" if d <= _suggest.LOW_D else "cosine"
+                    metric = "gaussian" if d <= data_suggest.LOW_D else "cosine"
                 chosen.append("metric")
         if metric == "cosine" and threshold_sqdist is not None:
             cls.from_args(metric, None, threshold_sqdist)  # raises: cosine takes sim only
@@ -358,7 +358,7 @@ class EdgeRule:
 
         def data_cutoff():
             if cutoff[0] is None:
-                cutoff[0] = _suggest.suggest_sqdist(
+                cutoff[0] = data_suggest.suggest_sqdist(
                     data(), n_classes=n_classes, n_neighbors=n_neighbors,
                     random_state=random_state)
             return cutoff[0]
@@ -376,7 +376,7 @@ class EdgeRule:
             else:
                 value = None
                 if metric == "cosine":
-                    value = _suggest.suggest_cosine(data(), n_neighbors=n_neighbors,
+                    value = data_suggest.suggest_cosine(data(), n_neighbors=n_neighbors,
                                                     random_state=random_state)
                     if value <= 0 and "metric" in chosen:
                         # Rows pointing every which way (centred data): no cosine
@@ -396,9 +396,9 @@ class EdgeRule:
                 if base is not None and base.get("sigma") is not None:
                     sigma = base["sigma"]
                 elif threshold_sqdist is not None:
-                    sigma = _suggest.sigma_for(threshold_sqdist)
+                    sigma = data_suggest.sigma_for(threshold_sqdist)
                 else:
-                    sigma = _suggest.sigma_for(data_cutoff())
+                    sigma = data_suggest.sigma_for(data_cutoff())
                 chosen.append("sigma")
         rule = cls.from_args(metric, sigma, threshold_sqdist, threshold_sim)
         return cls(rule.metric, rule.sigma, rule.threshold_kind, rule.threshold,
