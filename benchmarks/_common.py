@@ -3,7 +3,7 @@
 Import it from a script in this folder (``from _common import ...``; Python puts the
 script's folder on the path). Results go to ``benchmarks/results/<name>.json``.
 
-Timing protocol (DESIGN.md "Performance protocol"): warm-up runs first and is not
+Timing protocol (docs/architecture.md "Performance protocol"): warm-up runs first and is not
 counted, then at least three timed runs, of which the median is reported;
 :func:`summary` gives median/min/max with the raw runs.
 """

@@ -1,7 +1,8 @@
 """Memory preflight: will a graph fit, estimated before it is built?
 
 A graph too large for memory must be refused before the work starts, with the estimate
-in the message (DESIGN.md "Errors"). This module holds every such estimate and check:
+in the message (docs/architecture.md "Errors and memory"). This module holds every such
+estimate and check:
 
 - :func:`available_host_bytes` and :func:`free_device_bytes`: what there is;
 - :func:`estimate_cpu_bytes` and :func:`estimate_gpu_bytes`: what a build needs for a

@@ -1,6 +1,6 @@
 """Testing hooks for graph builders: the oracle checks every builder's tests call.
 
-:func:`check_canonical` checks the form DESIGN.md "Semantics" prescribes;
+:func:`check_canonical` checks the form docs/architecture.md "Semantics" prescribes;
 :func:`assert_same_graph` compares a graph with the float64 reference
 (:func:`reference_csr`, re-exported from :mod:`explorer.graph.reference`), allowing
 differences only inside the float32 rounding band. Both take SciPy or CuPy CSR
@@ -207,7 +207,7 @@ def assert_same_graph(
         The data both were built from (NumPy or CuPy; float32 as the builders saw it).
     params : EdgeRule
     rtol : float
-        Relative tolerance on values (DESIGN.md: 1e-5).
+        Relative tolerance on values (docs/architecture.md "Exactness": 1e-5).
     atol : float, optional
         Absolute tolerance on values; default the smallest normal float32 (~1.2e-38),
         so weights that underflow into float32 subnormals (a GPU may flush them to 0)

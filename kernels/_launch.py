@@ -54,7 +54,7 @@ class Rule:
     """The edge rule as every kernel sees it: plain numbers (edge_rule.cuh on the device).
 
     The graph layer validates the user's parameters and translates them into a Rule;
-    the kernels only compare and weigh (DESIGN.md "Semantics").
+    the kernels only compare and weigh (docs/architecture.md "Semantics").
 
     Attributes
     ----------
@@ -259,7 +259,7 @@ def prepare_operands(X, metric: str, multiple: int) -> Operands:
     that will read the operands (each walks whole tiles).
 
     For the cosine metric the rows are normalised in float64 and rounded once to
-    float32; a zero vector becomes NaN, so it has no edge (DESIGN.md "Semantics").
+    float32; a zero vector becomes NaN, so it has no edge (docs/architecture.md "Semantics").
     """
     import cupy
 

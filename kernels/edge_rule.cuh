@@ -10,7 +10,7 @@
 //             relative, see FAST_EXP_MAX_ARG in kernels/_launch.py) and expf (2 ulp) beyond,
 //             so every builder's weights agree with the float64 reference to 1e-5.
 //
-// Arithmetic (the exactness contract of DESIGN.md "Semantics"):
+// Arithmetic (the exactness contract of docs/architecture.md "Semantics"):
 //   pair_step  one term of a pair's value, in float32 with the round-to-nearest intrinsics,
 //              accumulated over the features k = 0..d-1 in order: a squared distance
 //              ((a - b)² + acc, the same whichever point comes first) or a dot product of

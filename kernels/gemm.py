@@ -20,7 +20,7 @@ uses them to *screen* pairs and never to decide one:
 
 Every pair the float32 decision accepts passes the screen, so the graph is the one a
 float32 brute-force builder gives: it equals the float64 reference outside the
-rounding band (DESIGN.md "Semantics"), and its weights are exact float32 values, not
+rounding band (docs/architecture.md "Semantics"), and its weights are exact float32 values, not
 GEMM values. docs/fast-builders.md derives the bound and the costs.
 """
 

@@ -13,7 +13,7 @@ Cells live in a table of about 2n entries: when the grid has more cells than tha
 cell coordinates wrap around (a torus), aliased cells share a slot and only add
 candidates. The exact test and the weight are edge_rule.cuh's, as in CSR-1/2/3 (the
 float32 squared distance accumulated feature by feature), so the graph equals the
-float64 reference outside the rounding band (DESIGN.md "Semantics") and CSR-1's graph
+float64 reference outside the rounding band (docs/architecture.md "Semantics") and CSR-1's graph
 bit for bit. docs/fast-builders.md explains the margins.
 
 The launchers take the edge rule as a :class:`~._launch.Rule` (plain numbers); the
@@ -137,7 +137,7 @@ def launch(kernel, n_threads: int, args, block: int = _BLOCK) -> None:
 
 
 def index_dtype(nnz: int, n: int):
-    """int32 while nnz and n fit, int64 beyond (DESIGN.md "Semantics")."""
+    """int32 while nnz and n fit, int64 beyond (docs/architecture.md "Semantics")."""
     return np.int32 if max(int(nnz), int(n)) < 2**31 else np.int64
 
 

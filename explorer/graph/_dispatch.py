@@ -104,7 +104,7 @@ def build_graph(
 
     Notes
     -----
-    Every builder obeys DESIGN.md "Semantics": strict thresholds, no diagonal,
+    Every builder obeys docs/architecture.md "Semantics": strict thresholds, no diagonal,
     symmetric, canonical CSR. The CPU builders equal the float64 reference
     (:func:`explorer.graph.reference.reference_csr`) bit for bit; GPU builders
     equal it outside the float32 rounding band. Edges whose float32 weight

@@ -164,7 +164,7 @@ def weights_from(compared, params: EdgeRule):
 def edge_mask(compared, params: EdgeRule):
     """Which pairs are edges: ``compared < cutoff`` (squared distance) or ``> t`` (cosine).
 
-    Both comparisons are strict (DESIGN.md "Semantics"); a gaussian similarity
+    Both comparisons are strict (docs/architecture.md "Semantics"); a gaussian similarity
     threshold is decided on its squared-distance cutoff ``-2 sigma^2 ln t``, the form
     every builder compares. NaN and ``-inf`` never pass. The diagonal is the
     caller's business (its squared distance 0 passes any cutoff).

@@ -11,7 +11,7 @@ from .rule import BuildOptions, EdgeRule
 
 @dataclass
 class GraphStats:
-    """Sparsity statistics of an ε-neighbourhood graph (DESIGN.md "Semantics").
+    """Sparsity statistics of an ε-neighbourhood graph (docs/architecture.md "Semantics").
 
     All counts exclude the diagonal, which is never stored. Arrays are NumPy, on the
     host, whatever backend computed them.

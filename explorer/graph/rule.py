@@ -4,7 +4,7 @@ Both are frozen and validated when they are made, once, at the public entry
 (:func:`explorer.build_graph`, :func:`explorer.graph_stats`,
 :class:`explorer.SpectralClustering`, the CLI, the app), and carried down to the
 builders, which never validate again. Every builder (CPU and GPU, CSR-1/2/3 and the
-rest) obeys the table of DESIGN.md "Semantics":
+rest) obeys the table of docs/architecture.md "Semantics":
 
 =========  ===================  ============================  ==========================
 metric     threshold            edge (i, j), i != j, iff      weight s_ij
@@ -40,12 +40,12 @@ from .._validation import check_choice, check_float, check_int
 
 METRICS = ("gaussian", "cosine", "uniform")
 
-#: Threshold kinds each metric takes (DESIGN.md "Semantics"), the first its default.
+#: Threshold kinds each metric takes (docs/architecture.md "Semantics"), the first its default.
 THRESHOLD_KINDS = {"gaussian": ("sqdist", "sim"), "cosine": ("sim",), "uniform": ("sqdist",)}
 
-#: Relative width of the float32 rounding band around a threshold (DESIGN.md
-#: "Exactness"): pairs whose float64 value lies this close to the threshold may be
-#: decided either way by a float32 builder.
+#: Relative width of the float32 rounding band around a threshold
+#: (docs/architecture.md "Exactness"): pairs whose float64 value lies this close to the
+#: threshold may be decided either way by a float32 builder.
 BAND_RTOL = 1e-5
 
 #: CSR-2's ELLPACK width when none is given, by dimension: the smallest widths of the
