@@ -122,7 +122,11 @@ value, down to what the working precision resolves; on the synthetic benchmark
 graphs (gaps near 2e-3) that changes nothing. Not where k falls inside a bunch of
 close eigenvalues (the gap below :data:`BUNCHED_GAP` times the next eigenvalue), as
 k = 8 or 16 on four 4-D Gaussian clusters, each with four near-equal smooth modes:
-there the split is arbitrary and resolving it cost 6x the products.
+there the split is arbitrary and resolving it cost 6x the products. Both exceptions
+are judged on the largest gap the Ritz values allow, min(θ_k + r_k, 1) - θ_{k+1}
+(:func:`residual_target`): taking the gap between the Ritz values of an unconverged
+block at face value stopped 1 solve in 11 early on a spectrum 1, 1, then five
+eigenvalues 5e-6 below (k = 2), with the span nearly orthogonal to the eigenspace.
 
 Precision and the GPU product
 -----------------------------
@@ -209,13 +213,16 @@ FLOAT64_RESOLUTION = 1e-10
 #: stopping rule aims for when the gap after the k-th eigenvalue is small (3°).
 GAP_ANGLE = 0.05
 
-#: Gaps (between the k-th and (k+1)-th Ritz values) at or below this count as a
-#: repeated eigenvalue, for which no angle is defined.
+#: Gaps λ_k - λ_{k+1} at or below this count as a repeated eigenvalue, for which no
+#: angle is defined. Judged from the Ritz values only as far as their residuals allow
+#: (:func:`residual_target`): an unconverged block can show any gap as small.
 DEGENERATE_GAP = 1e-6
 
-#: A gap below this fraction of the (k+1)-th Laplacian eigenvalue means that k cuts
-#: through a bunch of close eigenvalues, and the gap-aware target is not applied: the
-#: split inside the bunch is arbitrary, so resolving it buys no clustering. On a
+#: A gap up to this fraction of the (k+1)-th Laplacian eigenvalue means that k cuts
+#: through a bunch of close eigenvalues (judged like :data:`DEGENERATE_GAP`, on the
+#: largest gap the Ritz values and the k-th residual allow), and the gap-aware target
+#: is not applied: the split inside the bunch is arbitrary, so resolving it buys no
+#: clustering. On a
 #: 4-cluster syn4d graph (10⁵ points) eigenvalues 5-20 lie within 0.0060-0.0066 (four
 #: modes per 4-D cluster); k = 8 asked for 0.05 × 4·10⁻⁵ and took 803 products
 #: (k = 4: 138), 138 with this rule. At 5·10⁶ points two solves at k = 16 did not
@@ -359,9 +366,10 @@ def chebyshev_subspace(
     floor = FLOAT32_RESOLUTION if work == np.float32 else FLOAT64_RESOLUTION
     while True:
         theta, Q, res = gram_rayleigh_ritz(to_numpy(ops.gram(Y, AY)), block, k, _DROP[work])
-        target = residual_target(tol, theta, k, floor)
+        target = residual_target(tol, theta, k, floor, res)
         if target < ESTIMATE_FLOOR and res.shape[0] == k and float(res.max()) <= ESTIMATE_FLOOR:
             res = ops.residuals(Y, AY, Q[:, :k], theta[:k])
+            target = residual_target(tol, theta, k, floor, res)
         if callback is not None:
             callback(products, theta, res)
         worst = float(res.max()) if res.shape[0] == k else math.inf
@@ -452,8 +460,8 @@ def filter_degree(cut, largest, growth):
     return max(1, min(largest, math.floor(math.acosh(growth) / math.acosh(t0))))
 
 
-def residual_target(tol, theta, k, floor):
-    """The residual to reach: `tol`, or less where the gap after the k-th Ritz value
+def residual_target(tol, theta, k, floor, residuals=None):
+    """The residual to reach: `tol`, or less where the gap after the k-th eigenvalue
     is so small that `tol` would leave the span far from the eigenspace.
 
     Parameters
@@ -467,6 +475,10 @@ def residual_target(tol, theta, k, floor):
     floor : float
         The smallest residual the working precision resolves
         (:data:`FLOAT32_RESOLUTION` or :data:`FLOAT64_RESOLUTION`).
+    residuals : numpy.ndarray, optional
+        Residual norms of the wanted Ritz pairs (at least k of them): how far θ_k
+        may lie below the k-th eigenvalue. Without them the Ritz values are taken as
+        the eigenvalues (an exact block); fewer than k: nothing is known.
 
     Returns
     -------
@@ -478,17 +490,59 @@ def residual_target(tol, theta, k, floor):
     two zero eigenvalues) a residual of 9.5e-5 <= tol = 1e-4 left the second vector a
     mixture with the next eigenvector, and k-means scored ARI 0.00; asking for
     ``GAP_ANGLE · gap`` there fixes the angle. Not below what the working precision
-    resolves (`floor`), and not for a gap within :data:`DEGENERATE_GAP` of zero (more
-    copies of the k-th eigenvalue than k: any of them is an answer) or below
-    :data:`BUNCHED_GAP` times the next Laplacian eigenvalue 1 - θ_{k+1} (k inside a
-    bunch of close eigenvalues: any split of the bunch is as good).
+    resolves (`floor`), and not where the gap λ_k - λ_{k+1} is within
+    :data:`DEGENERATE_GAP` of zero (more copies of the k-th eigenvalue than k: any of
+    them is an answer) or below :data:`BUNCHED_GAP` times the next Laplacian
+    eigenvalue 1 - λ_{k+1} (k inside a bunch of close eigenvalues: any split of the
+    bunch is as good).
+
+    Those two exceptions are claims about eigenvalues, and the Ritz values of a block
+    that has not converged can make any gap look small. They are made only where the
+    largest gap the Ritz values allow passes the test:
+
+    * λ_{k+1} >= θ_{k+1}: Ritz values never exceed the eigenvalues of the same rank
+      (Cauchy interlacing, for any block);
+    * λ_k <= θ_k + r_k, r_k the residual of the k-th Ritz pair (an eigenvalue lies
+      within r_k of θ_k, and it is λ_k unless the block missed an eigenvalue above,
+      which no test on the block can see), and λ_k <= 1 (the top of the spectrum).
+
+    So the gap is at most ``min(θ_k + r_k, 1) - θ_{k+1}``, and both tests are hardest
+    to pass at the smallest λ_{k+1}, θ_{k+1}. A repeated top eigenvalue (components
+    beyond k) passes as soon as θ_{k+1} is within DEGENERATE_GAP of 1, and k inside a
+    bunch once r_k is below a tenth of 1 - θ_{k+1}, less the gap (on syn4d 6e-4 or
+    more: by `tol`); what no longer passes is an unconverged block. Two unit
+    eigenvalues, then five at 1 - 5e-6 (k = 2, tol = 1e-4): at residual 3.1e-5 the
+    Ritz values put the gap at 4.6e-7, taken at face value as degenerate (and
+    bunched), and the solve stopped with the span at sine 0.95 from the eigenspace
+    (18 draws in 200); with the bound the gap may be 5.0e-6, and the iteration goes on
+    until it is resolved (sine ~1e-5, 200 draws in 200).
+
+    Until the gap is judged the target is ``GAP_ANGLE · gap`` or, where larger, the
+    r_k at which the gap would pass as degenerate or bunched: the loop cannot stop on
+    it (r_k is still above it), and the last filter is sized for whichever of the two
+    comes first (without it, a bunch whose Ritz gap looked degenerate took full
+    filters towards a residual of 5e-8: 67 products became 349).
     """
     if theta.shape[0] <= k:
         return tol
     gap = float(theta[k - 1] - theta[k])
-    if gap <= DEGENERATE_GAP or gap < BUNCHED_GAP * (1.0 - float(theta[k])):
+    # `small`: the largest gap that counts as degenerate or bunched, judged at
+    # λ_{k+1} = θ_{k+1}; `widest`: the largest gap the Ritz values allow (Notes).
+    small = max(DEGENERATE_GAP, BUNCHED_GAP * (1.0 - float(theta[k])))
+    if residuals is None:
+        widest = gap
+    elif residuals.shape[0] < k:
+        widest = math.inf
+    else:
+        top = min(float(theta[k - 1] + residuals[k - 1]), SPECTRUM[1])
+        widest = max(top - float(theta[k]), gap)
+    if widest <= small:
         return tol
-    return min(tol, max(GAP_ANGLE * gap, floor))
+    # Not judged yet (or a real gap): GAP_ANGLE times the gap, or, while the gap may
+    # still prove small, the residual r_k at which it would (gap + r_k <= small): the
+    # iteration does not stop before the one or the other, and the last filter is
+    # sized for the nearer.
+    return min(tol, max(GAP_ANGLE * gap, floor, small - gap))
 
 
 def _steps_to(tol, now, before, p):
