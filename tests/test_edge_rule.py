@@ -217,10 +217,12 @@ def test_rule_and_options_pickle():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("d", [4, 64])
-def test_csr2_records_the_default_width_it_ran_with(rng, d):
+def test_csr2_records_the_default_width_and_block_shapes_it_ran_with(rng, d):
     X = rng.random((500, d), dtype=np.float32)
     g = build_graph(X, EdgeRule.suggest(X), method="csr2", backend="gpu")
     width = default_hypo_max_nnz_row(d)
     assert g.options.hypo_max_nnz_row == width and g.stats.hypo_max_nnz_row == width
+    # and the block shapes it launched (Table 4's for this d and width)
+    assert set(g.options.block_shapes) == {"fullPass", "ellpackToCSR", "supPass"}
     given = build_graph(X, g.rule, method="csr2", hypo_max_nnz_row=3, backend="gpu")
     assert given.options.hypo_max_nnz_row == 3 == given.stats.hypo_max_nnz_row

@@ -190,7 +190,8 @@ def _build(X, rule: EdgeRule, options: BuildOptions, method: str, be: Backend, *
 
 def _options_used(options: BuildOptions, method: str, d: int, info: dict,
                   gpu: bool) -> BuildOptions:
-    """The options as `method` ran: the defaults it took filled in, the others None."""
+    """The options as `method` ran: the defaults it took filled in (CSR-2's width,
+    CSR-3's spMaxNzPct and memUseRate, the paper kernels' block shapes), the others None."""
     hypo = spp = mur = None
     if method == "csr2":
         hypo = _int_or_none(info.get("hypo")) or options.hypo_for(d)
@@ -201,7 +202,9 @@ def _options_used(options: BuildOptions, method: str, d: int, info: dict,
         mur = options.mem_use_rate
         if mur is None:
             mur = _float_or_none(info.get("mem_use_rate")) or DEFAULT_MEM_USE_RATE
-    return BuildOptions(hypo, spp, mur, options.block_shapes if gpu else None)
+    # The paper builders record the block shapes they launched (Table 4's, or given).
+    shapes = (info.get("block_shapes") or options.block_shapes) if gpu else None
+    return BuildOptions(hypo, spp, mur, shapes)
 
 
 def graph_stats(

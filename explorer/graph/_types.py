@@ -103,7 +103,8 @@ class Graph:
     options : BuildOptions
         The builder's knobs as they ran: a CSR-2 run records the width it used
         (given, else :func:`~explorer.graph.default_hypo_max_nnz_row`), a CSR-3 run
-        the spMaxNzPct and memUseRate it used; None where the builder had no use for
+        the spMaxNzPct and memUseRate it used, a CSR-1/2/3 run its kernels' block
+        shapes (given, else the paper's Table 4); None where the builder had no use for
         one.
     stats : GraphStats
     timings : dict of str to float
