@@ -24,6 +24,9 @@ module depends on no builder: the graph layer passes its CPU or GPU counting pas
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "estimate_cpu_bytes",
     "estimate_gpu_bytes",
     "file_content_limit",
+    "file_limit",
     "format_bytes",
     "free_device_bytes",
     "sample_rows",
@@ -304,11 +308,28 @@ def format_bytes(nbytes: float) -> str:
     return f"{nbytes:.0f} B"
 
 
+_FILE_LIMIT = contextvars.ContextVar("explorer_file_limit", default=None)
+
+
+@contextlib.contextmanager
+def file_limit(nbytes: int):
+    """Within the block (this thread or task only), :func:`file_content_limit` is
+    `nbytes`: the app reads uploads under a tighter limit than the library's default."""
+    token = _FILE_LIMIT.set(int(nbytes))
+    try:
+        yield
+    finally:
+        _FILE_LIMIT.reset(token)
+
+
 def file_content_limit() -> int:
-    """Bytes one data file may hold once decompressed or parsed: ``EXPLORER_MAX_FILE_BYTES``
-    when set (an integer), else :data:`FILE_CONTENT_LIMIT`."""
+    """Bytes one data file may hold once decompressed: the :func:`file_limit` in force,
+    else ``EXPLORER_MAX_FILE_BYTES`` when set (an integer), else
+    :data:`FILE_CONTENT_LIMIT`."""
     import os
 
+    if _FILE_LIMIT.get() is not None:
+        return _FILE_LIMIT.get()
     text = os.environ.get("EXPLORER_MAX_FILE_BYTES", "").strip()
     try:
         return int(float(text)) if text else FILE_CONTENT_LIMIT
