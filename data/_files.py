@@ -11,6 +11,7 @@ import csv
 import io
 import itertools
 import re
+import tokenize
 import zipfile
 import zlib
 from pathlib import Path
@@ -382,7 +383,11 @@ _MAGIC = {".npy": b"\x93NUMPY", ".npz": b"PK"}  # NumPy header; zip archive
 
 
 #: What NumPy raises on a damaged file (zip errors for .npz members read lazily).
-_UNREADABLE = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)
+#: A damaged .npy header can make NumPy's header parser (tokenize / ast) raise
+#: TokenError, SyntaxError, TypeError or OverflowError (found by the fuzz test).
+_UNREADABLE = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error,
+               tokenize.TokenError, SyntaxError, TypeError, OverflowError,
+               NotImplementedError)
 
 
 def _numpy_error(path, exc) -> ValueError:
@@ -536,7 +541,7 @@ def _structured_columns(array, path) -> dict:
         if field.ndim == 1:
             columns[name] = field
             continue
-        flat = field.reshape(field.shape[0], -1)
+        flat = field.reshape(field.shape[0], int(np.prod(field.shape[1:])))
         shape = field.shape[1:]
         for k in range(flat.shape[1]):
             index = ",".join(map(str, np.unravel_index(k, shape)))

@@ -104,7 +104,10 @@ def _offset(X, xp):
         half = hi / 2 - lo / 2
     if not (bool(xp.isfinite(mid).all()) and bool(xp.isfinite(half).all())):
         return None
-    dominated = xp.abs(mid) > OFFSET_RATIO * half
+    # (Midpoints below float32's normal range are no offset: such values are lost in
+    # the cast whatever is done.)
+    dominated = ((xp.abs(mid) > OFFSET_RATIO * half)
+                 & (xp.abs(mid) > np.finfo(np.float32).tiny))
     if not bool(dominated.any()):
         return None
     ratio = xp.where(half > 0, xp.abs(mid) / xp.where(half > 0, half, 1.0), 0.0)
