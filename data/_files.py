@@ -447,8 +447,7 @@ def _check_contents(path, what: str, shape, dtype, *, stored=None, limit=None) -
     if limit is not None:
         memory.check_allocation(
             nbytes, f"{path.name}: {claim}, decompressed", advice, limit=limit,
-            limit_name="the limit on what a compressed file may expand to "
-            "(EXPLORER_MAX_FILE_BYTES)",
+            limit_name=memory.file_limit_name(),
         )
     memory.check_allocation(
         nbytes * NUMPY_BYTES_FACTOR, f"{path.name}: {claim} ({memory.format_bytes(nbytes)}, "
@@ -482,9 +481,9 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path):
     if info.file_size > limit:
         raise memory.MemoryEstimateError(
             f"{path.name}: {what} decompresses to {memory.format_bytes(info.file_size)} "
-            f"(from {memory.format_bytes(info.compress_size)} in the archive), more than the "
-            f"limit on what a compressed file may expand to, {memory.format_bytes(limit)} "
-            "(EXPLORER_MAX_FILE_BYTES); subsample the data before saving it",
+            f"(from {memory.format_bytes(info.compress_size)} in the archive), more than "
+            f"{memory.file_limit_name()}, {memory.format_bytes(limit)}; subsample the data "
+            "before saving it",
             device="CPU", nnz=0.0, need_bytes=float(info.file_size), available_bytes=limit,
         )
     try:
@@ -616,8 +615,7 @@ def _read_parquet(path, label_column):
         memory.check_allocation(
             expanded, f"{path.name}: {meta.num_rows} rows × {meta.num_columns} columns, "
             "decompressed", "subsample the data before saving it", limit=limit,
-            limit_name="the limit on what a compressed file may expand to "
-            "(EXPLORER_MAX_FILE_BYTES)",
+            limit_name=memory.file_limit_name(),
         )
         memory.check_allocation(
             expanded * PARQUET_BYTES_FACTOR, f"{path.name}: {meta.num_rows} rows × "

@@ -44,6 +44,7 @@ __all__ = [
     "estimate_gpu_bytes",
     "file_content_limit",
     "file_limit",
+    "file_limit_name",
     "format_bytes",
     "free_device_bytes",
     "sample_rows",
@@ -312,10 +313,11 @@ _FILE_LIMIT = contextvars.ContextVar("explorer_file_limit", default=None)
 
 
 @contextlib.contextmanager
-def file_limit(nbytes: int):
+def file_limit(nbytes: int, name: str = "the limit on what a compressed file may expand to"):
     """Within the block (this thread or task only), :func:`file_content_limit` is
-    `nbytes`: the app reads uploads under a tighter limit than the library's default."""
-    token = _FILE_LIMIT.set(int(nbytes))
+    `nbytes` and :func:`file_limit_name` is `name`: the app reads uploads under a
+    tighter limit than the library's default."""
+    token = _FILE_LIMIT.set((int(nbytes), name))
     try:
         yield
     finally:
@@ -329,12 +331,19 @@ def file_content_limit() -> int:
     import os
 
     if _FILE_LIMIT.get() is not None:
-        return _FILE_LIMIT.get()
+        return _FILE_LIMIT.get()[0]
     text = os.environ.get("EXPLORER_MAX_FILE_BYTES", "").strip()
     try:
         return int(float(text)) if text else FILE_CONTENT_LIMIT
     except ValueError:
         return FILE_CONTENT_LIMIT
+
+
+def file_limit_name() -> str:
+    """How messages name :func:`file_content_limit`."""
+    if _FILE_LIMIT.get() is not None:
+        return _FILE_LIMIT.get()[1]
+    return "the limit on what a compressed file may expand to (EXPLORER_MAX_FILE_BYTES)"
 
 
 def check_allocation(nbytes: float, what: str, advice: str, *, limit: float | None = None,

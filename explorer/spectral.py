@@ -306,15 +306,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
                 "with edges"
             )
         if n_isolated == n and int(csr.nnz) > 0 and rule is not None:
-            z = rule.zero_weight_sqdist
-            raise ValueError(
-                f"every one of the graph's {int(csr.nnz)} edges has weight 0: with "
-                f"{rule.describe()}, exp(-‖xi−xj‖²/(2σ²)) underflows float32 to 0 from "
-                f"‖xi−xj‖² ≥ {z:.3g} (2σ² · {z / (2 * rule.sigma ** 2):.0f}) on, and no edge "
-                "is shorter; raise sigma (sigma ≈ sqrt(threshold_sqdist / 8) weighs every edge)"
-                if z is not None else
-                f"every one of the graph's {int(csr.nnz)} edges has weight 0 ({rule.describe()})"
-            )
+            raise ValueError(zero_weights_message(rule, int(csr.nnz)))
         if n_isolated == n:
             raise ValueError(
                 f"the graph has no edge: all n={n} points are isolated; raise the threshold "
@@ -588,6 +580,20 @@ def partition_graph(
         labels=labels, n_clusters=int(k), n_clusters_suggested=int(suggested), embedding=emb,
         clustered=used, kmeans=km, n_components=n_components, n_dropped=int(n_dropped),
         timings={"embedding": t1 - t0, "kmeans": time.perf_counter() - t1},
+    )
+
+
+def zero_weights_message(rule, nnz: int) -> str:
+    """Why a graph with `nnz` edges has no positive weight (every gaussian weight
+    underflowed float32): the message :class:`SpectralClustering` and the app give."""
+    z = rule.zero_weight_sqdist
+    if z is None:
+        return f"every one of the graph's {nnz} edges has weight 0 ({rule.describe()})"
+    return (
+        f"every one of the graph's {nnz} edges has weight 0: with {rule.describe()}, "
+        f"exp(-‖xi−xj‖²/(2σ²)) underflows float32 to 0 from ‖xi−xj‖² ≥ {z:.3g} "
+        f"(2σ² · {z / (2 * rule.sigma ** 2):.0f}) on, and no edge is shorter; raise sigma "
+        "(sigma ≈ sqrt(threshold_sqdist / 8) weighs every edge)"
     )
 
 

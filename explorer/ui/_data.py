@@ -115,7 +115,7 @@ def app_max_n(name: str) -> int:
 #: Largest upload read (bytes): Bokeh's websocket takes messages up to 20 MiB and an
 #: upload travels base64-encoded (4/3 of its size); a larger one would close the
 #: session's connection before the server sees it.
-UPLOAD_MAX_BYTES = 15 * 2**20
+UPLOAD_MAX_BYTES = 12 * 2**20
 
 #: What an uploaded file may hold once decompressed (an NPZ member, a Parquet file):
 #: 512 MiB (the library allows 2 GiB): the server process is shared by every session.
@@ -279,7 +279,8 @@ class DataState(param.Parameterized):
         path = folder / Path(name).name
         try:
             path.write_bytes(content)
-            with memory.file_limit(UPLOAD_CONTENT_BYTES):  # what an upload may expand to
+            with memory.file_limit(UPLOAD_CONTENT_BYTES, "the app's limit on what an upload "
+                                   "may expand to"):
                 ds, options, column = DataState._read_with_labels(str(path), column, chosen)
             ds.name = name  # not the temporary file's name
             ds.description = f"uploaded file {name}: {ds.n} rows × {ds.d} features"
