@@ -232,7 +232,7 @@ def _strip_inline(line: str, delimiter: str) -> str:
         if k <= 0:
             return line
         before = line[:k]
-        if before[-1].isspace():
+        if before[-1].isspace() and before.count('"') % 2 == 0:  # not inside quotes
             rest = before.rstrip()
             if delimiter == " " or (rest and not rest.endswith(delimiter)):
                 return rest
@@ -475,8 +475,7 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path):
     exactly the bytes the header claims (a member that decompresses to more is not
     read further), so a small archive cannot expand without bound.
     """
-    key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-    what = f"member {key!r}"
+    what = f"member {info.filename[:-4]!r}"
     limit = memory.file_content_limit()
     if info.file_size > limit:
         raise memory.MemoryEstimateError(
@@ -562,8 +561,14 @@ def _read_npz(path, label_column):
         )
         arrays = {}
         for info in infos:  # members are read (and can fail) only here
-            key = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            arrays[key] = _read_member(archive, info, path)
+            if not info.filename.endswith(".npy") or info.is_dir():
+                continue  # not an array (np.savez writes only .npy members)
+            arrays[info.filename[:-4]] = _read_member(archive, info, path)
+        if not arrays:
+            raise ValueError(
+                f"{path.name}: no data array; expected key 'X' or any 2-D array, found no .npy "
+                "member"
+            )
         keys = list(arrays)
     if "X" in arrays or "x" in arrays:
         xkey = "X" if "X" in arrays else "x"
