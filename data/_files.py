@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from explorer import memory
-from explorer._validation import check_data
+from explorer._validation import check_data, column_offsets
 
 from ._dataset import Dataset
 
@@ -76,7 +76,7 @@ def _check_regular_file(path: Path) -> None:
     raise ValueError(f"{path}: is {what}, not a data file; give the path of a regular file")
 
 
-def read(path, label_column=None) -> Dataset:
+def read(path, label_column=None, *, center=False) -> Dataset:
     """Read a data set from a file.
 
     Parameters
@@ -140,7 +140,8 @@ def read(path, label_column=None) -> Dataset:
         )
     reader = {"csv": _read_csv, "npy": _read_npy, "npz": _read_npz, "parquet": _read_parquet}
     X, y, classes, names = reader[kind](path, label_column)
-    X = check_data(X, name=path.name)
+    offset = column_offsets(X) if center else None
+    X = check_data(X, name=path.name, center=True if center else None)
     if y is not None and len(y) != X.shape[0]:
         raise ValueError(
             f"{path.name}: {len(y)} labels for {X.shape[0]} rows; need one label per row"
@@ -150,8 +151,12 @@ def read(path, label_column=None) -> Dataset:
         y=y,
         name=path.name,
         description=f"{path.name}: {X.shape[0]} rows × {X.shape[1]} features"
-        + ("" if y is None else f", {len(classes)} classes"),
-        params={"path": str(path), "label_column": label_column},
+        + ("" if y is None else f", {len(classes)} classes")
+        + ("" if offset is None else "; centred by "
+           + ", ".join(f"{v:.6g}" for v in np.asarray(offset).tolist()))
+        + ("" if offset is None else " (float32 could not carry the offset)"),
+        params={"path": str(path), "label_column": label_column,
+                **({} if offset is None else {"offset": np.asarray(offset).tolist()})},
         classes=classes,
         feature_names=names,
     )

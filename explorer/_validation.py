@@ -75,7 +75,8 @@ def check_data(X, *, name: str = "X", min_samples: int = 2, center: bool | None 
             f"{float(found[0][j]):.6g} and varies by far less, so the float32 copy every "
             "builder computes in keeps few digits of its variation; the graph entries "
             "(build_graph, graph_stats, SpectralClustering) centre such data in float64 "
-            "before the cast, other uses should centre it first (X - X.mean(axis=0))",
+            "before the cast, explorer.data.read(..., center=True) does it for a file, other "
+            "uses should centre it first (X - X.mean(axis=0))",
             UserWarning, stacklevel=3,
         )
     with np.errstate(over="ignore"):  # overflow is reported below, as an error
@@ -88,6 +89,17 @@ def check_data(X, *, name: str = "X", min_samples: int = 2, center: bool | None 
 #: its midpoint is more than this many times its half-range: the float32 copy would
 #: keep at least 3 bits fewer of its variation than the centred one.
 OFFSET_RATIO = 8.0
+
+
+def column_offsets(X):
+    """The per-column shifts ``check_data(X, center=True)`` takes off before the float32
+    cast (float64, 0 for columns without a dominating offset), or None when it takes
+    none. `X` is the data as given (NumPy or CuPy, any numeric dtype)."""
+    X = _as_array(X, "X")
+    if not (X.dtype.itemsize > 4 or X.dtype.kind in "iu") or X.ndim != 2:
+        return None
+    found = _offset(X, array_module(X))
+    return None if found is None else found[0]
 
 
 def _offset(X, xp):

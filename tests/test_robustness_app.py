@@ -299,6 +299,15 @@ def test_a_run_whose_weights_all_underflow_blames_sigma(state):
     assert re.search(r"every one of the graph's \d+ edges has weight 0: .* raise sigma", text), text
 
 
+def test_an_upload_with_a_large_offset_is_centred_and_says_so(state):
+    rows = "".join(f"{5e6 + 0.01 * i:.4f},{5e6 + 0.02 * (i % 7):.4f}\n" for i in range(40))
+    state.data.set_file("utm.csv", ("x,y\n" + rows).encode())
+    assert state.load(), state.data.error
+    assert re.search(r"Centred by \(5e\+06, 5e\+06\): float32 could not carry the offset",
+                     state.data.projection_note), state.data.projection_note
+    assert abs(float(state.dataset.X[:, 0].mean())) < 1.0
+
+
 def test_n_is_capped_by_d_and_memory(state):
     from explorer.ui._data import APP_MAX_VALUES, app_max_n
 

@@ -400,6 +400,25 @@ def test_a_text_file_too_large_for_memory_is_refused(tmp_path, monkeypatch):
         datasets.read(path)
 
 
+def test_a_file_with_a_large_offset_warns_or_is_centred(tmp_path):
+    """Timestamps 1.7e9 + 60 i: float32 keeps ~3 digits of their variation. read()
+    warns; read(center=True) (the app) takes the offset off in float64 first."""
+    import explorer
+
+    path = tmp_path / "times.csv"
+    t = 1.7e9 + 60.0 * np.arange(50)
+    path.write_text("t,v\n" + "".join(f"{a:.1f},{i % 3}\n" for i, a in enumerate(t)))
+    with pytest.warns(UserWarning, match=r"times.csv has an offset that float32 cannot carry: "
+                      r"column 0 lies around 1.7\d*e\+09.*read\(\.\.\., center=True\)"):
+        datasets.read(path)
+    ds = datasets.read(path, center=True)
+    assert ds.params["offset"] == [pytest.approx(1.7e9 + 60 * 24.5), 0.0]
+    assert "centred by" in ds.description
+    assert np.allclose(np.diff(ds.X[:, 0]), 60.0)
+    g = explorer.build_graph(ds.X, metric="uniform", threshold_sqdist=3599.0, backend="cpu")
+    assert g.csr.nnz == 2 * int(np.sum(np.diff(np.arange(50) % 3) == 0))  # only the v ties
+
+
 def message(name, content, label_column) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / name

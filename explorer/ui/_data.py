@@ -285,6 +285,11 @@ class DataState(param.Parameterized):
             ds.name = name  # not the temporary file's name
             ds.description = f"uploaded file {name}: {ds.n} rows × {ds.d} features"
             xy, note = project_2d(ds.X)
+            if "offset" in ds.params:  # centred on reading (the app's graphs are distances)
+                shift = ", ".join(f"{v:.6g}" for v in ds.params["offset"])
+                centred = f"Centred by ({shift}): float32 could not carry the offset."
+                ds.description += f"; {centred}"
+                note = f"{note} {centred}".strip()
         except Exception as exc:
             # Readers may quote the path they opened (pyarrow does): show the user's name.
             text = describe_error(exc, f"reading {name}").replace(f"{folder}/", "")
@@ -308,12 +313,12 @@ class DataState(param.Parameterized):
         common layout; if that fails too, the first error is the one reported.
         """
         if chosen:
-            return datasets.read(path, label_column=column), None, column
+            return datasets.read(path, label_column=column, center=True), None, column
         try:
-            ds = datasets.read(path, label_column=None)
+            ds = datasets.read(path, label_column=None, center=True)
         except ValueError as first:
             try:
-                ds = datasets.read(path, label_column=-1)
+                ds = datasets.read(path, label_column=-1, center=True)
             except ValueError:
                 raise first from None
             names = None if ds.feature_names is None else [*ds.feature_names, "last column"]
@@ -321,5 +326,6 @@ class DataState(param.Parameterized):
         names = ds.feature_names
         guess = _guess_label(names)
         if guess is not None and ds.d > 1:
-            return datasets.read(path, label_column=guess), _label_options(ds.d, names), guess
+            ds = datasets.read(path, label_column=guess, center=True)
+            return ds, _label_options(ds.d, names), guess
         return ds, _label_options(ds.d, names), None
