@@ -59,7 +59,8 @@ def check_data(X, *, name: str = "X", min_samples: int = 2, center: bool | None 
     _check_2d(X, name)
     _check_size(X, name, min_samples=min_samples, min_features=1)
     xp = array_module(X)
-    found = _offset(X, xp) if X.dtype.itemsize > 4 or X.dtype.kind in "iu" else None
+    wide = X.dtype.itemsize > 4 or X.dtype.kind in "iu"  # float32 may not hold it exactly
+    found = _offset(X, xp) if wide and center is not False else None
     if found is not None and center:
         # Centring is for precision, not range: values float32 cannot hold are refused
         # as they would be without it.
