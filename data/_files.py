@@ -499,6 +499,8 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path):
     except memory.MemoryEstimateError:
         raise
     except _UNREADABLE as exc:
+        if isinstance(exc, ValueError) and str(exc).startswith(f"{path.name}:"):
+            raise  # already ours (a damaged header), not to be wrapped again
         raise _numpy_error(path, exc) from None
 
 
