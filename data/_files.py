@@ -10,13 +10,16 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import re
+import tokenize
 import zipfile
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-from explorer._validation import check_data
+from explorer import memory
+from explorer._validation import check_data, column_offsets
 
 from ._dataset import Dataset
 
@@ -33,8 +36,47 @@ FORMATS = {
 #: Lines read to decide the delimiter and whether the first line is a header.
 _PEEK_LINES = 100
 
+#: Longest line a text file may have (characters): a data file has one row per line,
+#: and pandas takes ~20 bytes per field of a single huge line (a 200 MB one-line CSV
+#: took 3.8 GB). 8 Mi characters hold ~500,000 numeric fields.
+MAX_LINE_CHARS = 8 * 2**20
 
-def read(path, label_column=None) -> Dataset:
+#: Peak bytes per byte of a text file while pandas parses it (the text, the tokens,
+#: the float64 columns and the frame's copy), and of a Parquet file (decompressed
+#: columns, the Arrow table and the pandas frame).
+CSV_BYTES_FACTOR = 8
+PARQUET_BYTES_FACTOR = 16
+
+#: Peak bytes of a loaded NumPy array per byte of its contents: the array, its float64
+#: copy and the float32 result.
+NUMPY_BYTES_FACTOR = 3
+
+
+def format_name(kind: str) -> str:
+    return {"csv": "text", "parquet": "Parquet", "npy": "NumPy", "npz": "NPZ"}[kind]
+
+
+def _check_regular_file(path: Path) -> None:
+    """FileNotFoundError for a missing path, ValueError for a directory, a FIFO, a
+    device or a socket (reading one would block, never end or is meaningless)."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if stat.S_ISREG(mode):
+        return
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    what = next((text for test, text in kinds if test(mode)), "not a regular file")
+    raise ValueError(f"{path}: is {what}, not a data file; give the path of a regular file")
+
+
+def read(path, label_column=None, *, center=False) -> Dataset:
     """Read a data set from a file.
 
     Parameters
@@ -74,8 +116,7 @@ def read(path, label_column=None) -> Dataset:
     when present, ``y``; without ``X``, the first 2-D array in the file.
     """
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+    _check_regular_file(path)
     kind = FORMATS.get(path.suffix.lower())
     if kind is None:
         raise ValueError(
@@ -88,11 +129,19 @@ def read(path, label_column=None) -> Dataset:
             f"label_column must be a column name (str), a 0-based index (int) or None; "
             f"got {label_column!r} ({type(label_column).__name__})"
         )
-    if path.stat().st_size == 0:
+    size = path.stat().st_size
+    if size == 0:
         raise ValueError(f"{path.name}: the file is empty")
+    if kind == "csv":  # parsed whole: memory proportional to the file
+        memory.check_allocation(
+            size * CSV_BYTES_FACTOR, f"{path.name}: parsing this text file of "
+            f"{memory.format_bytes(size)} (about {CSV_BYTES_FACTOR}× its size)",
+            "subsample the file, or save it as .npy (read without parsing)",
+        )
     reader = {"csv": _read_csv, "npy": _read_npy, "npz": _read_npz, "parquet": _read_parquet}
     X, y, classes, names = reader[kind](path, label_column)
-    X = check_data(X, name=path.name)
+    offset = column_offsets(X) if center else None
+    X = check_data(X, name=path.name, center=True if center else None)
     if y is not None and len(y) != X.shape[0]:
         raise ValueError(
             f"{path.name}: {len(y)} labels for {X.shape[0]} rows; need one label per row"
@@ -102,8 +151,12 @@ def read(path, label_column=None) -> Dataset:
         y=y,
         name=path.name,
         description=f"{path.name}: {X.shape[0]} rows × {X.shape[1]} features"
-        + ("" if y is None else f", {len(classes)} classes"),
-        params={"path": str(path), "label_column": label_column},
+        + ("" if y is None else f", {len(classes)} classes")
+        + ("" if offset is None else "; centred by "
+           + ", ".join(f"{v:.6g}" for v in np.asarray(offset).tolist()))
+        + ("" if offset is None else " (float32 could not carry the offset)"),
+        params={"path": str(path), "label_column": label_column,
+                **({} if offset is None else {"offset": np.asarray(offset).tolist()})},
         classes=classes,
         feature_names=names,
     )
@@ -115,30 +168,47 @@ def read(path, label_column=None) -> Dataset:
 def _read_csv(path, label_column):
     import pandas as pd
 
-    with open(path, newline="", encoding="utf-8-sig") as fh:
-        try:
-            head = list(itertools.islice(fh, _PEEK_LINES))
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"{path.name}: not a UTF-8 text file ({exc.reason})") from None
-    delimiter = _delimiter(path, head)
-    rows = [r for r in csv.reader(io.StringIO("".join(head)), delimiter=delimiter)
-            if r and not r[0].lstrip().startswith("#")]
+    text = _read_text(path)
+    # Comments are whole lines starting with '#'; they become blank lines (skipped), so
+    # the line numbers of messages stay the file's. A '#' anywhere else is data (a
+    # label "#red"); an inline comment ("1,2 # note") is reported as text in a column.
+    lines = text.split("\n")
+    if len(text) > MAX_LINE_CHARS:
+        lengths = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))
+        if lengths.max() > MAX_LINE_CHARS:
+            number = int(lengths.argmax())
+            raise ValueError(
+                f"{path.name}: line {number + 1} is {int(lengths[number]):,} characters long, "
+                f"more than the {MAX_LINE_CHARS:,} a data row may have; a text table has one "
+                "row per line (is it one huge line?)"
+            )
+    lines = ["" if line.lstrip().startswith("#") else line for line in lines]
+    head = [line for line in itertools.islice((x for x in lines if x.strip()), _PEEK_LINES)]
+    if not head:
+        raise ValueError(f"{path.name}: no data rows (only blank or comment lines)")
+    delimiter = _delimiter(path, [_INLINE.sub("", line) for line in head])
+    if "#" in text:
+        lines = [_strip_inline(line, delimiter) if "#" in line else line for line in lines]
+        head = [line for line in itertools.islice((x for x in lines if x.strip()),
+                                                  _PEEK_LINES)]
+    try:
+        rows = [r for r in csv.reader(head, delimiter=delimiter) if r]
+    except csv.Error as exc:
+        raise ValueError(f"{path.name}: not a readable text table ({exc})") from None
     if not rows:
         raise ValueError(f"{path.name}: no data rows (only blank or comment lines)")
     header = _has_header(rows)
     try:
         frame = pd.read_csv(
-            path,
+            io.StringIO("\n".join(lines)),
             sep=r"\s+" if delimiter == " " else delimiter,
             header=0 if header else None,
-            comment="#",
             # Only an empty field is missing; "nan"/"inf" are numbers (non-finite ones,
             # reported as such) and "NA" is text (a valid label).
             keep_default_na=False,
             na_values=[""],
             skipinitialspace=True,
             skip_blank_lines=True,
-            encoding="utf-8-sig",
         )
     except pd.errors.ParserError as exc:
         raise ValueError(
@@ -147,9 +217,42 @@ def _read_csv(path, label_column):
         ) from None
     except pd.errors.EmptyDataError:
         raise ValueError(f"{path.name}: no data rows") from None
+    del text, lines
     if not header:
         frame.columns = list(range(frame.shape[1]))
     return _from_frame(frame, path, label_column)
+
+
+#: A '#' after whitespace, to the end of the line (the delimiter is not known yet).
+_INLINE = re.compile(r"\s+#.*$")
+
+
+def _strip_inline(line: str, delimiter: str) -> str:
+    """`line` without an inline comment: from a '#' that follows whitespace inside a
+    field to the end of the line (``1,2  # note``). A '#' that begins a field (``#red``,
+    ``1, 2, #red``) is data; with a space delimiter every ``' #'`` starts a comment."""
+    start = 0
+    while True:
+        k = line.find("#", start)
+        if k <= 0:
+            return line
+        before = line[:k]
+        if before[-1].isspace() and before.count('"') % 2 == 0:  # not inside quotes
+            rest = before.rstrip()
+            if delimiter == " " or (rest and not rest.endswith(delimiter)):
+                return rest
+        start = k + 1
+
+
+def _read_text(path) -> str:
+    """The file's text with universal newlines (\\n, \\r\\n and a lone \\r all end a
+    line), UTF-8 with or without a BOM."""
+    with open(path, encoding="utf-8-sig", newline=None) as fh:
+        try:
+            text = fh.read()
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path.name}: not a UTF-8 text file ({exc.reason})") from None
+    return text
 
 
 def _delimiter(path, head):
@@ -285,7 +388,11 @@ _MAGIC = {".npy": b"\x93NUMPY", ".npz": b"PK"}  # NumPy header; zip archive
 
 
 #: What NumPy raises on a damaged file (zip errors for .npz members read lazily).
-_UNREADABLE = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)
+#: A damaged .npy header can make NumPy's header parser (tokenize / ast) raise
+#: TokenError, SyntaxError, TypeError or OverflowError (found by the fuzz test).
+_UNREADABLE = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error,
+               tokenize.TokenError, SyntaxError, TypeError, OverflowError,
+               NotImplementedError)
 
 
 def _numpy_error(path, exc) -> ValueError:
@@ -302,9 +409,98 @@ def _load_numpy(path):
     with open(path, "rb") as fh:
         if fh.read(len(magic)) != magic:
             raise ValueError(f"{path.name}: not a readable NumPy file (no {path.suffix} header)")
+    if path.suffix.lower() == ".npy":
+        return _read_npy_array(path)
     try:
-        return np.load(path, allow_pickle=False)
+        return zipfile.ZipFile(path)
     except _UNREADABLE as exc:
+        raise _numpy_error(path, exc) from None
+
+
+def _array_header(fh, path, what: str):
+    """``(shape, dtype, fortran)`` of the .npy stream `fh`, read from its header only."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(fh)
+        else:
+            shape, fortran, dtype = fmt.read_array_header_2_0(fh)
+    except _UNREADABLE as exc:
+        raise _numpy_error(path, exc) from None
+    if dtype.hasobject:
+        raise _numpy_error(path, ValueError("allow_pickle"))
+    return shape, dtype, fortran
+
+
+def _check_contents(path, what: str, shape, dtype, *, stored=None, limit=None) -> None:
+    """Refuse an array whose header claims more than the file holds (`stored`: bytes
+    after the header, for a plain .npy), more than a decompression `limit` (an .npz
+    member) or more than memory allows."""
+    count = 1
+    for s in shape:
+        count *= int(s)
+    nbytes = count * dtype.itemsize
+    claim = f"{what} of shape {tuple(int(s) for s in shape)} {dtype}"
+    if stored is not None and nbytes > stored:
+        raise ValueError(
+            f"{path.name}: truncated or damaged: the header claims {claim} "
+            f"({memory.format_bytes(nbytes)}), but the file holds only "
+            f"{memory.format_bytes(stored)} of data"
+        )
+    advice = "subsample the data before saving it"
+    if limit is not None:
+        memory.check_allocation(
+            nbytes, f"{path.name}: {claim}, decompressed", advice, limit=limit,
+            limit_name=memory.file_limit_name(),
+        )
+    memory.check_allocation(
+        nbytes * NUMPY_BYTES_FACTOR, f"{path.name}: {claim} ({memory.format_bytes(nbytes)}, "
+        "read and converted to float32)", advice,
+    )
+
+
+def _read_npy_array(path):
+    with open(path, "rb") as fh:
+        shape, dtype, _ = _array_header(fh, path, "array")
+        stored = path.stat().st_size - fh.tell()
+        _check_contents(path, "the array", shape, dtype, stored=stored)
+        fh.seek(0)
+        try:
+            return np.lib.format.read_array(fh, allow_pickle=False)
+        except _UNREADABLE as exc:
+            raise _numpy_error(path, exc) from None
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path):
+    """One .npz member, its header checked before a byte of its data is decompressed.
+
+    The zip directory's uncompressed size and the member's .npy header are both
+    checked against the file limit and the memory available; decompression then reads
+    exactly the bytes the header claims (a member that decompresses to more is not
+    read further), so a small archive cannot expand without bound.
+    """
+    what = f"member {info.filename[:-4]!r}"
+    limit = memory.file_content_limit()
+    if info.file_size > limit:
+        raise memory.MemoryEstimateError(
+            f"{path.name}: {what} decompresses to {memory.format_bytes(info.file_size)} "
+            f"(from {memory.format_bytes(info.compress_size)} in the archive), more than "
+            f"{memory.file_limit_name()}, {memory.format_bytes(limit)}; subsample the data "
+            "before saving it",
+            device="CPU", nnz=0.0, need_bytes=float(info.file_size), available_bytes=limit,
+        )
+    try:
+        with archive.open(info) as fh:
+            shape, dtype, _ = _array_header(fh, path, what)
+        _check_contents(path, what, shape, dtype, limit=limit)
+        with archive.open(info) as fh:  # reads the header again, then its data only
+            return np.lib.format.read_array(fh, allow_pickle=False)
+    except memory.MemoryEstimateError:
+        raise
+    except _UNREADABLE as exc:
+        if isinstance(exc, ValueError) and str(exc).startswith(f"{path.name}:"):
+            raise  # already ours (a damaged header), not to be wrapped again
         raise _numpy_error(path, exc) from None
 
 
@@ -318,8 +514,7 @@ def _read_npy(path, label_column):
                 f"{path.name}: a structured array must be 1-D (one record per row); got "
                 f"shape {array.shape}"
             )
-        frame = pd.DataFrame({name: array[name] for name in array.dtype.names})
-        return _from_frame(frame, path, label_column)
+        return _from_frame(pd.DataFrame(_structured_columns(array, path)), path, label_column)
     if array.ndim != 2:
         raise ValueError(
             f"{path.name}: needs a 2-D array (rows × features) or a 1-D structured array; "
@@ -336,13 +531,52 @@ def _read_npy(path, label_column):
     return _from_frame(frame, path, int(label_column))
 
 
+def _structured_columns(array, path) -> dict:
+    """The columns of a 1-D structured array: a field per column, a sub-array field
+    (``('xy', '<f8', (2,))``) one column per element, named ``xy[0]``, ``xy[1]``, ...;
+    a nested structured field is refused."""
+    columns = {}
+    for name in array.dtype.names:
+        field = array[name]
+        if field.dtype.names is not None:
+            raise ValueError(
+                f"{path.name}: field {name!r} is itself a structured record; only numeric "
+                "fields (scalars or fixed-size sub-arrays) can be columns"
+            )
+        if field.ndim == 1:
+            columns[name] = field
+            continue
+        flat = field.reshape(field.shape[0], int(np.prod(field.shape[1:])))
+        shape = field.shape[1:]
+        for k in range(flat.shape[1]):
+            index = ",".join(map(str, np.unravel_index(k, shape)))
+            columns[f"{name}[{index}]"] = flat[:, k]
+    return columns
+
+
 def _read_npz(path, label_column):
     with _load_numpy(path) as archive:
-        keys = list(archive.files)
-        try:  # members are read (and can fail) only here
-            arrays = {k: archive[k] for k in keys}
+        try:
+            infos = archive.infolist()
         except _UNREADABLE as exc:
             raise _numpy_error(path, exc) from None
+        total = sum(info.file_size for info in infos)
+        memory.check_allocation(
+            total * NUMPY_BYTES_FACTOR, f"{path.name}: {len(infos)} member(s) of "
+            f"{memory.format_bytes(total)} decompressed (read and converted to float32)",
+            "subsample the data before saving it",
+        )
+        arrays = {}
+        for info in infos:  # members are read (and can fail) only here
+            if not info.filename.endswith(".npy") or info.is_dir():
+                continue  # not an array (np.savez writes only .npy members)
+            arrays[info.filename[:-4]] = _read_member(archive, info, path)
+        if not arrays:
+            raise ValueError(
+                f"{path.name}: no data array; expected key 'X' or any 2-D array, found no .npy "
+                "member"
+            )
+        keys = list(arrays)
     if "X" in arrays or "x" in arrays:
         xkey = "X" if "X" in arrays else "x"
     else:
@@ -387,6 +621,19 @@ def _read_parquet(path, label_column):
     import pyarrow.parquet as pq
 
     try:
+        meta = pq.ParquetFile(path).metadata
+        expanded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        limit = memory.file_content_limit()
+        memory.check_allocation(
+            expanded, f"{path.name}: {meta.num_rows} rows × {meta.num_columns} columns, "
+            "decompressed", "subsample the data before saving it", limit=limit,
+            limit_name=memory.file_limit_name(),
+        )
+        memory.check_allocation(
+            expanded * PARQUET_BYTES_FACTOR, f"{path.name}: {meta.num_rows} rows × "
+            f"{meta.num_columns} columns ({memory.format_bytes(expanded)} decompressed, about "
+            f"{PARQUET_BYTES_FACTOR}× that while converting)", "subsample the data",
+        )
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise ValueError(f"{path.name}: not a readable Parquet file ({exc})") from None

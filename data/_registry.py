@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 
+from explorer import memory
 from explorer._validation import check_int
 
 from . import _digits, _shapes, _syn4d
@@ -74,8 +75,9 @@ def load(name, n_samples=None, random_state=0, **options) -> Dataset:
     n_samples : int >= 2 or None
         Rows to generate; None gives the catalogue's ``default_n``. ``digits`` has
         at most 1797 (fewer takes a random subset).
-    random_state : int >= 0 or None, default 0
-        Seed; the same seed gives the same data. None draws fresh entropy.
+    random_state : int >= 0, numpy.random.Generator or None, default 0
+        Seed; the same seed gives the same data. None draws fresh entropy; a
+        Generator is drawn from.
     **options
         Generator options listed in ``DATASETS[name].options`` (e.g. ``noise`` for
         moons and circles, ``cluster_std`` for blobs, ``rotation`` / ``elastic`` for
@@ -111,13 +113,17 @@ def load(name, n_samples=None, random_state=0, **options) -> Dataset:
     info = DATASETS[name]
     n = info.default_n if n_samples is None else check_int(n_samples, "n_samples", low=2,
                                                             high=info.max_n)
-    if random_state is not None:
+    if random_state is not None and not isinstance(random_state, np.random.Generator):
         random_state = check_int(random_state, "random_state", low=0)
     unknown = sorted(set(options) - set(info.options))
     if unknown:
         allowed = ", ".join(info.options) if info.options else "none"
         raise ValueError(f"{name} has no option {', '.join(map(repr, unknown))}; its options: "
                          f"{allowed}")
+    memory.check_allocation(
+        generation_bytes(name, n), f"generating {name} with n_samples={n} "
+        f"({n:,} × {info.d} values)", "lower n_samples",
+    )
     func = _GENERATORS[name][0]
     rng = np.random.default_rng(random_state)
     start = time.perf_counter()
@@ -135,6 +141,29 @@ def load(name, n_samples=None, random_state=0, **options) -> Dataset:
                 "generation_seconds": seconds},
         preset=_preset(name, n),
     )
+
+
+#: Peak bytes per generated value (n × d) while a generator runs: its float64 arrays,
+#: their temporaries and the float32 result. The digits generators deform 28×28 images
+#: in float64 (source pairs, displacement fields, interpolation weights).
+GENERATION_BYTES_PER_VALUE = {"infinite-digits": 48, "digits": 48}
+_DEFAULT_BYTES_PER_VALUE = 32
+
+
+def generation_bytes(name: str, n: int) -> float:
+    """Estimated peak bytes of ``load(name, n_samples=n)``."""
+    info = DATASETS[name]
+    return float(n) * info.d * GENERATION_BYTES_PER_VALUE.get(name, _DEFAULT_BYTES_PER_VALUE)
+
+
+def memory_max_n(name: str, available: int | None = None) -> int | None:
+    """The largest n whose generation :func:`explorer.memory.check_allocation` accepts
+    (None when the available memory is unknown)."""
+    available = memory.available_host_bytes() if available is None else int(available)
+    if available is None:
+        return None
+    per_row = generation_bytes(name, 1)
+    return max(2, int(memory.CPU_MEMORY_FRACTION * available // per_row))
 
 
 def _preset(name, n) -> dict | None:

@@ -7,6 +7,7 @@ argument, the value it got and what is allowed. Private helpers assume valid inp
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse
@@ -24,7 +25,7 @@ def is_sparse(X) -> bool:
     return module.startswith("scipy.sparse") and scipy.sparse.issparse(X)
 
 
-def check_data(X, *, name: str = "X", min_samples: int = 2):
+def check_data(X, *, name: str = "X", min_samples: int = 2, center: bool | None = None):
     """Validate a data matrix and return it as a C-contiguous float32 n×d array.
 
     NumPy and CuPy arrays are accepted and stay on their device; lists, pandas
@@ -36,6 +37,13 @@ def check_data(X, *, name: str = "X", min_samples: int = 2):
     supported", "Expected 2D array", "Reshape your data", "0 feature(s) (shape=(n, 0))
     while a minimum of 1 is required", "Input X contains", "Sparse data ... sparse
     input is not supported") and name the argument, its value and what is allowed.
+
+    Large offsets. A float64 (or 64-bit integer) column whose values sit far from 0 and
+    vary by far less (coordinates 5e6 + small, timestamps 1.7e9 + 60 i) loses most of its
+    variation in the float32 cast. With ``center=True`` (the graph entries, for distance
+    rules, which are translation invariant) such columns are centred in float64 before
+    the cast; with ``center=None`` (the default) a ``UserWarning`` says that precision
+    is lost; ``center=False`` (a caller that centres itself, as KMeans) says nothing.
 
     Raises
     ------
@@ -51,10 +59,73 @@ def check_data(X, *, name: str = "X", min_samples: int = 2):
     _check_2d(X, name)
     _check_size(X, name, min_samples=min_samples, min_features=1)
     xp = array_module(X)
+    wide = X.dtype.itemsize > 4 or X.dtype.kind in "iu"  # float32 may not hold it exactly
+    found = _offset(X, xp) if wide and center is not False else None
+    if found is not None and center:
+        # Centring is for precision, not range: values float32 cannot hold are refused
+        # as they would be without it.
+        n_big = int(xp.count_nonzero(xp.abs(X) > np.finfo(np.float32).max))
+        if n_big:
+            raise ValueError(_BEYOND_F32.format(name=name, bad=n_big))
+        with np.errstate(invalid="ignore", over="ignore"):
+            X = X.astype(xp.float64, copy=False) - found[0]
+    elif found is not None and found[1] >= 0 and center is None:
+        j = found[1]
+        warnings.warn(
+            f"{name} has an offset that float32 cannot carry: column {j} lies around "
+            f"{float(found[0][j]):.6g} and varies by far less, so the float32 copy every "
+            "builder computes in keeps few digits of its variation; the graph entries "
+            "(build_graph, graph_stats, SpectralClustering) centre such data in float64 "
+            "before the cast, explorer.data.read(..., center=True) does it for a file, other "
+            "uses should centre it first (X - X.mean(axis=0))",
+            UserWarning, stacklevel=3,
+        )
     with np.errstate(over="ignore"):  # overflow is reported below, as an error
         X32 = xp.ascontiguousarray(X, dtype=xp.float32)
     _check_finite(X32, name, original=X)
     return X32
+
+
+#: A column is re-centred before the float32 cast (``check_data(center=True)``) when
+#: its midpoint is more than this many times its half-range: the float32 copy would
+#: keep at least 3 bits fewer of its variation than the centred one.
+OFFSET_RATIO = 8.0
+
+
+def column_offsets(X):
+    """The per-column shifts ``check_data(X, center=True)`` takes off before the float32
+    cast (float64, 0 for columns without a dominating offset), or None when it takes
+    none. `X` is the data as given (NumPy or CuPy, any numeric dtype)."""
+    X = _as_array(X, "X")
+    if not (X.dtype.itemsize > 4 or X.dtype.kind in "iu") or X.ndim != 2:
+        return None
+    found = _offset(X, array_module(X))
+    return None if found is None else found[0]
+
+
+def _offset(X, xp):
+    """``(midpoints, j)``: per-column midpoints (float64, 0 where the offset does not
+    dominate, :data:`OFFSET_RATIO`) and the column whose variation the float32 cast
+    would damage most, when it loses 10 bits or more (else -1); None for data without
+    a dominating offset or with non-finite values (reported later)."""
+    if X.size == 0:
+        return None
+    with np.errstate(invalid="ignore", over="ignore"):
+        lo = X.min(axis=0).astype(xp.float64)
+        hi = X.max(axis=0).astype(xp.float64)
+        mid = lo / 2 + hi / 2
+        half = hi / 2 - lo / 2
+    if not (bool(xp.isfinite(mid).all()) and bool(xp.isfinite(half).all())):
+        return None
+    # (Midpoints below float32's normal range are no offset: such values are lost in
+    # the cast whatever is done.)
+    dominated = ((xp.abs(mid) > OFFSET_RATIO * half)
+                 & (xp.abs(mid) > np.finfo(np.float32).tiny))
+    if not bool(dominated.any()):
+        return None
+    ratio = xp.where(half > 0, xp.abs(mid) / xp.where(half > 0, half, 1.0), 0.0)
+    j = int(xp.argmax(ratio))
+    return xp.where(dominated, mid, 0.0), (j if float(ratio[j]) >= 2.0**10 else -1)
 
 
 def check_affinity(X, *, name: str = "X", min_samples: int = 2):
@@ -203,6 +274,10 @@ def _check_size(X, name: str, *, min_samples: int, min_features: int) -> None:
         )
 
 
+_BEYOND_F32 = ("{name} has {bad} value(s) beyond float32's range (|x| > 3.4e38), the "
+               "precision every builder computes in; rescale the data")
+
+
 def _check_finite(X32, name: str, *, original) -> None:
     xp = array_module(X32)
     finite = xp.isfinite(X32)
@@ -210,10 +285,7 @@ def _check_finite(X32, name: str, *, original) -> None:
         return
     bad = int((~finite).sum())
     if bool(xp.isfinite(original).all()):  # finite, but not in float32
-        raise ValueError(
-            f"{name} has {bad} value(s) beyond float32's range (|x| > 3.4e38), the "
-            "precision every builder computes in; rescale the data"
-        )
+        raise ValueError(_BEYOND_F32.format(name=name, bad=bad))
     raise ValueError(
         f"Input {name} contains {bad} non-finite value(s) (NaN or inf); all values must "
         "be finite"
@@ -283,9 +355,71 @@ def check_int(value, name: str, *, low=None, high=None, allow_none: bool = False
     value = int(value)
     if (low is not None and value < low) or (high is not None and value > high):
         raise ValueError(
-            f"{name}={value} is out of range; allowed: {_range_text(low, high, True, True)}"
+            f"{name}={_short(value)} is out of range; allowed: "
+            f"{_range_text(low, high, True, True)}"
         )
     return value
+
+
+def check_limit(value, name: str, limit, why: str):
+    """Refuse a valid number above a practical `limit` (``value`` is already checked).
+
+    The declared bounds say what is meaningful (``n_init >= 1``); the limit says what
+    can finish (``n_init=10**9`` restarts would run for days). Kept apart from the
+    bounds so that their messages stay as they are.
+    """
+    if value is not None and value > limit:
+        raise ValueError(
+            f"{name}={_short(value)} is above the practical limit {limit:,}: {why}; "
+            f"allowed: values up to {limit:,}"
+        )
+    return value
+
+
+#: Largest seed NumPy's RandomState takes.
+_MAX_SEED = 2**32 - 1
+
+
+def check_random_state(seed, name: str = "random_state"):
+    """Validate a seed and return a ``numpy.random.RandomState``.
+
+    Accepts what scikit-learn's ``check_random_state`` accepts (None: NumPy's global
+    RandomState; an int in ``[0, 2**32 - 1]``; a RandomState, returned as is) and a
+    NumPy ``Generator``, converted soundly: the RandomState returned draws from the
+    Generator's own bit generator, so its draws advance the Generator (and a seeded
+    Generator gives repeatable results). Refuses bool (``True`` is not a seed), with
+    messages that name the argument.
+    """
+    if seed is None:
+        return np.random.mtrand._rand
+    if isinstance(seed, np.random.RandomState):
+        return seed
+    if isinstance(seed, np.random.Generator):
+        return np.random.RandomState(seed.bit_generator)
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+        raise TypeError(
+            f"{name} must be None, an int in [0, 2**32 - 1], a numpy.random.RandomState or "
+            f"a numpy.random.Generator; got {_short(seed)} ({type(seed).__name__})"
+        )
+    seed = int(seed)
+    if not 0 <= seed <= _MAX_SEED:
+        raise ValueError(
+            f"{name}={_short(seed)} is out of range; allowed: [0, {_MAX_SEED}] (or None, a "
+            "RandomState or a Generator)"
+        )
+    return np.random.RandomState(seed)
+
+
+def _short(value) -> str:
+    """``repr(value)``, with a huge integer written as a power of ten (``~1e+400``)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        v = int(value)
+        if abs(v) >= 10**18:
+            digits = len(str(abs(v))) - 1
+            return f"{'-' if v < 0 else ''}~1e+{digits}"
+        return str(v)
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def check_float(
@@ -303,7 +437,13 @@ def check_float(
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number; got {value!r} ({type(value).__name__})")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int (or Fraction) beyond float64's range
+        raise ValueError(
+            f"{name}={_short(value)} is out of range: it is beyond float64's range "
+            f"(|x| > 1.8e308); allowed: {_range_text(low, high, low_inclusive, high_inclusive)}"
+        ) from None
     ok = np.isfinite(value)
     if ok and low is not None:
         ok = value >= low if low_inclusive else value > low

@@ -34,7 +34,9 @@ import explorer
 from explorer.graph.rule import BUILD_FIELDS, EDGE_FIELDS, EdgeRule, MissingThreshold
 
 #: Exceptions that are the user's to fix: reported as one line, exit status 2.
-USER_ERRORS = (ValueError, TypeError, FileNotFoundError, MemoryError)
+#: ArithmeticError (overflow, division by zero) is a numeric extreme of the input that
+#: a check missed: still the input's, still one line.
+USER_ERRORS = (ValueError, TypeError, FileNotFoundError, MemoryError, ArithmeticError)
 EXIT_USAGE = 2
 
 
@@ -396,7 +398,12 @@ def main(argv=None) -> int:
             _write_json(args.json, result, result["backend"]["name"])
             print(f"wrote {args.json}", file=out)
     except USER_ERRORS as exc:
-        text = " ".join(str(exc).split()) or type(exc).__name__
+        text = " ".join(str(exc).split())
+        if not text:
+            text = ("out of memory (MemoryError); use smaller data or a lower threshold"
+                    if isinstance(exc, MemoryError) else type(exc).__name__)
+        elif not isinstance(exc, (ValueError, TypeError, FileNotFoundError, MemoryError)):
+            text = f"{type(exc).__name__}: {text}"
         print(f"error: {text}", file=sys.stderr)
         return EXIT_USAGE
     return 0

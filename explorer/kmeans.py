@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._backend import array_module, chunk_rows, column_sums, sparse_module, to_numpy
 from ._persistence import host_state
-from ._validation import check_choice, check_data, check_features, check_float, check_int
+from ._validation import (
+    check_choice,
+    check_data,
+    check_features,
+    check_float,
+    check_int,
+    check_limit,
+    check_random_state,
+)
 
 INITS = ("auto", "k-means++", "k-means||", "random")
 
@@ -47,6 +54,11 @@ OVERSAMPLING = 2.0
 #: m = 10⁴, d = 4, k = 1024 (130·10³), 0.50 s against 0.66 s on the GPU;
 #: m = 4·10⁴, d = 4, k = 4096 (580·10³), 9.0 s against 2.3 s.
 HOST_REDUCTION_MAX_WORK = 1 << 18
+#: Practical limits of ``n_init`` and ``max_iter`` (and of the spectral estimator's
+#: ``n_init`` / ``kmeans_max_iter``): beyond them a fit does not finish in useful time.
+N_INIT_LIMIT = 1000
+MAX_ITER_LIMIT = 100_000
+
 
 class KMeans(ClusterMixin, BaseEstimator):
     """k-means clustering (Lloyd's algorithm) on NumPy or CuPy data.
@@ -174,8 +186,10 @@ class KMeans(ClusterMixin, BaseEstimator):
                 f"n_clusters={k} is more than the n={n} samples of X; "
                 f"allowed: 1 <= n_clusters <= {n}"
             )
-        n_init = check_int(self.n_init, "n_init", low=1)
-        max_iter = check_int(self.max_iter, "max_iter", low=1)
+        n_init = check_limit(check_int(self.n_init, "n_init", low=1), "n_init", N_INIT_LIMIT,
+                             "each restart runs k-means again")
+        max_iter = check_limit(check_int(self.max_iter, "max_iter", low=1), "max_iter",
+                               MAX_ITER_LIMIT, "Lloyd's iterations stop long before")
         tol = check_float(self.tol, "tol", low=0.0, high=1.0)
         init = self._check_init(k, d)
         rng = check_random_state(self.random_state)
@@ -207,7 +221,7 @@ class KMeans(ClusterMixin, BaseEstimator):
     def predict(self, X):
         """Label of the nearest fitted centre for each row of `X` (same array module)."""
         check_is_fitted(self, "cluster_centers_")
-        d = check_data(X, min_samples=1).shape[1]
+        d = check_data(X, min_samples=1, center=False).shape[1]
         # "X has 1 features, but KMeans is expecting 4 features as input", and the
         # feature names of a DataFrame against those seen in fit.
         check_features(self, X, reset=False)
@@ -256,7 +270,7 @@ def _centre(X, shift=None):
     `shift` defaults to the mean of X. float64 data are shifted in float64 before the
     float32 cast, so a large common offset costs no digits of the differences.
     """
-    X32 = check_data(X, min_samples=1)
+    X32 = check_data(X, min_samples=1, center=False)
     xp = array_module(X32)
     if array_module(X) is xp and getattr(X, "dtype", None) == xp.float64:
         shift = column_sums(X, xp) / X.shape[0] if shift is None else shift

@@ -10,6 +10,9 @@ estimate and check:
 - :func:`cpu_shortfall`, :func:`check_cpu_memory` and :func:`check_gpu_memory`: the
   checks, which estimate nnz by counting a seeded sample of rows (a small fraction of a
   build) only when the complete graph would not fit anyway;
+- :func:`check_allocation`: the same rule for any other allocation proportional to
+  its input (a file's decompressed contents, a generated data set, an upload), with
+  :func:`file_content_limit`, the cap on what one file may decompress to;
 - :class:`MemoryEstimateError`, the one error they raise.
 
 The checks take the row counter as a function (``count_rows(rows) -> counts``), so this
@@ -22,6 +25,9 @@ module depends on no builder: the graph layer passes its CPU or GPU counting pas
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 
 __all__ = [
@@ -31,11 +37,16 @@ __all__ = [
     "SAMPLE_ROWS",
     "MemoryEstimateError",
     "available_host_bytes",
+    "check_allocation",
     "check_cpu_memory",
     "check_gpu_memory",
     "cpu_shortfall",
     "estimate_cpu_bytes",
     "estimate_gpu_bytes",
+    "file_content_limit",
+    "file_limit",
+    "file_limit_name",
+    "format_bytes",
     "free_device_bytes",
     "sample_rows",
 ]
@@ -56,6 +67,12 @@ CPU_MEMORY_FRACTION = 0.8
 #: Share of the free device memory a GPU build may plan to use: the builders also need
 #: operands, counters and CuPy's own scratch, which the estimate leaves out.
 GPU_MEMORY_FRACTION = 0.9
+
+
+#: Default cap on the bytes one data file may hold once decompressed / parsed (an NPZ
+#: member, a parsed CSV), whatever memory is free: a small upload must not be able to
+#: take the server down (a zip bomb). ``EXPLORER_MAX_FILE_BYTES`` overrides it.
+FILE_CONTENT_LIMIT = 2 * 2**30
 
 
 class MemoryEstimateError(ValueError):
@@ -278,4 +295,101 @@ def check_gpu_memory(n: int, count_rows, rule, method: str, hypo_max_nnz_row: in
         + (", lower sp_max_nz_pct" if method == "csr3" else "")
         + ", or use graph_stats(sample_rows=...) to explore",
         device="GPU", nnz=nnz, need_bytes=need, available_bytes=free,
+    )
+
+
+# ------------------------------------------------------------------ any other allocation
+
+
+def format_bytes(nbytes: float) -> str:
+    """``nbytes`` for a message: ``'512 B'``, ``'3.1 MiB'``, ``'14.6 GiB'``."""
+    nbytes = float(nbytes)
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+_FILE_LIMIT = contextvars.ContextVar("explorer_file_limit", default=None)
+
+
+@contextlib.contextmanager
+def file_limit(nbytes: int, name: str = "the limit on what a compressed file may expand to"):
+    """Within the block (this thread or task only), :func:`file_content_limit` is
+    `nbytes` and :func:`file_limit_name` is `name`: the app reads uploads under a
+    tighter limit than the library's default."""
+    token = _FILE_LIMIT.set((int(nbytes), name))
+    try:
+        yield
+    finally:
+        _FILE_LIMIT.reset(token)
+
+
+def file_content_limit() -> int:
+    """Bytes one data file may hold once decompressed: the :func:`file_limit` in force,
+    else ``EXPLORER_MAX_FILE_BYTES`` when set (an integer), else
+    :data:`FILE_CONTENT_LIMIT`."""
+    import os
+
+    if _FILE_LIMIT.get() is not None:
+        return _FILE_LIMIT.get()[0]
+    text = os.environ.get("EXPLORER_MAX_FILE_BYTES", "").strip()
+    try:
+        return int(float(text)) if text else FILE_CONTENT_LIMIT
+    except ValueError:
+        return FILE_CONTENT_LIMIT
+
+
+def file_limit_name() -> str:
+    """How messages name :func:`file_content_limit`."""
+    if _FILE_LIMIT.get() is not None:
+        return _FILE_LIMIT.get()[1]
+    return "the limit on what a compressed file may expand to (EXPLORER_MAX_FILE_BYTES)"
+
+
+def check_allocation(nbytes: float, what: str, advice: str, *, limit: float | None = None,
+                     limit_name: str = "", available: int | None = None) -> None:
+    """Refuse, before allocating, `nbytes` of host memory that will not fit.
+
+    The one rule for allocations proportional to an input that are not graphs (the
+    graph builds have :func:`check_cpu_memory` / :func:`check_gpu_memory`): a file's
+    contents, a generated data set, a row count. Refused when `nbytes` exceeds
+    :data:`CPU_MEMORY_FRACTION` of the memory available, or a fixed `limit`.
+
+    Parameters
+    ----------
+    nbytes : float
+        The estimated peak bytes.
+    what : str
+        What would be allocated, for the message (``"data.npz: member 'X' of shape
+        (1000000000, 2) float64"``).
+    advice : str
+        What to change (``"subsample the file"``).
+    limit : float, optional
+        A fixed cap, checked whatever memory is free (e.g. :func:`file_content_limit`).
+    limit_name : str
+        How the message names that cap (``"the limit on a file's contents
+        (EXPLORER_MAX_FILE_BYTES)"``).
+    available : int, optional
+        Host bytes available; default :func:`available_host_bytes`.
+
+    Raises
+    ------
+    MemoryEstimateError
+        With the estimate, what is available (or the cap) and `advice`.
+    """
+    nbytes = float(nbytes)
+    if limit is not None and nbytes > float(limit):
+        raise MemoryEstimateError(
+            f"{what} needs about {format_bytes(nbytes)}, more than {limit_name or 'the limit'} "
+            f"of {format_bytes(limit)}; {advice}",
+            device="CPU", nnz=0.0, need_bytes=nbytes, available_bytes=int(limit),
+        )
+    available = available_host_bytes() if available is None else int(available)
+    if available is None or nbytes <= CPU_MEMORY_FRACTION * available:
+        return
+    raise MemoryEstimateError(
+        f"{what} needs about {format_bytes(nbytes)}, but only {format_bytes(available)} "
+        f"of memory is available on this machine; {advice}",
+        device="CPU", nnz=0.0, need_bytes=nbytes, available_bytes=available,
     )

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
-from sklearn.utils import check_random_state
 
 from ._backend import array_module, gpu_status, resolve_backend, to_numpy
 from ._csr import csr_from_arrays
@@ -22,6 +21,9 @@ from ._validation import (
     check_features,
     check_float,
     check_int,
+    check_limit,
+    check_random_state,
+    is_sparse,
 )
 from .components import components_besides_isolated, keep_largest_components
 from .embedding import (
@@ -34,7 +36,10 @@ from .embedding import (
     spectral_embedding,
 )
 from .graph import BuildOptions, EdgeRule, Graph, build_graph, csr_stats
-from .kmeans import KMeans
+from .kmeans import MAX_ITER_LIMIT, N_INIT_LIMIT, KMeans
+
+#: Practical limit of ``eigen_max_iter``.
+EIGEN_MAX_ITER_LIMIT = 1_000_000
 
 #: What X is to :class:`SpectralClustering`: points to build an ε-neighbourhood graph
 #: of, or the affinity matrix itself.
@@ -273,11 +278,16 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             graph = _precomputed_graph(X, backend)
             check_features(self, X, reset=True)
         else:
-            Xv = check_data(X)
+            # Distance rules centre a large offset in float64 before the float32 cast
+            # (check_data); cosine, not translation invariant, takes the data as is.
+            Xv = check_data(X, center=self.metric != "cosine")
             check_features(self, X, reset=True)
             # The edge rule, built once: explicit values win, the rest is chosen from Xv.
             rule = EdgeRule.suggest(Xv, self.metric, self.sigma, self.threshold_sqdist,
                                     self.threshold_sim, n_clusters=self.n_clusters)
+            if rule.compares == "cosine" and self.metric != "cosine":
+                Xv = check_data(X, center=False)  # "auto" chose cosine: as given
+            _warn_duplicates(Xv, self.n_clusters)
             t_suggest = time.perf_counter() - t0
             t0 = time.perf_counter()
             graph = build_graph(Xv, rule, method=self.method, options=options,
@@ -295,6 +305,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
                 "positive weight off the diagonal); affinity='precomputed' needs a graph "
                 "with edges"
             )
+        if n_isolated == n and int(csr.nnz) > 0 and rule is not None:
+            raise ValueError(zero_weights_message(rule, int(csr.nnz)))
         if n_isolated == n:
             raise ValueError(
                 f"the graph has no edge: all n={n} points are isolated; raise the threshold "
@@ -379,9 +391,15 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         check_choice(self.eigen_solver, "eigen_solver", SOLVERS)
         check_float(self.eigen_tol, "eigen_tol", low=0.0, low_inclusive=False, allow_none=True)
         check_int(self.eigen_max_iter, "eigen_max_iter", low=1, allow_none=True)
-        check_int(self.n_init, "n_init", low=1)
+        check_limit(check_int(self.n_init, "n_init", low=1), "n_init", N_INIT_LIMIT,
+                    "each restart runs k-means again")
         check_float(self.kmeans_tol, "kmeans_tol", low=0.0, high=1.0)
-        check_int(self.kmeans_max_iter, "kmeans_max_iter", low=1)
+        check_limit(check_int(self.kmeans_max_iter, "kmeans_max_iter", low=1),
+                    "kmeans_max_iter", MAX_ITER_LIMIT, "Lloyd's iterations stop long before")
+        check_limit(check_int(self.eigen_max_iter, "eigen_max_iter", low=1, allow_none=True),
+                    "eigen_max_iter", EIGEN_MAX_ITER_LIMIT,
+                    "the eigensolvers converge (or stall) long before")
+        check_random_state(self.random_state)
         return options
 
 
@@ -490,10 +508,22 @@ def partition_graph(
         :func:`explorer.spectral_embedding`), or ``eigen_solver="components"`` with
         ``n_clusters="auto"`` or on a graph without exactly k components.
     """
+    csr = _check_graph(csr)
     rng = check_random_state(random_state)
     xp = array_module(csr)
     n = csr.shape[0]
-    auto = n_clusters == "auto"
+    n_components = check_int(n_components, "n_components", low=0, high=n, allow_none=True)
+    check_limit(check_int(n_init, "n_init", low=1), "n_init", N_INIT_LIMIT,
+                "each restart runs k-means again")
+    check_float(kmeans_tol, "kmeans_tol", low=0.0, high=1.0)
+    check_limit(check_int(kmeans_max_iter, "kmeans_max_iter", low=1), "kmeans_max_iter",
+                MAX_ITER_LIMIT, "Lloyd's iterations stop long before")
+    if on_kmeans is not None and not callable(on_kmeans):
+        raise TypeError(f"on_kmeans must be a callable or None; got {on_kmeans!r} "
+                        f"({type(on_kmeans).__name__})")
+    if isolated is not None:
+        isolated = _check_isolated(isolated, n, xp)
+    auto = isinstance(n_clusters, str) and n_clusters == "auto"
     if not auto:
         n_clusters = check_int(n_clusters, "n_clusters", low=1)
     elif eigen_solver == "components":
@@ -553,6 +583,57 @@ def partition_graph(
     )
 
 
+def zero_weights_message(rule, nnz: int) -> str:
+    """Why a graph with `nnz` edges has no positive weight (every gaussian weight
+    underflowed float32): the message :class:`SpectralClustering` and the app give."""
+    z = rule.zero_weight_sqdist
+    if z is None:
+        return f"every one of the graph's {nnz} edges has weight 0 ({rule.describe()})"
+    return (
+        f"every one of the graph's {nnz} edges has weight 0: with {rule.describe()}, "
+        f"exp(-‖xi−xj‖²/(2σ²)) underflows float32 to 0 from ‖xi−xj‖² ≥ {z:.3g} "
+        f"(2σ² · {z / (2 * rule.sigma ** 2):.0f}) on, and no edge is shorter; raise sigma "
+        "(sigma ≈ sqrt(threshold_sqdist / 8) weighs every edge)"
+    )
+
+
+def _check_graph(csr):
+    """`csr` as a canonical-format CSR matrix (any SciPy / cupyx sparse format is
+    converted), or a TypeError / ValueError naming the argument."""
+    if not is_sparse(csr):
+        raise TypeError(
+            "csr must be a scipy.sparse or cupyx.scipy.sparse matrix (the similarity graph, "
+            f"e.g. build_graph(X).csr); got {type(csr).__module__}.{type(csr).__name__}"
+        )
+    if np.issubdtype(csr.dtype, np.complexfloating):
+        raise ValueError(
+            f"Complex data not supported: csr must hold real weights; got dtype {csr.dtype}"
+        )
+    if not (np.issubdtype(csr.dtype, np.number) or csr.dtype == np.bool_):
+        raise TypeError(f"csr must hold numbers; got dtype {csr.dtype}")
+    if csr.ndim != 2 or csr.shape[0] != csr.shape[1] or csr.shape[0] < 2:
+        raise ValueError(
+            f"csr must be a square n×n matrix with n >= 2; got shape {tuple(csr.shape)}"
+        )
+    if csr.format != "csr":
+        csr = csr.tocsr()
+    return csr
+
+
+def _check_isolated(isolated, n: int, xp):
+    """`isolated` as a bool array of shape (n,) on the graph's device."""
+    try:
+        mask = xp.asarray(isolated)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"isolated must be a bool array of shape ({n},); got {exc}") from None
+    if mask.dtype != bool or mask.shape != (n,):
+        raise ValueError(
+            f"isolated must be a bool array of shape ({n},) (one flag per vertex); got "
+            f"dtype {mask.dtype}, shape {tuple(mask.shape)}"
+        )
+    return mask
+
+
 def _precomputed_graph(X, backend) -> Graph:
     """The affinity matrix `X`, validated (:func:`explorer._validation.check_affinity`),
     on the backend's device, as a :class:`~explorer.graph.Graph` with its statistics."""
@@ -574,6 +655,30 @@ def _precomputed_graph(X, backend) -> Graph:
         csr=csr, rule=None, stats=stats, timings=timings, backend=backend.name,
         method="precomputed", method_reason="affinity='precomputed': X is the graph",
     )
+
+
+#: Up to this many values (n·d), :func:`_warn_duplicates` counts distinct rows.
+DUPLICATE_CHECK_SIZE = 10**7
+
+
+def _warn_duplicates(X, n_clusters) -> None:
+    """Warn when `X` has fewer distinct rows than k: identical points cannot be told
+    apart, and their split among clusters is arbitrary (an eigenspace without a
+    preferred direction)."""
+    if isinstance(n_clusters, str) or array_module(X) is not np or X.size > DUPLICATE_CHECK_SIZE:
+        return
+    k = int(n_clusters)
+    if k < 2 or k > X.shape[0]:
+        return
+    distinct = int(np.unique(X, axis=0).shape[0])
+    if distinct < k:
+        warnings.warn(
+            f"X has only {distinct} distinct point(s) among its n={X.shape[0]} rows, fewer "
+            f"than n_clusters={k}: identical points cannot be told apart, so how they are "
+            f"split among the {k} clusters is arbitrary; lower n_clusters to at most "
+            f"{distinct} or remove the duplicates",
+            UserWarning, stacklevel=3,
+        )
 
 
 def _warn_components(n_components: int, n_isolated: int, k: int, n_dropped: int) -> None:

@@ -12,8 +12,11 @@ the last good data and result stay, and the next job runs normally.
 
 from __future__ import annotations
 
+import io
 import re
+import zipfile
 
+import numpy as np
 import pytest
 
 # The app's packages are optional (a GPU server often has none): skip, saying why.
@@ -80,6 +83,34 @@ def _upload(state, name, content: bytes) -> str:
     return state.data.error
 
 
+def _claiming_npy() -> bytes:
+    """192 bytes whose .npy header claims (10**9, 2) float64 (issue 15)."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (10**9, 2)})
+    return header.getvalue() + bytes(64)
+
+
+def _claiming_npz() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("X.npy", _claiming_npy())
+    return buf.getvalue()
+
+
+def zip_bomb(expanded: int = 600 * 2**20) -> bytes:
+    """A small .npz whose member X decompresses to `expanded` bytes of zeros."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        with z.open("X.npy", "w", force_zip64=True) as fh:
+            np.lib.format.write_array_header_1_0(
+                fh, {"descr": "<f8", "fortran_order": False, "shape": (expanded // 16, 2)})
+            chunk = bytes(2**20)
+            for _ in range(expanded // len(chunk)):
+                fh.write(chunk)
+    return buf.getvalue()
+
+
 #: (upload name, content, regex of the message). The file named in the library's part
 #: of the message is the uploaded file's own name.
 UPLOADS = [
@@ -95,6 +126,16 @@ UPLOADS = [
     ("garbage.parquet", b"PAR1" + bytes(64), r"^Error while reading garbage.parquet: \S+: not a "
      r"readable Parquet file"),
     ("data.xlsx", b"PK\x03\x04", r"^data.xlsx: unknown file type '.xlsx'; allowed: .csv"),
+    # -- issue 15 ----------------------------------------------------------------------
+    ("claims.npy", _claiming_npy(), r"^Error while reading claims.npy: claims.npy: truncated "
+     r"or damaged: the header claims the array of shape \(1000000000, 2\) float64"),
+    ("claims.npz", _claiming_npz(), r"^Error while reading claims.npz: claims.npz: member 'X' "
+     r"of shape \(1000000000, 2\) float64, decompressed needs about 14.9 GiB, more than the "
+     r"app's limit on what an upload may expand to of 512 MiB"),
+    ("too-large.csv", b"1,2\n" * (13 * 2**18), r"^too-large.csv: the file is 13.0 MiB, more "
+     r"than the 12 MiB an upload may have"),
+    ("cr-only-one-row.csv", b"a,b\r1,2\r", r"^Error while reading cr-only-one-row.csv: \S+ has "
+     r"n=1 samples"),
 ]
 
 
@@ -218,6 +259,71 @@ def test_file_source_without_an_upload():
         s.data.prepare_load()
 
 
+# ------------------------------------------------------------------ issue 15: the app
+
+
+def test_a_zip_bomb_upload_is_refused_before_it_expands(state):
+    """A ~3 MB upload whose member expands to 600 MiB (issue 15: 4 MB -> 4 GiB took
+    the server from 0.3 to 9 GB): refused from the archive's directory."""
+    import resource
+
+    content = zip_bomb()
+    assert len(content) < 4 * 2**20
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    text = _upload(state, "bomb.npz", content)
+    assert re.search(r"^Error while reading bomb.npz: bomb.npz: member 'X' decompresses to "
+                     r"600 MiB \(from .* in the archive\), more than the app's limit on what an "
+                     r"upload may expand to, 512 MiB", text), text
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
+
+
+@pytest.mark.parametrize("sigma, t, match", [
+    (1e-200, 0.01, r"sigma=1e-200 is out of range: 2σ² = 0 underflows float32"),
+    (1e200, 0.01, r"sigma=1e\+200 is out of range: 2σ² = inf overflows float32"),
+    (0.05, 1e39, r"threshold_sqdist=1e\+39 is out of range: beyond float32's normal range"),
+], ids=["sigma-1e-200", "sigma-1e200", "threshold-1e39"])
+def test_numeric_extremes_are_messages(state, sigma, t, match):
+    text = _stats_error(state, metric="gaussian", threshold_kind="sqdist", sigma=sigma,
+                        threshold_sqdist=t)
+    assert re.search("^Error while computing graph statistics: " + match, text), text
+    # Run: the rule is refused before the slot is claimed (the app shows the message)
+    with pytest.raises(ValueError, match=match):
+        state.prepare_run()
+    assert not state.run_state.running
+
+
+def test_a_run_whose_weights_all_underflow_blames_sigma(state):
+    state.graph.param.update(metric="gaussian", threshold_kind="sqdist", sigma=1e-6,
+                             threshold_sqdist=0.01)
+    text = _run_error(state, n_clusters=2)
+    assert re.search(r"every one of the graph's \d+ edges has weight 0: .* raise sigma", text), text
+
+
+def test_an_upload_with_a_large_offset_is_centred_and_says_so(state):
+    rows = "".join(f"{5e6 + 0.01 * i:.4f},{5e6 + 0.02 * (i % 7):.4f}\n" for i in range(40))
+    state.data.set_file("utm.csv", ("x,y\n" + rows).encode())
+    assert state.load(), state.data.error
+    assert re.search(r"Centred by \(5e\+06, 5e\+06\): float32 could not carry the offset",
+                     state.data.projection_note), state.data.projection_note
+    assert abs(float(state.dataset.X[:, 0].mean())) < 1.0
+
+
+def test_n_is_capped_by_d_and_memory(state):
+    from explorer.ui._data import APP_MAX_VALUES, app_max_n
+
+    top = app_max_n("infinite-digits")
+    assert top <= APP_MAX_VALUES // 784 < 5_000_000
+    assert app_max_n("moons") <= APP_MAX_VALUES // 2
+    state.data.dataset = "infinite-digits"
+    state.data.n_samples = 5_000_000  # what the slider offered before (14.6 GiB)
+    assert not state.load()
+    assert re.search(r"^n_samples=5,000,000 is too many for infinite-digits in the app: at most "
+                     rf"{top:,} rows of 784 features", state.data.error), state.data.error
+    state.data.dataset = "moons"
+    state.data.n_samples = 200
+    assert state.load() and state.data.error == ""
+
+
 # ------------------------------------------------------------- rows of the docs table
 
 
@@ -257,6 +363,26 @@ def _rows():
     s.run_state.param.update(n_clusters=2, eigen_solver="lanczos", eigen_max_iter=1)
     s.run()
     yield "Run, Lanczos with max_iter 1", s.run_state.error
+    s.run_state.param.update(eigen_solver="auto", eigen_max_iter=None)
+    for sigma, t in ((1e-200, 0.01), (1e200, 0.01), (0.05, 1e39)):
+        s.graph.param.update(sigma=sigma, threshold_sqdist=t)
+        s.refresh_stats()
+        yield f"σ = {sigma:g}, threshold {t:g} (stats)", s.graph.stats_error
+        try:
+            s.prepare_run()
+        except ValueError as exc:  # the app's Run shows it in the run alert
+            yield f"σ = {sigma:g}, threshold {t:g} (Run)", str(exc)
+    s.graph.param.update(sigma=1e-6, threshold_sqdist=0.01)
+    s.run()
+    yield "Run with σ = 1e-6, threshold 0.01 (every weight underflows)", s.run_state.error
+    s.graph.param.update(sigma=0.05, threshold_sqdist=0.01)
+    s.data.dataset = "infinite-digits"
+    s.data.n_samples = 5_000_000
+    s.load()
+    yield "infinite-digits with n = 5,000,000", s.data.error
+    s.data.set_file("bomb.npz", zip_bomb())
+    s.load()
+    yield "upload `bomb.npz` (2.7 MB, member X expands to 600 MiB)", s.data.error
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,9 @@ FILES = {
     "garbage.parquet": b"PAR1" + bytes(200),
     "object.npy": None,  # written by _write_files: an object array (pickle)
     "data.xlsx": b"PK\x03\x04not a spreadsheet",
+    "claims.npy": "claims",  # written by _write_files: a header claiming (10**9, 2)
+    "claims.npz": "claims",  # the same, as an .npz member
+    "folder.csv": "dir",  # a directory
 }
 
 SMALL = ["--n-samples", "100", "--backend", "cpu"]
@@ -149,6 +153,44 @@ CASES = [
      r"good.csv: label_column='target' is not a column; column names: 'a', 'b', 'class'"),
     ("text column without --label-column", ["stats", "--file", "{dir}/good.csv"],
      r"good.csv: column 'class' is not numeric .*pass label_column to name it"),
+    # -- issue 15 --------------------------------------------------------------------------
+    ("sigma = 1e-200 (2σ² underflows)", ["stats", "moons", *SMALL, "--sigma", "1e-200",
+                                         "--threshold-sqdist", "0.01"],
+     r"sigma=1e-200 is out of range: 2σ² = 0 underflows float32"),
+    ("sigma = 1e200 (2σ² overflows)", ["run", "moons", *SMALL, "--sigma", "1e200",
+                                       "--threshold-sqdist", "0.01"],
+     r"sigma=1e\+200 is out of range: 2σ² = inf overflows float32"),
+    ("sigma = 1e-30", ["run", "moons", *SMALL, "--sigma", "1e-30", "--threshold-sqdist", "0.01"],
+     r"sigma=1e-30 is out of range"),
+    ("every edge's weight underflows", ["run", "moons", *SMALL, "--sigma", "1e-6",
+                                        "--threshold-sqdist", "0.01"],
+     r"every one of the graph's \d+ edges has weight 0: .* raise sigma"),
+    ("threshold_sqdist = 1e39", ["stats", "moons", *SMALL, "--threshold-sqdist", "1e39"],
+     r"threshold_sqdist=1e\+39 is out of range: beyond float32's normal range"),
+    ("threshold_sqdist = 1e400 (inf)", ["stats", "moons", *SMALL, "--threshold-sqdist", "1e400"],
+     r"threshold_sqdist=inf is out of range"),
+    ("random_state = -1", ["run", "moons", *SMALL, "--random-state", "-1"],
+     r"random_state=-1 is out of range; allowed: \[0, 4294967295\]"),
+    ("random_state = 2**40", ["run", "moons", *SMALL, "--random-state", str(2**40)],
+     r"random_state=1099511627776 is out of range"),
+    ("n_init = 10**9", ["run", "moons", *SMALL, "--n-init", "1000000000"],
+     r"n_init=1000000000 is above the practical limit 1,000"),
+    ("hypo_max_nnz_row = 2**70", ["stats", "moons", *SMALL, "--hypo-max-nnz-row", str(2**70)],
+     r"hypo_max_nnz_row=~1e\+21 is above the practical limit"),
+    ("generated data too large for memory", ["stats", "infinite-digits", "--n-samples",
+                                              str(10**11)],
+     r"generating infinite-digits with n_samples=100000000000 .* needs about .*, but only .* "
+     r"of memory is available on this machine; lower n_samples"),
+    (".npy whose header claims (10⁹, 2)", ["stats", "--file", "{dir}/claims.npy"],
+     r"claims.npy: truncated or damaged: the header claims the array of shape "
+     r"\(1000000000, 2\) float64 \(14.9 GiB\)"),
+    (".npz member claiming 15 GiB", ["stats", "--file", "{dir}/claims.npz"],
+     r"claims.npz: member 'X' of shape \(1000000000, 2\) float64, decompressed needs about "
+     r"14.9 GiB, more than the limit on what a compressed file may expand to"),
+    ("a directory as --file", ["stats", "--file", "{dir}/folder.csv"],
+     r"folder.csv: is a directory, not a data file"),
+    ("/dev/zero as --file", ["stats", "--file", "/dev/zero"],
+     r"/dev/zero: is a character device, not a data file"),
 ]
 
 if not gpu_status()[0]:
@@ -161,6 +203,18 @@ def _write_files(folder: Path) -> None:
         path = folder / name
         if content is None:
             np.save(path, np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+        elif content == "dir":
+            path.mkdir()
+        elif content == "claims":
+            header = io.BytesIO()
+            np.lib.format.write_array_header_1_0(
+                header, {"descr": "<f8", "fortran_order": False, "shape": (10**9, 2)})
+            npy = header.getvalue() + bytes(64)
+            if path.suffix == ".npy":
+                path.write_bytes(npy)
+            else:
+                with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+                    z.writestr("X.npy", npy)
         elif isinstance(content, bytes):
             path.write_bytes(content)
         else:

@@ -22,6 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from explorer import data as datasets
+from explorer import memory
+from explorer.memory import MemoryEstimateError
 
 HYPOTHESIS = settings(max_examples=50, deadline=None,
                       suppress_health_check=[HealthCheck.too_slow])
@@ -107,6 +109,35 @@ def _npy_bytes(a, allow_pickle: bool) -> bytes:
     buf = io.BytesIO()
     np.save(buf, a, allow_pickle=allow_pickle)
     return buf.getvalue()
+
+
+def _claiming_npy(shape, descr="<f8", data=b"\0" * 64) -> bytes:
+    """A .npy whose header claims `shape` but which holds only `data`."""
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": descr, "fortran_order": False, "shape": shape})
+    return buf.getvalue() + data
+
+
+def _npz(members: dict, compression=zipfile.ZIP_DEFLATED) -> bytes:
+    """An .npz of raw member bytes (``{"X": npy bytes}``)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=compression) as z:
+        for key, content in members.items():
+            z.writestr(f"{key}.npy", content)
+    return buf.getvalue()
+
+
+def _sub_array_npy() -> bytes:
+    a = np.zeros(3, dtype=[("xy", "<f8", (2,)), ("c", "<i4")])
+    a["xy"] = [[1, 2], [3, 4], [5, 6]]
+    a["c"] = [7, 8, 9]
+    return _npy_bytes(a, False)
+
+
+def _nested_npy() -> bytes:
+    inner = np.dtype([("u", "<f4"), ("v", "<f4")])
+    return _npy_bytes(np.zeros(3, dtype=[("p", inner), ("c", "<i4")]), False)
 
 
 @st.composite
@@ -250,6 +281,22 @@ NAMED = [
     ("garbage.npy", b"\x93NUMPY\x01\x00garbage", None, r"garbage.npy: not a readable NumPy file"),
     ("no-header.npy", b"just text", None, r"no-header.npy: not a readable NumPy file \(no .npy"),
     ("garbage.parquet", b"PAR1garbagePAR1", None, r"garbage.parquet: not a readable Parquet"),
+    # -- issue 15 -------------------------------------------------------------------------
+    ("claims.npy", _claiming_npy((10**9, 2)), None,
+     r"claims.npy: truncated or damaged: the header claims the array of shape "
+     r"\(1000000000, 2\) float64 \(14.9 GiB\), but the file holds only 64 B of data"),
+    ("claims.npz", _npz({"X": _claiming_npy((10**9, 2))}), None,
+     r"claims.npz: member 'X' of shape \(1000000000, 2\) float64, decompressed needs about "
+     r"14.9 GiB, more than the limit on what a compressed file may expand to "
+     r"\(EXPLORER_MAX_FILE_BYTES\) of 2 GiB"),
+    ("nested.npy", _nested_npy(), None,
+     r"nested.npy: field 'p' is itself a structured record; only numeric fields"),
+    ("inline-comma.csv", "1,2\n3,4,# note\n5,6\n", None,
+     r"inline-comma.csv: ragged rows \(Expected 2 fields in line 2, saw 3\)"),
+    ("hash-field.csv", "a,b\n1,#2\n3,4\n", None,
+     r"hash-field.csv: column 'b' is not numeric \(data row 1: '#2'\)"),
+    ("npz-text-member.npz", _npz({"X": b"not a numpy array"}), None,
+     r"npz-text-member.npz: not a readable NumPy file"),
 ]
 
 
@@ -265,8 +312,111 @@ def test_named_malformed_files(tmp_path, name, content, label_column, match):
     # non-numeric dtypes are TypeErrors (check_data's), everything else ValueErrors
     # (complex values too: "Complex data not supported", as scikit-learn raises it)
     wanted = TypeError if re.search(r"must be numeric", match) else ValueError
+    if re.search(r"needs about", match):  # the memory preflight's own ValueError
+        wanted = MemoryEstimateError
     assert type(info.value) is wanted, repr(info.value)
     assert re.search(match, str(info.value)), str(info.value)
+
+
+#: Files that are read, and what they must give (issue 15: each was misread or refused
+#: with a raw error before): (name, content, label_column, X, classes, feature names).
+READS = [
+    ("cr-only.csv", b"a,b\r1,2\r3,4\r5,6\r", None, [[1, 2], [3, 4], [5, 6]], None, ("a", "b")),
+    ("crlf.csv", b"a,b\r\n1,2\r\n3,4\r\n", None, [[1, 2], [3, 4]], None, ("a", "b")),
+    ("inline.csv", "1,2 # note\n3,4\n5,6\n", None, [[1, 2], [3, 4], [5, 6]], None, None),
+    ("inline-header.csv", "x,y # metres\n1,2  # first\n3,4\n", None, [[1, 2], [3, 4]], None,
+     ("x", "y")),
+    ("inline.txt", "1 2 # note\n3 4\n5 6\n", None, [[1, 2], [3, 4], [5, 6]], None, None),
+    ("hash-labels.csv", "x,y,c\n1,2,#red\n3,4,#blue\n", "c", [[1, 2], [3, 4]],
+     ("#blue", "#red"), ("x", "y")),
+    ("hash-labels-spaced.csv", "1, 2, #red\n3, 4, #blue\n", 2, [[1, 2], [3, 4]],
+     ("#blue", "#red"), None),
+    ("sub-array.npy", _sub_array_npy(), None, [[1, 2, 7], [3, 4, 8], [5, 6, 9]], None,
+     ("xy[0]", "xy[1]", "c")),
+]
+
+
+@pytest.mark.parametrize("name, content, label_column, X, classes, names", READS,
+                         ids=[r[0] for r in READS])
+def test_files_that_are_read(tmp_path, name, content, label_column, X, classes, names):
+    path = tmp_path / name
+    if isinstance(content, str):
+        path.write_text(content)
+    else:
+        path.write_bytes(content)
+    ds = datasets.read(path, label_column=label_column)
+    assert ds.X.tolist() == X
+    assert ds.classes == classes
+    assert ds.feature_names == names
+
+
+def test_a_zip_bomb_is_refused_before_it_expands(tmp_path):
+    """A small .npz whose member decompresses to far more (issue 15: 4 MB -> 4 GiB took
+    the server from 0.3 to 9 GB): refused from the zip directory, nothing decompressed."""
+    import resource
+
+    path = tmp_path / "bomb.npz"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        with z.open("X.npy", "w") as fh:
+            np.lib.format.write_array_header_1_0(
+                fh, {"descr": "<f8", "fortran_order": False, "shape": (2**20, 8)})
+            for _ in range(8):
+                fh.write(bytes(2**20))
+    assert path.stat().st_size < 100_000
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with memory.file_limit(2**20), pytest.raises(MemoryEstimateError, match=(
+            r"bomb.npz: member 'X' decompresses to 8 MiB \(from .* in the archive\), more than "
+            r"the limit on what a compressed file may expand to, 1 MiB")):
+        datasets.read(path)
+    # A member whose header claims less than it holds: only the claim is read.
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50_000  # KiB
+    liar = tmp_path / "liar.npz"
+    with zipfile.ZipFile(liar, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        with z.open("X.npy", "w") as fh:
+            np.lib.format.write_array_header_1_0(
+                fh, {"descr": "<f8", "fortran_order": False, "shape": (4, 2)})
+            fh.write(np.arange(8.0).tobytes() + bytes(2**20))
+    assert datasets.read(liar).X.tolist() == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def test_one_huge_line_is_refused_with_its_length(tmp_path, monkeypatch):
+    from explorer.data import _files
+
+    monkeypatch.setattr(_files, "MAX_LINE_CHARS", 1000)
+    path = tmp_path / "one-line.csv"
+    path.write_text(",".join(["1.5"] * 1000))
+    with pytest.raises(ValueError, match=r"one-line.csv: line 1 is 3,999 characters long, more "
+                       r"than the 1,000 a data row may have; a text table has one row per line"):
+        datasets.read(path)
+
+
+def test_a_text_file_too_large_for_memory_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 2**10)
+    path = tmp_path / "big.csv"
+    path.write_text("1,2\n" * 1000)
+    with pytest.raises(MemoryEstimateError, match=r"big.csv: parsing this text file of 3.91 "
+                       r"KiB \(about 8× its size\) needs about 31.2 KiB, but only 1 KiB of "
+                       r"memory is available on this machine; subsample the file"):
+        datasets.read(path)
+
+
+def test_a_file_with_a_large_offset_warns_or_is_centred(tmp_path):
+    """Timestamps 1.7e9 + 60 i: float32 keeps ~3 digits of their variation. read()
+    warns; read(center=True) (the app) takes the offset off in float64 first."""
+    import explorer
+
+    path = tmp_path / "times.csv"
+    t = 1.7e9 + 60.0 * np.arange(50)
+    path.write_text("t,v\n" + "".join(f"{a:.1f},{i % 3}\n" for i, a in enumerate(t)))
+    with pytest.warns(UserWarning, match=r"times.csv has an offset that float32 cannot carry: "
+                      r"column 0 lies around 1.7\d*e\+09.*read\(\.\.\., center=True\)"):
+        datasets.read(path)
+    ds = datasets.read(path, center=True)
+    assert ds.params["offset"] == [pytest.approx(1.7e9 + 60 * 24.5), 0.0]
+    assert "centred by" in ds.description
+    assert np.allclose(np.diff(ds.X[:, 0]), 60.0)
+    g = explorer.build_graph(ds.X, metric="uniform", threshold_sqdist=3599.0, backend="cpu")
+    assert g.csr.nnz == 2 * int(np.sum(np.diff(np.arange(50) % 3) == 0))  # only the v ties
 
 
 def message(name, content, label_column) -> str:
@@ -290,4 +440,11 @@ if __name__ == "__main__":  # the file rows of docs/robustness.md
         text = " ".join(message(name, content, label_column).split()).replace("|", "\\|")
         arg = "" if label_column is None else f", label_column={label_column!r}"
         print(f"| library | `data.read('{name}'{arg})` | `{shown}` | {text} |")
-    print(f"<!-- {len(NAMED)} file rows -->")
+    for name, content, label_column, X, classes, names in READS:
+        shown = content if isinstance(content, str) else repr(content[:24])
+        shown = shown.replace("\n", "⏎") if isinstance(content, str) else shown
+        arg = "" if label_column is None else f", label_column={label_column!r}"
+        got = f"read: X = {X}" + ("" if classes is None else f", classes {classes}") + (
+            "" if names is None else f", columns {names}")
+        print(f"| library | `data.read('{name}'{arg})` | `{shown}` | {got} |")
+    print(f"<!-- {len(NAMED)} file rows, {len(READS)} files read -->")

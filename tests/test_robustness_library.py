@@ -11,8 +11,10 @@ small drawn data.
 from __future__ import annotations
 
 import math
+import os
 import re
 import tempfile
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +29,18 @@ import explorer
 from explorer import KMeans, SpectralClustering, build_graph, graph_stats, spectral_embedding
 from explorer import data as datasets
 from explorer._backend import gpu_status
-from explorer._validation import check_choice, check_data, check_float, check_int
+from explorer._validation import (
+    check_choice,
+    check_data,
+    check_float,
+    check_int,
+    check_random_state,
+)
 from explorer.graph import CPU_METHODS, EdgeRule, default_hypo_max_nnz_row
 from explorer.graph import _cpu as cpu
 from explorer.graph.reference import pair_values, reference_csr
+from explorer.memory import MemoryEstimateError
+from explorer.spectral import partition_graph
 from explorer.testing import assert_same_graph
 
 HYPOTHESIS = settings(max_examples=50, deadline=None,
@@ -123,8 +133,24 @@ def _csv() -> Path:
     return path
 
 
+def _pg(csr=None, **kw):
+    return lambda: partition_graph(_affinity() if csr is None else csr(), kw.pop("k", 2), **kw)
+
+
+def _special(kind: str) -> Path:
+    """A directory or a FIFO named like a data file."""
+    folder = Path(tempfile.mkdtemp(prefix="robustness-"))
+    path = folder / ("folder.csv" if kind == "dir" else "pipe.csv")
+    if kind == "dir":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    return path
+
+
 V = ValueError
 T = TypeError
+M = MemoryEstimateError
 
 CASES = [
     # -- data, through build_graph (check_data is shared by every entry) -----------
@@ -340,6 +366,95 @@ CASES = [
          r"test_robustness_library.py: unknown file type '.py'; allowed: "),
     Case("data.read", "missing file", lambda: datasets.read("/nonexistent/x.csv"),
          FileNotFoundError, r"/nonexistent/x.csv: no such file"),
+    # -- issue 15: numeric extremes ----------------------------------------------------
+    Case("build_graph", "sigma = 1e-200 (2σ² underflows)", _bg(sigma=1e-200), V,
+         r"sigma=1e-200 is out of range: 2σ² = 0 underflows float32.*allowed: \[7.67e-20, "
+         r"1.3e\+19\]"),
+    Case("build_graph", "sigma = 1e200 (2σ² overflows)", _bg(sigma=1e200), V,
+         r"sigma=1e\+200 is out of range: 2σ² = inf overflows float32"),
+    Case("build_graph", "sigma = 1e-30 (every weight would be 0)", _bg(sigma=1e-30), V,
+         r"sigma=1e-30 is out of range: 2σ² = 2e-60 underflows float32"),
+    Case("build_graph", "threshold_sqdist = 10**400 (an int)", _bg(threshold_sqdist=10**400), V,
+         r"threshold_sqdist=~1e\+400 is out of range: it is beyond float64's range"),
+    Case("build_graph", "threshold_sim = 10**400 (an int)",
+         _bg(threshold_sqdist=None, threshold_sim=10**400), V,
+         r"threshold_sim=~1e\+400 is out of range: it is beyond float64's range"),
+    Case("build_graph", "threshold_sqdist = 1e39 (beyond float32)", _bg(threshold_sqdist=1e39),
+         V, r"threshold_sqdist=1e\+39 is out of range: beyond float32's normal range"),
+    Case("build_graph", "threshold_sqdist = 1e-45 (below float32's normal range)",
+         _bg(threshold_sqdist=1e-45), V,
+         r"threshold_sqdist=1e-45 is out of range: beyond float32's normal range"),
+    Case("build_graph", "hypo_max_nnz_row = 2**70", _bg(hypo_max_nnz_row=2**70), V,
+         r"hypo_max_nnz_row=~1e\+21 is above the practical limit 2,147,483,647"),
+    Case("graph_stats", "sigma = 1e-200", _gs(sigma=1e-200), V,
+         r"sigma=1e-200 is out of range: 2σ² = 0 underflows"),
+    Case("graph_stats", "hypo_max_nnz_row = 2**40", _gs(hypo_max_nnz_row=2**40), V,
+         r"hypo_max_nnz_row=1099511627776 is above the practical limit"),
+    Case("SpectralClustering.fit", "every edge's weight underflows (σ = 1e-5, t = 0.05)",
+         _sc(sigma=1e-5), V, r"every one of the graph's \d+ edges has weight 0: .* raise sigma"),
+    Case("SpectralClustering.fit", "sigma = 1e200", _sc(sigma=1e200), V,
+         r"sigma=1e\+200 is out of range"),
+    # -- issue 15: arguments -----------------------------------------------------------
+    Case("SpectralClustering.fit", "random_state = True", _sc(random_state=True), T,
+         r"random_state must be None, an int in \[0, 2\*\*32 - 1\], a numpy.random.RandomState "
+         r"or a numpy.random.Generator; got True \(bool\)"),
+    Case("SpectralClustering.fit", "random_state = -1", _sc(random_state=-1), V,
+         r"random_state=-1 is out of range; allowed: \[0, 4294967295\]"),
+    Case("SpectralClustering.fit", "random_state = 2**70", _sc(random_state=2**70), V,
+         r"random_state=~1e\+21 is out of range"),
+    Case("SpectralClustering.fit", "random_state = 'seed'", _sc(random_state="seed"), T,
+         r"random_state must be None, an int .*; got 'seed' \(str\)"),
+    Case("SpectralClustering.fit", "n_init = 10**9", _sc(n_init=10**9), V,
+         r"n_init=1000000000 is above the practical limit 1,000"),
+    Case("SpectralClustering.fit", "kmeans_max_iter = 10**9", _sc(kmeans_max_iter=10**9), V,
+         r"kmeans_max_iter=1000000000 is above the practical limit 100,000"),
+    Case("SpectralClustering.fit", "eigen_max_iter = 10**12", _sc(eigen_max_iter=10**12), V,
+         r"eigen_max_iter=1000000000000 is above the practical limit 1,000,000"),
+    Case("KMeans.fit", "random_state = True", _km(random_state=True), T,
+         r"random_state must be None, an int .*; got True \(bool\)"),
+    Case("KMeans.fit", "n_init = 10**9", _km(n_init=10**9), V,
+         r"n_init=1000000000 is above the practical limit 1,000"),
+    Case("KMeans.fit", "max_iter = 10**9", _km(max_iter=10**9), V,
+         r"max_iter=1000000000 is above the practical limit 100,000"),
+    Case("partition_graph", "csr = None", _pg(lambda: None), T,
+         r"csr must be a scipy.sparse or cupyx.scipy.sparse matrix .*; got builtins.NoneType"),
+    Case("partition_graph", "a dense matrix", _pg(lambda: _affinity().toarray()), T,
+         r"csr must be a scipy.sparse .*; got numpy.ndarray"),
+    Case("partition_graph", "complex CSR", _pg(lambda: _affinity().astype(np.complex64)), V,
+         r"Complex data not supported: csr must hold real weights; got dtype complex64"),
+    Case("partition_graph", "not square", _pg(lambda: _affinity()[:, :30]), V,
+         r"csr must be a square n×n matrix with n >= 2; got shape \(40, 30\)"),
+    Case("partition_graph", "isolated of the wrong shape",
+         _pg(isolated=np.zeros(3, dtype=bool)), V,
+         r"isolated must be a bool array of shape \(40,\) \(one flag per vertex\); got dtype "
+         r"bool, shape \(3,\)"),
+    Case("partition_graph", "isolated not bool", _pg(isolated=np.zeros(40)), V,
+         r"isolated must be a bool array of shape \(40,\).*got dtype float64"),
+    Case("partition_graph", "on_kmeans not callable", _pg(on_kmeans="print"), T,
+         r"on_kmeans must be a callable or None; got 'print' \(str\)"),
+    Case("partition_graph", "n_components = -1", _pg(n_components=-1), V,
+         r"n_components=-1 is out of range; allowed: \[0, 40\]"),
+    Case("partition_graph", "n_clusters = 0", _pg(k=0), V,
+         r"n_clusters=0 is out of range; allowed: \[1, inf\]"),
+    Case("partition_graph", "random_state = True", _pg(random_state=True), T,
+         r"random_state must be None, an int"),
+    Case("partition_graph", "n_init = 10**9", _pg(n_init=10**9), V,
+         r"n_init=1000000000 is above the practical limit"),
+    # -- issue 15: files and memory -------------------------------------------------------
+    Case("data.read", "a directory", lambda: datasets.read(_special("dir")), V,
+         r"folder.csv: is a directory, not a data file; give the path of a regular file"),
+    Case("data.read", "a FIFO", lambda: datasets.read(_special("fifo")), V,
+         r"pipe.csv: is a FIFO \(named pipe\), not a data file"),
+    Case("data.read", "/dev/zero", lambda: datasets.read("/dev/zero"), V,
+         r"/dev/zero: is a character device, not a data file"),
+    Case("data.load", "infinite-digits, n_samples = 10**11",
+         lambda: datasets.load("infinite-digits", n_samples=10**11), M,
+         r"generating infinite-digits with n_samples=100000000000 \(100,000,000,000 × 784 "
+         r"values\) needs about .* TiB, but only .* of memory is available on this machine; "
+         r"lower n_samples"),
+    Case("data.load", "random_state = True",
+         lambda: datasets.load("moons", n_samples=10, random_state=True), T,
+         r"random_state must be an integer; got True \(bool\)"),
 ]
 
 NO_GPU = not gpu_status()[0]
@@ -643,8 +758,132 @@ def test_gpu_out_of_memory_during_a_build_is_a_memory_error(monkeypatch):
     assert_same_graph(g.csr, reference_csr(X.get(), params), X, params)  # recovered
 
 
+# --------------------------------------------------------------- issue 15: behaviours
+
+
+def _float64_pattern(X64, t):
+    """The edges of ``‖xi−xj‖² < t`` decided on the float64 data itself."""
+    d2 = ((X64[:, None, :] - X64[None, :, :]) ** 2).sum(-1)
+    A = d2 < t
+    np.fill_diagonal(A, False)
+    return A, d2
+
+
+@pytest.mark.filterwarnings("ignore:the graph has")
+@pytest.mark.parametrize("what", ["coordinates 5e6 + small", "timestamps 1.7e9 + 60 i"])
+def test_a_large_offset_gives_the_float64_graph(what):
+    """float64 data far from 0: the graph is the one float64 decides (outside the
+    rounding band), not the one of the float32 cast (issue 15: 118 edges vs 0)."""
+    rng = np.random.default_rng(7)
+    if what.startswith("coordinates"):
+        X64 = 5e6 + rng.random((300, 2)) * 0.05
+        t = 1e-5
+    else:
+        X64 = (1.7e9 + 60.0 * np.arange(200) + rng.random(200))[:, None]
+        t = 3600.0
+    A, d2 = _float64_pattern(X64, t)
+    band = np.abs(d2 - t) <= 1e-5 * t
+    for fn in (build_graph, graph_stats):
+        kw = {"metric": "uniform", "threshold_sqdist": t, "backend": "cpu"}
+        if fn is build_graph:
+            got = fn(X64, **kw).csr.toarray() != 0
+            assert not ((got != A) & ~band).any()
+        else:
+            assert abs(fn(X64, **kw).nnz - int(A.sum())) <= int(band.sum())
+    naive = reference_csr(X64.astype(np.float32), EdgeRule.from_args("uniform",
+                                                                      threshold_sqdist=t))
+    assert naive.nnz != int(A.sum())  # what the plain cast gave: a different graph
+    labels = SpectralClustering(2, metric="uniform", threshold_sqdist=t, backend="cpu",
+                                random_state=0).fit(X64)
+    assert labels.graph_.stats.nnz == build_graph(X64, metric="uniform",
+                                                  threshold_sqdist=t, backend="cpu").stats.nnz
+
+
+def test_a_large_offset_outside_the_graph_entries_warns():
+    X64 = 1.7e9 + 60.0 * np.arange(100, dtype=np.float64)[:, None]
+    with pytest.warns(UserWarning, match=r"X has an offset that float32 cannot carry: column 0 "
+                      r"lies around 1.7e\+09"):
+        check_data(X64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_data(X64, center=True)  # the graph entries centre, silently and documented
+        check_data(X64.astype(np.float32))  # float32 data: nothing was lost in a cast
+
+
+def test_cosine_on_offset_data_stays_within_the_band():
+    """Cosine is not translation invariant: the data are not centred; the cast errs by
+    ~1e-7 in a cosine, inside the band of 1e-5."""
+    rng = np.random.default_rng(3)
+    X64 = 5e6 + rng.random((60, 3))
+    U = X64 / np.linalg.norm(X64, axis=1, keepdims=True)
+    cos = U @ U.T
+    t = float(np.median(cos))
+    got = build_graph(X64, metric="cosine", threshold_sim=t, backend="cpu").csr.toarray() != 0
+    want = cos > t
+    np.fill_diagonal(want, False)
+    assert not ((got != want) & (np.abs(cos - t) > 1e-5)).any()
+
+
+def test_identical_points_warn_that_the_split_is_arbitrary():
+    with pytest.warns(UserWarning, match=r"X has only 1 distinct point\(s\) among its n=50 "
+                      r"rows, fewer than n_clusters=2"):
+        SpectralClustering(2, metric="uniform", threshold_sqdist=0.1, backend="cpu",
+                           random_state=0).fit(np.zeros((50, 2)))
+
+
+def test_random_state_takes_a_generator_and_refuses_bool():
+    X = _X()
+    a = SpectralClustering(2, **G, random_state=np.random.default_rng(5)).fit_predict(X)
+    b = SpectralClustering(2, **G, random_state=np.random.default_rng(5)).fit_predict(X)
+    assert np.array_equal(a, b)
+    gen = np.random.default_rng(1)
+    rs = check_random_state(gen)
+    before = gen.bit_generator.state
+    rs.random_sample(3)
+    assert gen.bit_generator.state != before  # draws advance the Generator itself
+    assert isinstance(check_random_state(np.int64(3)), np.random.RandomState)
+    with pytest.raises(TypeError, match="random_state must be None"):
+        check_random_state(np.bool_(True))
+
+
+def test_partition_graph_converts_other_sparse_formats():
+    csr = _affinity()
+    want = partition_graph(csr, 2, random_state=0).labels
+    for other in (csr.tocoo(), csr.tolil(), sp.csr_array(csr)):
+        assert np.array_equal(partition_graph(other, 2, random_state=0).labels, want)
+
+
+def test_sampled_counts_stay_exact_and_bounded_on_dense_settings():
+    """Dense settings (every pair near the radius): the sampled count's unsure rows are
+    decided in blocks of the brute force (issue 15: lists of ~n entries per row took
+    6.4 GB at n = 200,000); the counts equal the exact ones."""
+    X = np.random.default_rng(0).random((3000, 2)).astype(np.float32)
+    rule = EdgeRule.from_args("uniform", threshold_sqdist=1.0)
+    rows = np.sort(np.random.default_rng(1).choice(3000, 400, replace=False))
+    got = cpu.count_rows_cpu(X, rule, "kdtree", rows)
+    ref = np.diff(reference_csr(X, rule).indptr)[rows]
+    assert np.array_equal(got, ref)
+
+
+def test_the_memory_preflight_of_an_allocation(monkeypatch):
+    from explorer import memory
+
+    with pytest.raises(MemoryEstimateError, match=r"thing needs about 1 GiB, but only 16 MiB "
+                       r"of memory is available on this machine; do less"):
+        memory.check_allocation(2**30, "thing", "do less", available=2**24)
+    with pytest.raises(MemoryEstimateError, match=r"thing needs about 1 GiB, more than the "
+                       r"cap of 1 MiB; do less"):
+        memory.check_allocation(2**30, "thing", "do less", limit=2**20, limit_name="the cap")
+    memory.check_allocation(2**20, "thing", "do less", available=2**30)
+    with memory.file_limit(123):
+        assert memory.file_content_limit() == 123
+    monkeypatch.setenv("EXPLORER_MAX_FILE_BYTES", "4096")
+    assert memory.file_content_limit() == 4096
+
+
 if __name__ == "__main__":  # the table of docs/robustness.md, from the code itself
     for c in CASES:
         text = " ".join(message(c).split()).replace("|", "\\|")
+        text = re.sub(r"/tmp/robustness-\w+/", "DIR/", text)
         print(f"| library | `{c.entry}` | {c.bad} | {text} |")
     print(f"<!-- {len(CASES)} library rows, explorer {explorer.__version__} -->")

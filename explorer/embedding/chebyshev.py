@@ -151,11 +151,10 @@ import functools
 import math
 
 import numpy as np
-from sklearn.utils import check_random_state
 
 from .._backend import array_module, column_norms, sparse_module, to_numpy
 from .._csr import cast_values, matmul, row_slabs
-from .._validation import check_choice, check_float, check_int
+from .._validation import check_choice, check_float, check_int, check_random_state
 
 __all__ = [
     "DEFAULT_TOL",

@@ -24,11 +24,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
 
 from .._backend import array_module, column_norms, to_numpy
 from .._csr import matmul, row_sums, with_values
-from .._validation import check_choice, check_float, check_int
+from .._validation import check_choice, check_float, check_int, check_random_state
 from . import laplacian, solvers
 from .linalg import sign_flip, unit_rows
 from .solvers import SOLVERS

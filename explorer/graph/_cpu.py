@@ -252,13 +252,16 @@ def count_rows_cpu(X, params: EdgeRule, method: str, rows=None, *, low_memory=Fa
         counts = lo.astype(np.int64) - 1  # the point itself is always within reach
         unsure = np.flatnonzero(lo != hi)
         if unsure.size:
-            lists = tree.query_ball_point(Q[unsure], r * (1.0 + KD_MARGIN), workers=-1)
-            lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=unsure.size)
-            owner = np.repeat(unsure, lengths)
-            j = np.fromiter((c for x in lists for c in x), dtype=np.int64, count=int(lengths.sum()))
-            i = ids[owner]
-            keep = edge_mask(pv.at(i, j), params) & (i != j)
-            counts[unsure] = np.bincount(owner[keep], minlength=ids.size)[unsure]
+            # Decided by the brute force's blocks (memory: one block of rows × n), not
+            # by listing their neighbours: on dense settings (every pair near the
+            # radius) the lists of the unsure rows held nearly n entries each, as
+            # Python ints, and took the process down (issue 15).
+            urows = ids[unsure]
+            exact = np.zeros(unsure.size, dtype=np.int64)
+            for k, j in _Candidates(X, params, pv).of_rows(urows):
+                keep = edge_mask(pv.at(urows[k], j), params)
+                exact += np.bincount(k[keep], minlength=unsure.size)
+            counts[unsure] = exact
         return counts
     cand = _Candidates(X, params, pv)
     if rows is None:

@@ -118,7 +118,9 @@ def build_graph(
                             block_shapes)
     be = resolve_backend(backend)
     _check_method_name(method, be)
-    X = check_data(X)
+    # Distance rules are translation invariant: a large offset is taken off in float64
+    # before the float32 cast (see check_data); cosine is not, and keeps the data as is.
+    X = check_data(X, center=rule.compares == "sqdist")
     return _build(X, rule, options, method, be, t_start=t_start)
 
 
@@ -259,7 +261,7 @@ def graph_stats(
     if not isinstance(components, (bool, np.bool_)):
         raise TypeError(f"components must be True or False; got {components!r}")
     be = resolve_backend(backend)
-    X = check_data(X)
+    X = check_data(X, center=rule.compares == "sqdist")
     X = _to_backend(X, be, {})
     n, d = X.shape
     sampled = sample_rows is not None and sample_rows < n

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import check_choice, check_float, check_int
+from .._validation import check_choice, check_float, check_int, check_limit
 
 METRICS = ("gaussian", "cosine", "uniform")
 
@@ -56,6 +56,17 @@ DEFAULT_HYPO_LOW_D = 32
 DEFAULT_HYPO_HIGH_D = 512
 #: From this many features the high-d width applies (the kernels' ``HIGH_D``).
 HYPO_HIGH_D = 64
+
+#: float32's range: every builder compares and weighs in float32 (DESIGN.md
+#: "Semantics"), so the derived values of a rule (2σ², its inverse, the cutoffs) must
+#: be normal float32 numbers.
+F32_TINY = float(np.finfo(np.float32).tiny)
+F32_MAX = float(np.finfo(np.float32).max)
+#: exp(-x) is 0 in float32 (below its smallest subnormal) from this x on.
+F32_EXP_UNDERFLOW = -math.log(float(np.finfo(np.float32).smallest_subnormal))
+#: sigma's range: 2σ² and 1/(2σ²) both normal float32 numbers.
+SIGMA_MIN = math.sqrt(F32_TINY / 2.0) * (1.0 + 1e-6)
+SIGMA_MAX = math.sqrt(F32_MAX / 2.0) * (1.0 - 1e-6)
 
 #: CSR-3's memUseRate when not given: the paper's best on every benchmark (sect. 6.3.3).
 DEFAULT_MEM_USE_RATE = 0.8
@@ -100,6 +111,8 @@ class Field:
     high: float | None = None
     low_inclusive: bool = True
     high_inclusive: bool = True
+    limit: float | None = None
+    limit_why: str = ""
 
     @property
     def flag(self) -> str:
@@ -120,8 +133,9 @@ class Field:
                 return None
             return check_choice(value, self.name, self.choices)
         if self.type is int:
-            return check_int(value, self.name, low=self.low, high=self.high,
-                             allow_none=allow_none)
+            value = check_int(value, self.name, low=self.low, high=self.high,
+                              allow_none=allow_none)
+            return check_limit(value, self.name, self.limit, self.limit_why)
         return check_float(value, self.name, low=self.low, high=self.high,
                            low_inclusive=self.low_inclusive, high_inclusive=self.high_inclusive,
                            allow_none=allow_none)
@@ -145,7 +159,8 @@ EDGE_FIELDS = {
 BUILD_FIELDS = {
     f.name: f for f in (
         Field("hypo_max_nnz_row", int,
-              "CSR-2's ELLPACK width hypoMaxNnzRow (default: 32 for d < 64, else 512)", low=1),
+              "CSR-2's ELLPACK width hypoMaxNnzRow (default: 32 for d < 64, else 512)", low=1,
+              limit=2**31 - 1, limit_why="the kernels index a row's slots with int32"),
         Field("sp_max_nz_pct", float, "CSR-3's bound on the % of nonzeros (GPU only)",
               low=0.0, high=100.0, low_inclusive=False),
         Field("mem_use_rate", float, "CSR-3's share of free GPU memory (GPU only; default 0.8)",
@@ -239,9 +254,46 @@ class EdgeRule:
             sigma = EDGE_FIELDS["sigma"].check(self.sigma)
         else:
             sigma = None
+        if self.threshold_kind == "sqdist" and not F32_TINY <= t <= F32_MAX:
+            raise ValueError(
+                f"{name}={t!r} is out of range: beyond float32's normal range "
+                f"[{F32_TINY:.3g}, {F32_MAX:.3g}], the precision every builder compares in; "
+                "rescale the data (and the threshold with it)"
+            )
+        if sigma is not None and not SIGMA_MIN <= sigma <= SIGMA_MAX:
+            two = 2.0 * sigma * sigma  # float64: 0 or inf at the extremes, never raises
+            what = "underflows" if sigma < SIGMA_MIN else "overflows"
+            raise ValueError(
+                f"sigma={sigma!r} is out of range: 2σ² = {two:.3g} {what} float32, the "
+                f"precision every builder weighs in (exp(-‖xi−xj‖²/(2σ²))); allowed: "
+                f"[{SIGMA_MIN:.3g}, {SIGMA_MAX:.3g}]; rescale the data (and sigma with it)"
+            )
+        if sigma is not None and self.threshold_kind == "sim":
+            cutoff = -2.0 * sigma * sigma * math.log(t)
+            if not F32_TINY <= cutoff <= F32_MAX:
+                raise ValueError(
+                    f"sigma={sigma!r} with threshold_sim={t!r} gives the squared-distance "
+                    f"cutoff -2σ² ln t = {cutoff:.3g}, beyond float32's normal range "
+                    f"[{F32_TINY:.3g}, {F32_MAX:.3g}]; raise sigma or lower threshold_sim"
+                )
         object.__setattr__(self, "threshold", t)
         object.__setattr__(self, "sigma", sigma)
         object.__setattr__(self, "suggested", tuple(self.suggested))
+
+    @property
+    def zero_weight_sqdist(self) -> float | None:
+        """Squared distance from which a gaussian weight is 0 in float32 (it underflows:
+        ``2σ² · 103.3``); None for the other metrics (no weight vanishes)."""
+        if self.metric != "gaussian":
+            return None
+        return 2.0 * self.sigma * self.sigma * F32_EXP_UNDERFLOW
+
+    @property
+    def weights_can_vanish(self) -> bool:
+        """Whether some edges under this rule may have weight 0 in float32 (gaussian,
+        squared-distance threshold beyond :attr:`zero_weight_sqdist`)."""
+        z = self.zero_weight_sqdist
+        return z is not None and self.threshold_kind == "sqdist" and self.threshold > z
 
     @classmethod
     def from_args(cls, metric="gaussian", sigma=None, threshold_sqdist=None, threshold_sim=None):

@@ -11,6 +11,7 @@ import numpy as np
 import param
 
 from explorer import data as datasets
+from explorer import memory
 
 from ._errors import describe_error
 
@@ -91,6 +92,36 @@ def _guess_label(names) -> int | None:
     return None
 
 
+#: Most values (n × d) a generated data set may have in the app: the data lives in the
+#: server process (and is copied to each run's worker), shared by every session. 2·10⁸
+#: float32 values are 0.75 GiB: 5·10⁶ points of 2-D data but 255,000 digits of 784.
+APP_MAX_VALUES = 200_000_000
+
+
+def app_max_n(name: str) -> int:
+    """The largest n the app generates for the built-in set `name`: capped by the set's
+    own size, by :data:`APP_MAX_VALUES` over its d, and by the free memory
+    (:func:`explorer.data._registry.memory_max_n`)."""
+    info = datasets.DATASETS[name]
+    caps = [APP_MAX_VALUES // info.d]
+    if info.max_n is not None:
+        caps.append(int(info.max_n))
+    free = datasets._registry.memory_max_n(name)
+    if free is not None:
+        caps.append(free)
+    return max(2, min(caps))
+
+
+#: Largest upload read (bytes): Bokeh's websocket takes messages up to 20 MiB and an
+#: upload travels base64-encoded (4/3 of its size); a larger one would close the
+#: session's connection before the server sees it.
+UPLOAD_MAX_BYTES = 12 * 2**20
+
+#: What an uploaded file may hold once decompressed (an NPZ member, a Parquet file):
+#: 512 MiB (the library allows 2 GiB): the server process is shared by every session.
+UPLOAD_CONTENT_BYTES = 2**29
+
+
 class DataState(param.Parameterized):
     """Where the data comes from and what was loaded.
 
@@ -147,11 +178,11 @@ class DataState(param.Parameterized):
     @param.depends("dataset", watch=True)
     def _dataset_defaults(self):
         # The size carries over (clipped to what the set has); the noise is the set's own.
-        info = self.info
-        if info.max_n is not None and self.n_samples > info.max_n:
-            self.n_samples = int(info.max_n)
+        top = app_max_n(self.dataset)
+        if self.n_samples > top:
+            self.n_samples = int(top)
         if self.noise_option is not None:
-            self.noise = float(info.options[self.noise_option])
+            self.noise = float(self.info.options[self.noise_option])
 
     # -- files -------------------------------------------------------------------
     def set_file(self, file_name: str, content: bytes) -> None:
@@ -208,6 +239,15 @@ class DataState(param.Parameterized):
 
     @staticmethod
     def _generate(name, n, seed, options, generation) -> LoadOutcome:
+        top = app_max_n(name)
+        if n > top:
+            return LoadOutcome(
+                error=f"n_samples={n:,} is too many for {name} in the app: at most {top:,} "
+                f"rows of {datasets.DATASETS[name].d} features (the app holds at most "
+                f"{APP_MAX_VALUES:,} values, and what this machine's free memory allows); "
+                "lower n, or use the library or the command line for larger sets",
+                generation=generation,
+            )
         try:
             ds = datasets.load(name, n_samples=n, random_state=seed, **options)
             xy, note = project_2d(ds.X)
@@ -225,6 +265,13 @@ class DataState(param.Parameterized):
                 f"{', '.join(UPLOAD_SUFFIXES)}",
                 generation=generation,
             )
+        if len(content) > UPLOAD_MAX_BYTES:
+            return LoadOutcome(
+                error=f"{name}: the file is {len(content) / 2**20:.1f} MiB, more than the "
+                f"{UPLOAD_MAX_BYTES / 2**20:.0f} MiB an upload may have; subsample it, or "
+                "read it with the library or the command line",
+                generation=generation,
+            )
         # explorer.data.read takes a path: the bytes go to a private temporary folder
         # under the upload's own name (so the reader's messages name the user's file,
         # not a temporary one), removed as soon as it is read.
@@ -232,10 +279,17 @@ class DataState(param.Parameterized):
         path = folder / Path(name).name
         try:
             path.write_bytes(content)
-            ds, options, column = DataState._read_with_labels(str(path), column, chosen)
+            with memory.file_limit(UPLOAD_CONTENT_BYTES, "the app's limit on what an upload "
+                                   "may expand to"):
+                ds, options, column = DataState._read_with_labels(str(path), column, chosen)
             ds.name = name  # not the temporary file's name
             ds.description = f"uploaded file {name}: {ds.n} rows × {ds.d} features"
             xy, note = project_2d(ds.X)
+            if "offset" in ds.params:  # centred on reading (the app's graphs are distances)
+                shift = ", ".join(f"{v:.6g}" for v in ds.params["offset"])
+                centred = f"Centred by ({shift}): float32 could not carry the offset."
+                ds.description += f"; {centred}"
+                note = f"{note} {centred}".strip()
         except Exception as exc:
             # Readers may quote the path they opened (pyarrow does): show the user's name.
             text = describe_error(exc, f"reading {name}").replace(f"{folder}/", "")
@@ -259,12 +313,12 @@ class DataState(param.Parameterized):
         common layout; if that fails too, the first error is the one reported.
         """
         if chosen:
-            return datasets.read(path, label_column=column), None, column
+            return datasets.read(path, label_column=column, center=True), None, column
         try:
-            ds = datasets.read(path, label_column=None)
+            ds = datasets.read(path, label_column=None, center=True)
         except ValueError as first:
             try:
-                ds = datasets.read(path, label_column=-1)
+                ds = datasets.read(path, label_column=-1, center=True)
             except ValueError:
                 raise first from None
             names = None if ds.feature_names is None else [*ds.feature_names, "last column"]
@@ -272,5 +326,6 @@ class DataState(param.Parameterized):
         names = ds.feature_names
         guess = _guess_label(names)
         if guess is not None and ds.d > 1:
-            return datasets.read(path, label_column=guess), _label_options(ds.d, names), guess
+            ds = datasets.read(path, label_column=guess, center=True)
+            return ds, _label_options(ds.d, names), guess
         return ds, _label_options(ds.d, names), None

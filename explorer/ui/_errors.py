@@ -46,6 +46,9 @@ def describe_error(exc: BaseException, doing: str) -> str:
         return (f"The GPU ran out of memory while {doing}: {text}. To fit, {_OOM_ADVICE}, "
                 "or use the CPU backend.")
     if isinstance(exc, MemoryError):
+        if doing.startswith(("reading", "loading")):
+            return (f"Out of memory while {doing}: {text if str(exc).strip() else 'no memory left'}"
+                    ". To fit, use a smaller file or data set (fewer rows or features).")
         return f"Out of memory while {doing}: {text}. To fit, {_OOM_ADVICE}."
     if isinstance(exc, (ValueError, TypeError, FileNotFoundError)):
         return f"Error while {doing}: {text}"

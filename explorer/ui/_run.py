@@ -312,6 +312,10 @@ def _pipeline(spec: RunSpec, report: Callable[[int, str], None]) -> RunResult:
             f"every one of the n={graph.n} points is isolated (no edges): raise the "
             "threshold (or σ) until points have neighbours"
         )
+    if csr.nnz and graph.rule is not None and not float(abs(csr.data).max()) > 0:
+        from explorer.spectral import zero_weights_message
+
+        raise ValueError(zero_weights_message(graph.rule, int(csr.nnz)))
     if not auto and s["n_clusters"] > n_kept:
         raise ValueError(
             f"n_clusters={s['n_clusters']} is more than the {n_kept} points that have "

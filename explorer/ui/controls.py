@@ -12,7 +12,7 @@ import panel as pn
 import param
 from bokeh.models import CustomJSTickFormatter
 
-from ._data import UPLOAD_SUFFIXES
+from ._data import UPLOAD_SUFFIXES, app_max_n
 from .state import STAGES, ExplorerState
 
 #: Sizes the n slider offers (the catalogue's default and maximum are added).
@@ -166,9 +166,10 @@ class DataControls(pn.viewable.Viewer):
     def _catalogue(self, *events) -> None:
         data = self.state.data
         info = data.info
-        choices = sorted({n for n in N_CHOICES if info.max_n is None or n <= info.max_n}
-                         | {info.default_n, data.n_samples}
-                         | ({info.max_n} if info.max_n else set()))
+        top = app_max_n(data.dataset)  # the set's size, d and the free memory
+        choices = sorted({n for n in N_CHOICES if n <= top}
+                         | {min(info.default_n, top), min(data.n_samples, top)}
+                         | ({info.max_n} if info.max_n and info.max_n <= top else set()))
         self.n_samples.param.update(options=choices, value=data.n_samples)
         self.description.object = info.description
         self.noise.visible = data.noise_option is not None and data.source == "built-in"
