@@ -138,6 +138,20 @@ class Page:
             self.page.wait_for_timeout(200)
         return text
 
+    def settled_stats(self, timeout_s: float = 30) -> str:
+        """The statistics table's text once it stops changing (two reads a second apart
+        agree): after a data switch the table and the sliders re-render, and a drag
+        made during that is lost, as a person's would be."""
+        deadline = time.monotonic() + timeout_s
+        text = self.stats_text()
+        while True:
+            self.page.wait_for_timeout(1000)
+            now = self.stats_text()
+            if now == text:
+                return now
+            assert time.monotonic() < deadline, "statistics kept changing"
+            text = now
+
     def run(self) -> float:
         """Click Run, wait for the scores; return the spectral ARI shown."""
         self.page.get_by_role("button", name="Run", exact=True).click()
@@ -316,7 +330,7 @@ def test_bad_file_shows_a_message_and_the_app_keeps_working(app, tmp_path):
     # later actions work: back to a built-in set, and its statistics follow a slider
     app.page.get_by_role("button", name="built-in", exact=True).click()
     app.page.get_by_text(re.compile(r"moons: n = 2,000")).wait_for()
-    before = app.stats_text()
+    before = app.settled_stats()
     nnz = re.search(r"nnz\s+([\d.,]+\s*[KMG]?)\n", before).group(1)
     app.drag_slider("threshold-slider", 0.1)
     app.wait_stats(r"nnz\s+(?!" + re.escape(nnz) + r"\n)[\d.,]+")
