@@ -1,0 +1,101 @@
+"""The distributed mode (explorer.distributed, issue 19) against the single-process path.
+
+A LocalCluster of 2 workers × 1 thread in this process (``processes=False``: starts in
+milliseconds and shares the test's imports) runs most tests; one test starts real
+worker processes, where every task and result crosses a process boundary by pickling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+from explorer import KMeans  # noqa: E402
+from explorer.distributed import kmeans_fit  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                       dashboard_address=None)
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def _blobs(rng, n_per=300, d=3, centres=4, spread=0.4):
+    parts = [rng.normal(3.0 * c, spread, size=(n_per, d)) for c in range(centres)]
+    X = np.concatenate(parts)
+    return X[rng.permutation(X.shape[0])]
+
+
+# ------------------------------------------------------------------------ k-means
+
+
+@pytest.mark.parametrize("init", ["k-means++", "random"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_kmeans_same_labels_as_single_process(client, rng, init, dtype):
+    """Same data, same seed: same labels, centres to float64 rounding, same inertia."""
+    X = _blobs(rng).astype(dtype)
+    seed = int(rng.integers(2**31))
+    ref = KMeans(4, init=init, n_init=3, random_state=seed).fit(X)
+    got = kmeans_fit(da.from_array(X, chunks=(350, -1)), 4, init=init, n_init=3,
+                     random_state=seed, client=client)
+    assert got.blocks.n_blocks == 4
+    np.testing.assert_array_equal(got.labels_numpy(), ref.labels_)
+    assert got.cluster_centers.dtype == ref.cluster_centers_.dtype
+    np.testing.assert_allclose(got.cluster_centers, ref.cluster_centers_, rtol=1e-6, atol=1e-6)
+    assert got.inertia == pytest.approx(ref.inertia_, rel=1e-9)
+    assert got.n_iter == ref.n_iter_
+
+
+def test_kmeans_parallel_seeding_is_deterministic(client, rng):
+    """k-means|| draws on the workers from per-block streams: repeats are identical,
+    and on separated blobs the clustering is the single-process one."""
+    X = _blobs(rng, n_per=250, d=2, centres=5)
+    Xd = da.from_array(X, chunks=(400, -1))
+    a = kmeans_fit(Xd, 5, init="k-means||", n_init=2, random_state=3, client=client)
+    b = kmeans_fit(Xd, 5, init="k-means||", n_init=2, random_state=3, client=client)
+    np.testing.assert_array_equal(a.labels_numpy(), b.labels_numpy())
+    np.testing.assert_array_equal(a.cluster_centers, b.cluster_centers)
+    from sklearn.metrics import adjusted_rand_score
+
+    ref = KMeans(5, init="k-means||", n_init=2, random_state=3).fit(X)
+    assert adjusted_rand_score(ref.labels_, a.labels_numpy()) == 1.0
+
+
+def test_kmeans_estimator_on_dask_array(client, rng):
+    """KMeans.fit(dask_array) runs distributed; labels_ is a Dask array with X's chunks."""
+    X = _blobs(rng, n_per=200)
+    Xd = da.from_array(X, chunks=(300, -1))
+    km = KMeans(4, n_init=2, random_state=0).fit(Xd)
+    assert isinstance(km.labels_, da.Array)
+    assert km.labels_.chunks[0] == Xd.chunks[0]
+    ref = KMeans(4, n_init=2, random_state=0).fit(X)
+    np.testing.assert_array_equal(km.labels_.compute(), ref.labels_)
+    assert km.n_features_in_ == 3
+
+
+def test_kmeans_empty_cluster_reseeded(client):
+    """Initial centres with one empty cluster: re-seeded at the farthest point, as in
+    the single-process run."""
+    X = np.array([[0.0, 0], [0.1, 0], [0, 0.1], [5, 5], [5.1, 5], [5, 5.2], [9, 0], [9.2, 0]])
+    init = np.array([[0.0, 0.0], [5.0, 5.0], [100.0, 100.0]])
+    ref = KMeans(3, init=init, n_init=1).fit(X)
+    got = kmeans_fit(da.from_array(X, chunks=(3, -1)), 3, init=init, client=client)
+    np.testing.assert_array_equal(got.labels_numpy(), ref.labels_)
+    np.testing.assert_allclose(got.cluster_centers, ref.cluster_centers_)
+
+
+def test_no_client_is_a_clear_error(monkeypatch):
+    from explorer.distributed import get_client
+
+    def none_in_scope():
+        raise ValueError("No clients found")
+
+    monkeypatch.setattr(distributed, "default_client", none_in_scope)
+    with pytest.raises(ValueError, match="no Client is in scope"):
+        get_client()
