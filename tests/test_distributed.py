@@ -99,3 +99,55 @@ def test_no_client_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(distributed, "default_client", none_in_scope)
     with pytest.raises(ValueError, match="no Client is in scope"):
         get_client()
+
+
+# ------------------------------------------------------------------------ graph
+
+
+@pytest.mark.parametrize(
+    ("d", "rule_args", "method", "picked"),
+    [
+        (2, {"metric": "gaussian", "sigma": 0.03, "threshold_sqdist": 0.004}, "auto", "kdtree"),
+        (3, {"metric": "uniform", "threshold_sqdist": 0.02}, "bruteforce", "bruteforce"),
+        (12, {"metric": "cosine", "threshold_sim": 0.8}, "auto", "bruteforce"),
+    ],
+)
+def test_row_block_graph_is_the_single_process_graph(client, rng, d, rule_args, method,
+                                                     picked):
+    """The row blocks put together are canonical and equal build_graph's CSR exactly
+    (pattern, float32 weights, index dtype)."""
+    from explorer import EdgeRule, build_graph
+    from explorer.distributed import build_row_blocks
+    from explorer.testing import assert_same_graph, check_canonical
+
+    X = rng.random((900, d)).astype(np.float32)
+    rule = EdgeRule.from_args(**rule_args)
+    ref = build_graph(X, rule, backend="cpu").csr
+    g = build_row_blocks(da.from_array(X, chunks=(250, -1)), rule, method=method,
+                         client=client)
+    assert g.method == picked and g.blocks.n_blocks == 4
+    csr = g.to_csr()
+    check_canonical(csr)
+    assert_same_graph(csr, ref, X, rule, rtol=0.0)
+    assert csr.indptr.dtype == ref.indptr.dtype
+    np.testing.assert_array_equal(csr.indptr, ref.indptr)
+    np.testing.assert_array_equal(csr.indices, ref.indices)
+    np.testing.assert_array_equal(csr.data, ref.data)
+    assert g.nnz == ref.nnz
+    np.testing.assert_array_equal(g.counts, np.diff(ref.indptr))
+    assert g.stats.nnz == ref.nnz
+
+
+def test_row_block_memory_preflight(rng):
+    """A block estimated (from a sample of its rows) not to fit is refused before it
+    is built, with the estimate in the message; a small one passes."""
+    from explorer import EdgeRule
+    from explorer.distributed._graph import preflight
+    from explorer.memory import MemoryEstimateError
+
+    X = rng.random((2000, 2)).astype(np.float32)
+    rule = EdgeRule.from_args(metric="uniform", threshold_sqdist=0.5)
+    with pytest.raises(MemoryEstimateError, match=r"row block 1000:2000 .* nnz ≈") as info:
+        preflight(X, 1000, 1000, rule, "kdtree", available=10**6)
+    assert info.value.nnz > 1e5
+    preflight(X, 1000, 1000, rule, "kdtree", available=10**12)

@@ -16,11 +16,14 @@ Importing this package imports Dask; ``import explorer`` does not.
 """
 
 from ._blocks import RowBlocks, get_client, is_dask_array
+from ._graph import RowBlockGraph, build_row_blocks
 from ._kmeans import DistributedKMeansResult, kmeans_fit
 
 __all__ = [
     "DistributedKMeansResult",
+    "RowBlockGraph",
     "RowBlocks",
+    "build_row_blocks",
     "get_client",
     "is_dask_array",
     "kmeans_fit",
