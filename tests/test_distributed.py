@@ -151,3 +151,103 @@ def test_row_block_memory_preflight(rng):
         preflight(X, 1000, 1000, rule, "kdtree", available=10**6)
     assert info.value.nnz > 1e5
     preflight(X, 1000, 1000, rule, "kdtree", available=10**12)
+
+
+# ------------------------------------------------------------------------ the pipeline
+
+
+def _moons(rng, n=1200):
+    from sklearn.datasets import make_moons
+
+    X, _ = make_moons(n, noise=0.05, random_state=int(rng.integers(2**31)))
+    return X
+
+
+@pytest.mark.parametrize("solver", ["lobpcg", "dense"])
+def test_spectral_clustering_on_dask_array_same_as_single_process(client, rng, solver):
+    """SpectralClustering(...).fit(dask_array) with a Client in scope: the distributed
+    products equal the single-process ones bit for bit, so the embedding is identical
+    and so are the labels."""
+    from explorer import SpectralClustering
+
+    X = _moons(rng)
+    seed = int(rng.integers(2**31))
+    kw = dict(n_clusters=2, threshold_sqdist=0.02, eigen_solver=solver, n_init=3,
+              random_state=seed)
+    ref = SpectralClustering(**kw, backend="cpu").fit(X)
+    Xd = da.from_array(X, chunks=(500, -1))
+    sc = SpectralClustering(**kw).fit(Xd)
+    assert sc.backend_ == "dask"
+    assert isinstance(sc.labels_, da.Array) and sc.labels_.chunks[0] == Xd.chunks[0]
+    np.testing.assert_array_equal(sc.labels_.compute(), ref.labels_)
+    np.testing.assert_array_equal(sc.embedding_, ref.embedding_)
+    np.testing.assert_array_equal(sc.eigenvalues_, ref.eigenvalues_)
+    assert sc.eigen_solver_ == ref.eigen_solver_ == solver
+    assert sc.eigen_iterations_ == ref.eigen_iterations_
+    assert sc.graph_stats_.nnz == ref.graph_stats_.nnz
+    from explorer.testing import assert_same_graph
+
+    assert_same_graph(sc.graph_.to_csr(), ref.affinity_matrix_, X, ref.edge_rule_, rtol=0.0)
+
+
+def test_operator_product_equals_single_process_product(client, rng):
+    """RowBlockOperator @ X is A @ X bit for bit, A formed as spectral_embedding forms
+    it (isolated vertices dropped, symmetric scaling)."""
+    from explorer import EdgeRule, build_graph
+    from explorer._csr import with_values
+    from explorer.distributed import build_row_blocks
+    from explorer.distributed._operator import RowBlockOperator, normalised_blocks
+    from explorer.embedding import laplacian
+
+    X = rng.random((700, 2)).astype(np.float32)
+    X[:5] += 10.0  # a few isolated points
+    rule = EdgeRule.from_args(metric="gaussian", sigma=0.03, threshold_sqdist=0.003)
+    S = build_graph(X, rule, backend="cpu").csr
+    S64 = with_values(S, S.data.astype(np.float64))
+    degree = np.asarray(S64.sum(axis=1)).ravel()
+    keep = np.flatnonzero(degree > 0)
+    assert keep.size < X.shape[0]
+    dinv = 1.0 / np.sqrt(degree[keep])
+    A = laplacian.scale_symmetric(laplacian.submatrix(S64, keep, np), dinv, np)
+
+    g = build_row_blocks(da.from_array(X, chunks=(200, -1)), rule, client=client)
+    np.testing.assert_array_equal(g.degrees > 0, degree > 0)
+    new_id = np.full(X.shape[0], -1)
+    new_id[keep] = np.arange(keep.size)
+    op = RowBlockOperator(normalised_blocks(g, new_id, 1.0 / np.sqrt(g.degrees[keep])), g.nnz)
+    assert op.shape == A.shape
+    V = rng.standard_normal((keep.size, 3))
+    np.testing.assert_array_equal(op @ V, A @ V)
+    np.testing.assert_array_equal((op.to_csr() != A).nnz, 0)
+
+
+def test_distributed_fit_refuses_what_it_cannot_do(client, rng):
+    from explorer import SpectralClustering
+
+    Xd = da.from_array(_moons(rng, 300), chunks=(100, -1))
+    with pytest.raises(ValueError, match="eigen_solver"):
+        SpectralClustering(2, threshold_sqdist=0.02, eigen_solver="chebyshev").fit(Xd)
+    with pytest.raises(ValueError, match="method"):
+        SpectralClustering(2, threshold_sqdist=0.02, method="csr2").fit(Xd)
+    with pytest.raises(ValueError, match="no edge"):
+        SpectralClustering(2, threshold_sqdist=1e-12, sigma=0.1).fit(Xd)
+
+
+def test_spectral_clustering_with_worker_processes(rng):
+    """Real worker processes (every task, block and result pickled across processes),
+    parameters chosen from the data on a worker, n_clusters='auto': the single-process
+    answer."""
+    from explorer import SpectralClustering
+
+    X = np.concatenate([rng.normal(c, 0.15, size=(150, 2)) for c in ((0, 0), (3, 0), (0, 3))])
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster):
+        sc = SpectralClustering("auto", eigen_solver="lobpcg", n_init=2, random_state=0)
+        sc.fit(da.from_array(X, chunks=(200, -1)))
+    ref = SpectralClustering("auto", eigen_solver="lobpcg", n_init=2, random_state=0,
+                             backend="cpu").fit(X)
+    assert sc.suggested_params_ == ref.suggested_params_ != ()
+    assert sc.edge_rule_ == ref.edge_rule_
+    assert sc.n_clusters_ == ref.n_clusters_ == 3
+    np.testing.assert_array_equal(sc.labels_.compute(), ref.labels_)

@@ -16,14 +16,20 @@ Importing this package imports Dask; ``import explorer`` does not.
 """
 
 from ._blocks import RowBlocks, get_client, is_dask_array
+from ._fit import DISTRIBUTED_SOLVERS, distributed_embedding, fit_spectral
 from ._graph import RowBlockGraph, build_row_blocks
 from ._kmeans import DistributedKMeansResult, kmeans_fit
+from ._operator import RowBlockOperator
 
 __all__ = [
+    "DISTRIBUTED_SOLVERS",
     "DistributedKMeansResult",
+    "RowBlockOperator",
     "RowBlockGraph",
     "RowBlocks",
     "build_row_blocks",
+    "distributed_embedding",
+    "fit_spectral",
     "get_client",
     "is_dask_array",
     "kmeans_fit",
