@@ -221,6 +221,34 @@ def test_operator_product_equals_single_process_product(client, rng):
     np.testing.assert_array_equal((op.to_csr() != A).nnz, 0)
 
 
+def test_components_rule_as_single_process(client, rng):
+    """More components than k: the k largest are clustered, the others' points get −1
+    with the same warning; then exactly k, so ``"auto"`` takes the components solver.
+    Same labels as the single-process fit."""
+    from explorer import SpectralClustering
+    from explorer.distributed._components import component_labels
+
+    centres = [(0, 0), (4, 0), (0, 4), (4, 4)]
+    X = np.concatenate([rng.normal(c, 0.2, size=(120, 2)) for c in centres]
+                       + [rng.normal((9, 9), 0.05, size=(6, 2))])
+    X = X[rng.permutation(X.shape[0])]
+    kw = dict(n_clusters=4, threshold_sqdist=0.3, n_init=2, random_state=1)
+    with pytest.warns(UserWarning, match="5 connected components"):
+        ref = SpectralClustering(**kw, backend="cpu").fit(X)
+    with pytest.warns(UserWarning, match="5 connected components"):
+        sc = SpectralClustering(**kw).fit(da.from_array(X, chunks=(130, -1)))
+    assert ref.eigen_solver_ == sc.eigen_solver_ == "components"
+    labels = sc.labels_.compute()
+    assert (labels == -1).sum() == 6
+    np.testing.assert_array_equal(labels, ref.labels_)
+    from explorer.components import component_labels as single_labels
+
+    ours, theirs = component_labels(sc.graph_), single_labels(ref.affinity_matrix_)
+    pairs = set(zip(ours.tolist(), theirs.tolist(), strict=True))
+    assert len(pairs) == len(set(ours.tolist())) == len(set(theirs.tolist()))  # a bijection
+    assert ours.min() == 0 and all(ours[v] <= v for v in range(X.shape[0]))
+
+
 def test_distributed_fit_refuses_what_it_cannot_do(client, rng):
     from explorer import SpectralClustering
 
@@ -251,3 +279,41 @@ def test_spectral_clustering_with_worker_processes(rng):
     assert sc.edge_rule_ == ref.edge_rule_
     assert sc.n_clusters_ == ref.n_clusters_ == 3
     np.testing.assert_array_equal(sc.labels_.compute(), ref.labels_)
+
+
+# ------------------------------------------------------------------------ command line
+
+
+def test_cli_run_on_a_scheduler(client, capsys, tmp_path):
+    """``spectral-explorer run --scheduler ADDRESS``: the same clustering as the local
+    run (same scores), reported as a Dask run, the cut scores summed on the workers."""
+    import json
+
+    from explorer.cli import main
+
+    args = ["run", "blobs", "--n-samples", "500", "--n-clusters", "3", "--sigma", "0.05",
+            "--threshold-sqdist", "0.004", "--eigen-solver", "lobpcg", "--n-init", "2"]
+    path = tmp_path / "d.json"
+    code = main([*args, "--scheduler", client.scheduler.address, "--row-chunks", "150",
+                 "--json", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "dask" in out and "4 row blocks" in out
+    local = tmp_path / "l.json"
+    assert main([*args, "--backend", "cpu", "--json", str(local)]) == 0
+    got, ref = json.loads(path.read_text()), json.loads(local.read_text())
+    assert got["backend"]["name"] == "dask"
+    assert got["stats"]["nnz"] == ref["stats"]["nnz"]
+    assert got["scores"]["ari"] == ref["scores"]["ari"]
+    assert got["scores"]["normalized_cut"] == pytest.approx(ref["scores"]["normalized_cut"],
+                                                            rel=1e-12)
+    assert got["eigenvalues"] == ref["eigenvalues"]
+
+
+def test_cli_scheduler_bad_row_chunks(capsys):
+    from explorer.cli import main
+
+    code = main(["run", "blobs", "--n-samples", "200", "--scheduler", "tcp://127.0.0.1:1",
+                 "--row-chunks", "0"])
+    assert code == 2
+    assert "--row-chunks must be >= 1" in capsys.readouterr().err

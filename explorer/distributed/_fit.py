@@ -10,18 +10,26 @@ from sklearn.utils import check_random_state
 
 from .._validation import check_choice, check_int
 from ..embedding import EIGENGAP_TOL, Embedding, auto_k_max, eigengap_k, solvers
+from ..embedding.components import indicator_vectors
 from ..embedding.embed import finish_eigenvectors
 from ..graph.rule import EdgeRule
 from ._blocks import RowBlocks, get_client
+from ._components import component_labels, largest_components
 from ._graph import METHODS, build_row_blocks, gather_points
 from ._kmeans import kmeans_fit
 from ._operator import RowBlockOperator, normalised_blocks
 
+
+def _warn_components(n_components, n_isolated, k, n_dropped):
+    from ..spectral import _warn_components as warn
+
+    warn(n_components, n_isolated, k, n_dropped)
+
 __all__ = ["DISTRIBUTED_SOLVERS", "distributed_embedding", "fit_spectral"]
 
 #: Eigensolvers that run on the row-block operator (``"dense"`` gathers A: small
-#: graphs only, as in the single-process path).
-DISTRIBUTED_SOLVERS = ("auto", "dense", "lanczos", "lobpcg")
+#: graphs only, as in the single-process path; ``"components"`` needs no product).
+DISTRIBUTED_SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "components")
 
 
 def resolve_distributed_solver(solver: str, m: int, k: int) -> str:
@@ -37,7 +45,7 @@ def resolve_distributed_solver(solver: str, m: int, k: int) -> str:
 
 
 def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_iter=None,
-                          random_state=None):
+                          random_state=None, exclude=None, components=None):
     """The spectral embedding of a :class:`~explorer.distributed.RowBlockGraph`.
 
     The steps of :func:`explorer.spectral_embedding` with the matrix on the workers:
@@ -46,6 +54,11 @@ def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_i
     runs on the client against :class:`RowBlockOperator`. Unlike the single-process
     stage, S's symmetry is not re-checked (the row-block builder makes it symmetric by
     construction).
+
+    `exclude` (bool, n) marks vertices left out besides the isolated ones (those of
+    components beyond the k largest); `components` (int, n) are the component labels
+    (:func:`~explorer.distributed._components.component_labels`), which
+    ``solver="components"`` needs.
 
     Returns
     -------
@@ -58,6 +71,8 @@ def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_i
     n = graph.n
     degree = graph.degrees
     isolated = degree <= 0
+    if exclude is not None:
+        isolated = isolated | exclude
     keep = np.flatnonzero(~isolated)
     m = int(keep.shape[0])
     if m == 0:
@@ -73,8 +88,12 @@ def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_i
     t1 = time.perf_counter()
     used = resolve_distributed_solver(solver, m, k)
     A = op.to_csr() if used == "dense" else op
-    mu, V, iterations, tol_used = solvers.solve(used, A, k, degree=degree[keep], tol=tol,
-                                                max_iter=max_iter, rng=rng, xp=np)
+    if used == "components":
+        mu, V = indicator_vectors(components[keep], k, degree[keep], np)
+        iterations = tol_used = None
+    else:
+        mu, V, iterations, tol_used = solvers.solve(used, A, k, degree=degree[keep], tol=tol,
+                                                    max_iter=max_iter, rng=rng, xp=np)
     t2 = time.perf_counter()
     embedding, vectors, residuals = finish_eigenvectors(A, mu, V, dinv, keep, n, np, used,
                                                         iterations, tol_used, stacklevel=3)
@@ -116,10 +135,16 @@ def fit_spectral(estimator, X, client=None):
     with X's row chunks; `embedding_`, `eigenvectors_`, `isolated_` are NumPy arrays
     on the client; `affinity_matrix_` and `graph_` are the
     :class:`~explorer.distributed.RowBlockGraph` (its ``to_csr()`` gathers it);
-    `backend_` is ``"dask"``. Not done distributed (yet): counting connected
-    components, hence neither the ``"components"`` solver nor the "more components
-    than k" rule of the single-process fit (with more components than k, raise the
-    threshold); the ``"chebyshev"`` solver; GPU builders per row block.
+    `backend_` is ``"dask"``.
+
+    Connected components are counted as the single-process fit counts them (a forest
+    per row block, merged on the client:
+    :func:`~explorer.distributed._components.component_labels`), and with a fixed k
+    the same rules follow: the k largest components when there are more (a warning,
+    label −1 for the rest), the ``"components"`` solver under ``"auto"`` when exactly
+    k. Not distributed (yet): the ``"chebyshev"`` solver (``"auto"`` takes LOBPCG past
+    :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices) and GPU builders per row
+    block (CuPy chunks build on their worker's host).
     """
     import dask.array as da
 
@@ -152,7 +177,16 @@ def fit_spectral(estimator, X, client=None):
         )
 
     auto = estimator.n_clusters == "auto"
-    n_kept = int(np.count_nonzero(graph.degrees > 0))
+    in_graph = graph.degrees > 0
+    n_kept = int(np.count_nonzero(in_graph))
+    solver = estimator.eigen_solver
+    if auto and solver == "components":
+        raise ValueError(
+            "eigen_solver='components' needs a fixed n_clusters (it gives exactly k "
+            "eigenpairs, no spectrum for the eigengap to read); with n_clusters='auto' use "
+            "another solver"
+        )
+    components = dropped = None
     if not auto:
         k = check_int(estimator.n_clusters, "n_clusters", low=1)
         if k > n_kept:
@@ -160,10 +194,19 @@ def fit_spectral(estimator, X, client=None):
                 f"n_clusters={k} is out of range: only {n_kept} of the n={n} points have an "
                 f"edge ({n - n_kept} are isolated); allowed: 1 <= n_clusters <= {n_kept}"
             )
+        # The components rule of partition_graph: more than k, the k largest are the
+        # clusters; exactly k (after that), their indicators are the eigenvectors.
+        components = component_labels(graph)
+        n_components, dropped = largest_components(components, in_graph, k)
+        if dropped.any():
+            _warn_components(n_components, n - n_kept, k, int(dropped.sum()))
+        if solver == "auto" and n_components >= k:
+            solver = "components"
     n_eig = auto_k_max(n_kept) if auto else k
     tol = EIGENGAP_TOL if auto and estimator.eigen_tol is None else estimator.eigen_tol
-    emb, _ = distributed_embedding(graph, n_eig, solver=estimator.eigen_solver, tol=tol,
-                                   max_iter=estimator.eigen_max_iter, random_state=rng)
+    emb, _ = distributed_embedding(graph, n_eig, solver=solver, tol=tol,
+                                   max_iter=estimator.eigen_max_iter, random_state=rng,
+                                   exclude=dropped, components=components)
     suggested = eigengap_k(emb.eigenvalues)
     k = suggested if auto else k
     used = emb.truncate(k)
@@ -186,7 +229,7 @@ def fit_spectral(estimator, X, client=None):
     estimator.eigenvalues_ = used.eigenvalues
     estimator.embedding_ = used.embedding
     estimator.eigenvectors_ = used.vectors
-    estimator.isolated_ = used.isolated
+    estimator.isolated_ = ~in_graph
     estimator.affinity_matrix_ = graph
     estimator.graph_ = graph
     estimator.graph_stats_ = graph.stats

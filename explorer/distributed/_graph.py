@@ -16,12 +16,13 @@ import scipy.sparse as sp
 
 from .. import memory
 from .._backend import array_module, to_numpy
-from .._csr import row_sums
+from .._csr import block_rows, row_sums
 from .._validation import check_data
 from ..graph import _cpu
 from ..graph._reference import PairValues, edge_mask, index_dtype
 from ..graph._stats import stats_from_counts
 from ..graph.rule import EdgeRule
+from ..metrics import _sums
 from ._blocks import RowBlocks, get_client
 
 __all__ = ["METHODS", "RowBlockGraph", "build_row_blocks"]
@@ -69,6 +70,42 @@ class RowBlockGraph:
     @property
     def shape(self) -> tuple[int, int]:
         return (self.n, self.n)
+
+    @property
+    def options(self):
+        """The CSR-2/CSR-3 knobs the build used: none (``BuildOptions()``), for the
+        reports that print them."""
+        from ..graph.rule import BuildOptions
+
+        return BuildOptions()
+
+    def cut_terms(self, labels):
+        """Per cluster (labels >= 0, ascending): cut weight, volume and size, as
+        :func:`explorer.metrics.clustering_scores` takes them; each row block sums its
+        rows' share on its worker, the client adds the shares in block order."""
+        lab = np.asarray(to_numpy(np.asarray(labels)))
+        if lab.ndim != 1 or lab.shape[0] != self.n:
+            raise ValueError(f"labels must be 1-D with one label per vertex (n={self.n}); "
+                             f"got shape {lab.shape}")
+        if lab.dtype.kind not in "iu":
+            raise TypeError(f"labels must be integers; got dtype {lab.dtype}")
+        lab = lab.astype(np.int64)
+        if (lab < -1).any():
+            raise ValueError("labels must be >= 0, or -1 for a vertex in no cluster")
+        clustered = lab >= 0
+        ids, inverse = np.unique(lab[clustered], return_inverse=True)
+        k = int(ids.shape[0])
+        cluster = np.full(self.n, -1, dtype=np.int64)
+        cluster[clustered] = inverse.ravel()
+        client = self.blocks.client
+        shared = client.scatter(cluster, broadcast=True, hash=False)
+        cut, vol = np.zeros(k), np.zeros(k)
+        for c, v in client.gather([
+            client.submit(block_cut_terms, f, int(r0), shared, k, pure=False)
+            for f, r0 in zip(self.blocks.futures, self.blocks.offsets[:-1], strict=True)
+        ]):
+            cut, vol = cut + c, vol + v
+        return cut, vol, np.bincount(cluster[clustered], minlength=k).astype(np.float64)
 
     def to_csr(self):
         """The whole matrix gathered to the client as one canonical SciPy CSR matrix
@@ -264,6 +301,20 @@ def rows_csr(X, r0, r1, rule: EdgeRule, method: str):
     csr.data, csr.indices, csr.indptr = weights[order], cols[order].astype(idx), indptr
     csr.has_sorted_indices = True
     return csr
+
+
+def block_cut_terms(csr, r0, cluster, k):
+    """This row block's share of the cut weights and volumes per cluster (float64)."""
+    xp = array_module(csr.data)
+    cluster = xp.asarray(cluster)
+    if csr.nnz == 0:
+        return np.zeros(k), np.zeros(k)
+    w = csr.data.astype(xp.float64)
+    cu = cluster[block_rows(csr, 0, csr.shape[0], 0, csr.nnz, xp) + r0]
+    cv = cluster[csr.indices]
+    own = cu >= 0
+    crossing = own & (cu != cv)
+    return _sums(cu[crossing], w[crossing], k, xp), _sums(cu[own], w[own], k, xp)
 
 
 def block_summary(csr):
