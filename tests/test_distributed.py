@@ -317,3 +317,38 @@ def test_cli_scheduler_bad_row_chunks(capsys):
                  "--row-chunks", "0"])
     assert code == 2
     assert "--row-chunks must be >= 1" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------ GPU
+
+
+@pytest.mark.gpu
+def test_local_cuda_cluster_one_worker_same_as_one_gpu(rng):
+    """A LocalCUDACluster of one worker on the GPU, CuPy chunks: the one-GPU fit's
+    answer (same solver; the GPU's graph equals the distributed one outside the float32
+    band, and GPU k-means sums with atomics, so labels are compared by ARI = 1 and by
+    equality outside ties)."""
+    import cupy
+    from sklearn.metrics import adjusted_rand_score
+
+    from explorer import KMeans, SpectralClustering
+    from explorer.testing import assert_same_graph
+
+    dask_cuda = pytest.importorskip("dask_cuda")
+    X = _moons(rng, 3000)
+    kw = dict(n_clusters=2, threshold_sqdist=0.01, eigen_solver="lobpcg", n_init=3,
+              random_state=0)
+    ref = SpectralClustering(**kw, backend="gpu").fit(cupy.asarray(X))
+    with dask_cuda.LocalCUDACluster(n_workers=1, threads_per_worker=1) as cluster, \
+            distributed.Client(cluster):
+        Xd = da.from_array(X, chunks=(1000, -1)).map_blocks(cupy.asarray)
+        sc = SpectralClustering(**kw).fit(Xd)
+        labels = sc.labels_.compute()
+        assert isinstance(labels, cupy.ndarray)
+        assert_same_graph(sc.graph_.to_csr(), ref.affinity_matrix_.get(), X, ref.edge_rule_)
+        km = KMeans(2, n_init=2, random_state=0).fit(Xd)
+        km_labels = km.labels_.compute()
+    ref_km = KMeans(2, n_init=2, random_state=0).fit(cupy.asarray(X))
+    assert adjusted_rand_score(ref.labels_.get(), labels.get()) == 1.0
+    assert adjusted_rand_score(ref_km.labels_.get(), km_labels.get()) == 1.0
+    np.testing.assert_allclose(sc.eigenvalues_, ref.eigenvalues_, atol=1e-6)

@@ -16,7 +16,7 @@ from ..graph.rule import EdgeRule
 from ._blocks import RowBlocks, get_client
 from ._components import component_labels, largest_components
 from ._graph import METHODS, build_row_blocks, gather_points
-from ._kmeans import kmeans_fit
+from ._kmeans import kmeans_fit, label_meta
 from ._operator import RowBlockOperator, normalised_blocks
 
 
@@ -216,7 +216,12 @@ def fit_spectral(estimator, X, client=None):
     kept_per_block = [int(np.count_nonzero(~used.isolated[r0:r1]))
                       for r0, r1 in zip(blocks.offsets[:-1], blocks.offsets[1:], strict=True)]
     chunks = tuple(c for c in kept_per_block if c) or (keep.shape[0],)
-    km = kmeans_fit(da.from_array(used.embedding[keep], chunks=(chunks, -1)), k,
+    E = da.from_array(used.embedding[keep], chunks=(chunks, -1))
+    if label_meta(X).__class__ is not np.ndarray:  # CuPy chunks: k-means on the GPUs
+        import cupy
+
+        E = E.map_blocks(cupy.asarray, meta=cupy.empty((0, 0)))
+    km = kmeans_fit(E, k,
                     n_init=estimator.n_init, tol=estimator.kmeans_tol,
                     max_iter=estimator.kmeans_max_iter, random_state=rng, client=client)
     labels = np.full(n, -1, dtype=np.int32)

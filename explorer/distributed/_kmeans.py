@@ -50,13 +50,16 @@ class DistributedKMeansResult:
     n_iter: int
     init: str
     timings: dict = field(default_factory=dict)
+    #: An empty int32 array of the chunks' module (NumPy or CuPy), for `labels_array`.
+    meta: object = None
 
     def labels_array(self):
         """The labels as a Dask array with the data's row chunks (nothing is gathered)."""
         import dask.array as da
 
+        meta = self.meta if self.meta is not None else np.empty((0,), dtype=np.int32)
         return da.concatenate([
-            da.from_delayed(f, shape=(int(s),), dtype=np.int32, meta=_meta(f))
+            da.from_delayed(f, shape=(int(s),), dtype=np.int32, meta=meta)
             for f, s in zip(self.labels, self.blocks.sizes, strict=True)
         ])
 
@@ -64,10 +67,6 @@ class DistributedKMeansResult:
         """The labels gathered to the client as one NumPy array."""
         parts = self.blocks.client.gather(self.labels)
         return np.concatenate([to_numpy(p) for p in parts]).astype(np.int32, copy=False)
-
-
-def _meta(future):
-    return np.empty((0,), dtype=np.int32)
 
 
 def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
@@ -171,7 +170,18 @@ def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
         init=init if isinstance(init, str) else "array",
         timings={"prepare": t1 - t0, "seed": t_seed, "lloyd": t_lloyd,
                  "total": time.perf_counter() - t_start},
+        meta=label_meta(X),
     )
+
+
+def label_meta(X):
+    """An empty int32 array of the module of the Dask array `X`'s chunks."""
+    meta = getattr(X, "_meta", None)
+    if meta is None or type(meta).__module__.split(".")[0] != "cupy":
+        return np.empty((0,), dtype=np.int32)
+    import cupy
+
+    return cupy.empty((0,), dtype=cupy.int32)
 
 
 # ---------------------------------------------------------------- worker functions
