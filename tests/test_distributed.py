@@ -90,6 +90,21 @@ def test_kmeans_empty_cluster_reseeded(client):
     np.testing.assert_allclose(got.cluster_centers, ref.cluster_centers_)
 
 
+def test_empty_row_chunks_and_dataframes(client, rng):
+    """Empty row chunks are no blocks (labels keep X's chunks); a Dask DataFrame is
+    refused with the conversion to use."""
+    X = _blobs(rng, n_per=100)
+    Xd = da.concatenate([da.from_array(X[:150]), da.zeros((0, 3)), da.from_array(X[150:])])
+    km = KMeans(4, n_init=1, random_state=0).fit(Xd)
+    assert km.labels_.chunks == Xd.chunks[:1]
+    np.testing.assert_array_equal(km.labels_.compute(),
+                                  KMeans(4, n_init=1, random_state=0).fit(X).labels_)
+    dd = pytest.importorskip("dask.dataframe")
+    pytest.importorskip("pandas")
+    with pytest.raises(TypeError, match="to_dask_array"):
+        kmeans_fit(dd.from_array(X, chunksize=100), 4, client=client)
+
+
 def test_no_client_is_a_clear_error(monkeypatch):
     from explorer.distributed import get_client
 

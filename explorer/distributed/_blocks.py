@@ -78,12 +78,24 @@ class RowBlocks:
     def from_dask(cls, client, X) -> RowBlocks:
         """The row chunks of the 2-D Dask array `X` computed on the workers (columns
         merged into one chunk first when they were split)."""
+        if not is_dask_array(X):
+            raise TypeError(
+                f"X must be a dask.array.Array here; got {type(X).__module__}."
+                f"{type(X).__name__} (a Dask DataFrame: X.to_dask_array(lengths=True))"
+            )
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D (n_samples × n_features); got shape {X.shape}")
+        if any(np.isnan(c) for c in X.chunks[0]):
+            raise ValueError("X has unknown chunk sizes; compute them first "
+                             "(X.compute_chunk_sizes(), or to_dask_array(lengths=True))")
         if len(X.chunks[1]) > 1:
             X = X.rechunk({1: -1})
-        futures = client.compute(list(X.to_delayed()[:, 0]))
-        return cls(client, futures, np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64))
+        sizes = np.asarray(X.chunks[0], dtype=np.int64)
+        delayed = X.to_delayed()[:, 0]
+        # Empty row chunks hold nothing to do: they are not blocks.
+        futures = client.compute([dl for dl, s in zip(delayed, sizes, strict=True) if s > 0])
+        offsets = np.concatenate([[0], np.cumsum(sizes[sizes > 0])]).astype(np.int64)
+        return cls(client, futures, offsets)
 
     @property
     def n(self) -> int:

@@ -217,7 +217,8 @@ def fit_spectral(estimator, X, client=None):
                       for r0, r1 in zip(blocks.offsets[:-1], blocks.offsets[1:], strict=True)]
     chunks = tuple(c for c in kept_per_block if c) or (keep.shape[0],)
     E = da.from_array(used.embedding[keep], chunks=(chunks, -1))
-    if label_meta(X).__class__ is not np.ndarray:  # CuPy chunks: k-means on the GPUs
+    on_gpu = label_meta(X).__class__ is not np.ndarray
+    if on_gpu:  # CuPy chunks: k-means on the workers' GPUs
         import cupy
 
         E = E.map_blocks(cupy.asarray, meta=cupy.empty((0, 0)))
@@ -229,7 +230,10 @@ def fit_spectral(estimator, X, client=None):
     t4 = time.perf_counter()
 
     estimator.n_features_in_ = int(X.shape[1])
-    estimator.labels_ = da.from_array(labels, chunks=(tuple(blocks.sizes),))
+    # The array kind of the input, as the single-process fit: CuPy chunks in, CuPy out.
+    estimator.labels_ = da.from_array(labels, chunks=(tuple(int(c) for c in X.chunks[0]),))
+    if on_gpu:
+        estimator.labels_ = estimator.labels_.map_blocks(cupy.asarray, meta=label_meta(X))
     estimator.n_clusters_ = int(k)
     estimator.eigenvalues_ = used.eigenvalues
     estimator.embedding_ = used.embedding

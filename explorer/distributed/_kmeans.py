@@ -52,16 +52,21 @@ class DistributedKMeansResult:
     timings: dict = field(default_factory=dict)
     #: An empty int32 array of the chunks' module (NumPy or CuPy), for `labels_array`.
     meta: object = None
+    #: The row chunks of the data (labels_array takes them, empty chunks included).
+    row_chunks: tuple | None = None
 
     def labels_array(self):
         """The labels as a Dask array with the data's row chunks (nothing is gathered)."""
         import dask.array as da
 
         meta = self.meta if self.meta is not None else np.empty((0,), dtype=np.int32)
-        return da.concatenate([
+        out = da.concatenate([
             da.from_delayed(f, shape=(int(s),), dtype=np.int32, meta=meta)
             for f, s in zip(self.labels, self.blocks.sizes, strict=True)
         ])
+        if self.row_chunks is not None and out.chunks[0] != tuple(self.row_chunks):
+            out = out.rechunk((tuple(self.row_chunks),))
+        return out
 
     def labels_numpy(self) -> np.ndarray:
         """The labels gathered to the client as one NumPy array."""
@@ -170,7 +175,7 @@ def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
         init=init if isinstance(init, str) else "array",
         timings={"prepare": t1 - t0, "seed": t_seed, "lloyd": t_lloyd,
                  "total": time.perf_counter() - t_start},
-        meta=label_meta(X),
+        meta=label_meta(X), row_chunks=tuple(int(c) for c in X.chunks[0]),
     )
 
 
