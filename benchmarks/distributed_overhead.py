@@ -133,10 +133,11 @@ def main(argv=None):
     for name, v in variants.items():
         base = variants["kmeans-single" if name.startswith("kmeans") else "single"]["median"]
         v["overhead_vs_single"] = v["median"] / base
-    workers = client.scheduler_info(n_workers=-1)["workers"]
+    from explorer.distributed import n_workers
+
     payload = {
         "benchmark": "dask", "issue": 19, "environment": environment_info(backend),
-        "cluster": {"kind": type(cluster).__name__, "workers": len(workers)},
+        "cluster": {"kind": type(cluster).__name__, "workers": n_workers(client)},
         "dataset": {"name": "syn4d", "n": n, "d": int(ds.X.shape[1]), "k": 4, "seed": 0},
         "edge_rule": rule.describe(), "parameters": params, "repeats": args.repeats,
         "timing": "wall clock (perf_counter), warm-up excluded, median of repeats",

@@ -283,7 +283,9 @@ def _fit_on_cluster(sc, ds, address, row_chunks) -> dict:
                          "start one (dask scheduler; dask worker ADDRESS, or "
                          "dask-cuda-worker ADDRESS for one worker per GPU)") from exc
     with client:
-        workers = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+        from explorer.distributed import n_workers
+
+        workers = max(1, n_workers(client))
         rows = row_chunks or max(1, -(-ds.X.shape[0] // (2 * workers)))
         sc.fit(da.from_array(np.asarray(ds.X), chunks=(rows, -1)))
         sc.labels_ = sc.labels_.compute()

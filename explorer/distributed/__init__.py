@@ -15,7 +15,7 @@ the workers:
 Importing this package imports Dask; ``import explorer`` does not.
 """
 
-from ._blocks import RowBlocks, get_client, is_dask_array
+from ._blocks import RowBlocks, get_client, is_dask_array, n_workers
 from ._fit import DISTRIBUTED_SOLVERS, distributed_embedding, fit_spectral
 from ._graph import RowBlockGraph, build_row_blocks
 from ._kmeans import DistributedKMeansResult, kmeans_fit
@@ -33,4 +33,5 @@ __all__ = [
     "get_client",
     "is_dask_array",
     "kmeans_fit",
+    "n_workers",
 ]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RowBlocks", "get_client", "is_dask_array"]
+__all__ = ["RowBlocks", "get_client", "is_dask_array", "n_workers"]
 
 
 def is_dask_array(X) -> bool:
@@ -51,6 +51,15 @@ def get_client(client=None):
             "for a local cluster, Client('tcp://host:8786') for a running scheduler), or "
             "pass X.compute() for the single-process path"
         ) from exc
+
+
+def n_workers(client) -> int:
+    """Workers of the cluster of `client` (all of them, whatever the Dask version)."""
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:  # before 2025.1 every worker was listed
+        info = client.scheduler_info()
+    return len(info["workers"])
 
 
 def part(value, i):

@@ -13,7 +13,7 @@ from ..embedding import EIGENGAP_TOL, Embedding, auto_k_max, eigengap_k, solvers
 from ..embedding.components import indicator_vectors
 from ..embedding.embed import finish_eigenvectors
 from ..graph.rule import EdgeRule
-from ._blocks import RowBlocks, get_client
+from ._blocks import RowBlocks, get_client, n_workers
 from ._components import component_labels, largest_components
 from ._graph import METHODS, build_row_blocks, gather_points
 from ._kmeans import kmeans_fit, label_meta
@@ -102,7 +102,7 @@ def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_i
         embedding=embedding, vectors=vectors, eigenvalues=1.0 - np.asarray(mu),
         isolated=isolated, solver=used, iterations=iterations, residual_norms=residuals,
         tol=tol_used, timings={"laplacian": t1 - t0, "solve": t2 - t1, "vectors": t3 - t2,
-                               "products": op.products, "total": t3 - t0},
+                               "total": t3 - t0},
     )
     return emb, op
 
@@ -131,7 +131,9 @@ def fit_spectral(estimator, X, client=None):
     is the same and the labels are those of the single-process fit (see
     :func:`~explorer.distributed.kmeans_fit` for the k-means rounding caveat).
 
-    Attributes differ from the single-process fit in kind: `labels_` is a Dask array
+    `backend` is not used: the work runs where the chunks are (NumPy chunks on the
+    workers' CPUs, CuPy chunks on their GPUs). Attributes differ from the
+    single-process fit in kind: `labels_` is a Dask array
     with X's row chunks; `embedding_`, `eigenvectors_`, `isolated_` are NumPy arrays
     on the client; `affinity_matrix_` and `graph_` are the
     :class:`~explorer.distributed.RowBlockGraph` (its ``to_csr()`` gathers it);
@@ -253,7 +255,7 @@ def fit_spectral(estimator, X, client=None):
     estimator.eigen_residuals_ = emb.residual_norms
     estimator.backend_ = "dask"
     estimator.backend_reason_ = (
-        f"a Dask array: {len(client.scheduler_info(n_workers=-1)['workers'])} workers of "
+        f"a Dask array: {n_workers(client)} workers of "
         f"{client.scheduler.address}, {blocks.n_blocks} row blocks"
     )
     estimator.timings_ = {

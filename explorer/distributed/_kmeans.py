@@ -153,7 +153,6 @@ def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
     elif init == "auto":
         parallel = n >= _km.PARALLEL_MIN_SAMPLES and k <= _km.PARALLEL_MAX_CLUSTERS
         init = "k-means||" if parallel else "k-means++"
-    chunk = chunk_rows(np, max(k, d))
     parallel = isinstance(init, str) and init == "k-means||"
     pool = _oversample(blocks, prepared, k, d, rng) if parallel else None
     t_seed = time.perf_counter() - t1
@@ -163,7 +162,7 @@ def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
         t2 = time.perf_counter()
         centers = _initial_centers(blocks, prepared, k, d, init, rng, pool)
         t3 = time.perf_counter()
-        result = _lloyd(blocks, prepared, centers, max_iter, tol, chunk)
+        result = _lloyd(blocks, prepared, centers, max_iter, tol)
         t_seed += t3 - t2
         t_lloyd += time.perf_counter() - t3
         if best is None or result[2] < best[2]:
@@ -228,7 +227,7 @@ def _sqdist_first(prep, row):
     return closest, closest
 
 
-def _mass_total(state, weights=None):
+def _mass_total(state):
     """float64 total of the block's D² mass (the last value of its running sum)."""
     mass = state[1]
     xp = array_module(mass)
@@ -301,7 +300,7 @@ def _nearest_counts(prep, candidates):
     return to_numpy(xp.bincount(labels, minlength=m)).astype(np.int64)
 
 
-def _step(prep, centers, previous, chunk):
+def _step(prep, centers, previous):
     """One Lloyd assignment on a block: ``(labels, mind, sums, changed)``; `sums` the
     float64 per-cluster sums and counts (k × (d + 1)) on the host."""
     Xc, x_sq = prep
@@ -454,7 +453,7 @@ def _global_farthest(blocks, values, count) -> np.ndarray:
     return rows[order]
 
 
-def _lloyd(blocks, prepared, centers, max_iter, tol, chunk):
+def _lloyd(blocks, prepared, centers, max_iter, tol):
     """Lloyd iterations as :func:`explorer.kmeans._lloyd`, the assignment on the
     workers and the partial sums reduced on the client in block order."""
     client = blocks.client
@@ -465,7 +464,7 @@ def _lloyd(blocks, prepared, centers, max_iter, tol, chunk):
     labels = previous
     while n_iter < max_iter:
         n_iter += 1
-        steps = blocks.map(_step, centers, per_block(previous), chunk, blocks=prepared)
+        steps = blocks.map(_step, centers, per_block(previous), blocks=prepared)
         small = client.gather([client.submit(_sums_changed, s) for s in steps])
         sums = np.zeros_like(small[0][0])
         changed = 0

@@ -131,6 +131,7 @@ def normalised_blocks(graph, new_id, dinv) -> RowBlocks:
     kept = np.concatenate([[0], np.cumsum(
         [int(np.count_nonzero(new_id[r0:r1] >= 0))
          for r0, r1 in zip(blocks.offsets[:-1], blocks.offsets[1:], strict=True)])])
+    new_id, dinv = blocks.client.scatter([new_id, dinv], broadcast=True, hash=False)
     futures = [blocks.client.submit(normalised_block, f, int(r0), new_id, dinv, pure=False)
                for f, r0 in zip(blocks.futures, blocks.offsets[:-1], strict=True)]
     return RowBlocks(blocks.client, futures, kept.astype(np.int64))
