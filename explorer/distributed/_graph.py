@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from .. import memory
 from .._backend import array_module, to_numpy
-from .._csr import block_rows, row_sums
+from .._csr import block_rows, csr_from_arrays, row_sums
 from .._validation import check_data
 from ..graph import _cpu
 from ..graph._reference import PairValues, edge_mask, index_dtype
@@ -119,10 +119,7 @@ class RowBlockGraph:
             at += part.nnz
         data = np.concatenate([p.data for p in parts]).astype(np.float32, copy=False)
         indices = np.concatenate([p.indices for p in parts]).astype(idx, copy=False)
-        csr = sp.csr_matrix((self.n, self.n), dtype=np.float32)
-        csr.data, csr.indices, csr.indptr = data, indices, indptr  # kept as given (int64 too)
-        csr.has_sorted_indices = True
-        return csr
+        return csr_from_arrays(data, indices, indptr, self.shape, canonical=True)
 
 
 def _host_csr(m):
@@ -229,10 +226,8 @@ def build_block(block, points, r0, rule, method, check_memory):
     csr = rows_csr(X, r0, r0 + rows, rule, method)
     if xp is np:
         return csr
-    from cupyx.scipy import sparse as cusp
-
-    return cusp.csr_matrix((xp.asarray(csr.data), xp.asarray(csr.indices),
-                            xp.asarray(csr.indptr)), shape=csr.shape)
+    return csr_from_arrays(xp.asarray(csr.data), xp.asarray(csr.indices),
+                           xp.asarray(csr.indptr), csr.shape, canonical=True)
 
 
 def preflight(X, r0, rows, rule, method, *, available=None):
@@ -297,10 +292,8 @@ def rows_csr(X, r0, r1, rule: EdgeRule, method: str):
     idx = index_dtype(nnz, n)
     indptr = np.zeros(r1 - r0 + 1, dtype=idx)
     np.cumsum(np.bincount(local, minlength=r1 - r0), out=indptr[1:])
-    csr = sp.csr_matrix((r1 - r0, n), dtype=np.float32)
-    csr.data, csr.indices, csr.indptr = weights[order], cols[order].astype(idx), indptr
-    csr.has_sorted_indices = True
-    return csr
+    return csr_from_arrays(weights[order], cols[order].astype(idx), indptr, (r1 - r0, n),
+                           canonical=True)
 
 
 def block_cut_terms(csr, r0, cluster, k):
