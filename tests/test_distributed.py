@@ -203,6 +203,14 @@ def test_spectral_clustering_on_dask_array_same_as_single_process(client, rng, s
     from explorer.testing import assert_same_graph
 
     assert_same_graph(sc.graph_.to_csr(), ref.affinity_matrix_, X, ref.edge_rule_, rtol=0.0)
+    # A fitted estimator pickles; its graph's blocks stay on the cluster.
+    import pickle
+
+    back = pickle.loads(pickle.dumps(sc))
+    np.testing.assert_array_equal(back.labels_.compute(), ref.labels_)
+    assert back.graph_stats_.nnz == ref.graph_stats_.nnz
+    with pytest.raises(ValueError, match="stayed on the cluster"):
+        back.graph_.to_csr()
 
 
 def test_operator_product_equals_single_process_product(client, rng):

@@ -71,6 +71,20 @@ class RowBlockGraph:
     def shape(self) -> tuple[int, int]:
         return (self.n, self.n)
 
+    def __getstate__(self):
+        """Pickled without its blocks, which live on the cluster: an unpickled graph
+        keeps its rule, statistics, counts and degrees (so a fitted estimator pickles),
+        and :meth:`to_csr` says the matrix stayed behind."""
+        state = dict(self.__dict__)
+        state["blocks"] = None
+        return state
+
+    def _check_attached(self):
+        if self.blocks is None:
+            raise ValueError("this row-block graph was unpickled: its blocks stayed on the "
+                             "cluster that built it; call to_csr() before pickling to keep "
+                             "the matrix")
+
     @property
     def options(self):
         """The CSR-2/CSR-3 knobs the build used: none (``BuildOptions()``), for the
@@ -83,6 +97,7 @@ class RowBlockGraph:
         """Per cluster (labels >= 0, ascending): cut weight, volume and size, as
         :func:`explorer.metrics.clustering_scores` takes them; each row block sums its
         rows' share on its worker, the client adds the shares in block order."""
+        self._check_attached()
         lab = np.asarray(to_numpy(np.asarray(labels)))
         if lab.ndim != 1 or lab.shape[0] != self.n:
             raise ValueError(f"labels must be 1-D with one label per vertex (n={self.n}); "
@@ -110,6 +125,7 @@ class RowBlockGraph:
     def to_csr(self):
         """The whole matrix gathered to the client as one canonical SciPy CSR matrix
         (the index dtype of the semantics for its nnz): for tests and small graphs."""
+        self._check_attached()
         parts = [_host_csr(p) for p in self.blocks.client.gather(self.blocks.futures)]
         idx = index_dtype(self.nnz, self.n)
         indptr = np.zeros(self.n + 1, dtype=idx)

@@ -9,6 +9,7 @@ reduces what comes back.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +21,9 @@ from .._validation import check_choice, check_data, check_float, check_int
 from ._blocks import RowBlocks, get_client, per_block
 
 __all__ = ["DistributedKMeansResult", "kmeans_fit"]
+
+#: Restarts run side by side by at most this many client threads.
+MAX_CONCURRENT_RESTARTS = 16
 
 
 @dataclass
@@ -157,14 +161,23 @@ def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
     pool = _oversample(blocks, prepared, k, d, rng) if parallel else None
     t_seed = time.perf_counter() - t1
     t_lloyd = 0.0
-    best = None
-    for _ in range(n_init):
+    # Every restart's draws first, in the single-process order (Lloyd draws nothing),
+    # then the restarts run side by side: each is a chain of small round trips, so
+    # their latencies overlap instead of adding up. The best is kept in restart order.
+    draws = [_restart_draws(blocks.n, k, init, rng, pool) for _ in range(n_init)]
+
+    def restart(r):
         t2 = time.perf_counter()
-        centers = _initial_centers(blocks, prepared, k, d, init, rng, pool)
+        centers = _initial_centers(blocks, prepared, k, d, init, draws[r])
         t3 = time.perf_counter()
-        result = _lloyd(blocks, prepared, centers, max_iter, tol)
-        t_seed += t3 - t2
-        t_lloyd += time.perf_counter() - t3
+        return _lloyd(blocks, prepared, centers, max_iter, tol), t3 - t2, time.perf_counter() - t3
+
+    with ThreadPoolExecutor(max_workers=min(n_init, MAX_CONCURRENT_RESTARTS)) as pool_:
+        results = list(pool_.map(restart, range(n_init)))
+    best = None
+    for result, seed_s, lloyd_s in results:
+        t_seed += seed_s
+        t_lloyd += lloyd_s
         if best is None or result[2] < best[2]:
             best = result
     centers, labels, inertia, n_iter = best
@@ -362,29 +375,39 @@ def _fetch_rows(blocks, prepared, index) -> np.ndarray:
     return np.empty((0, 0)) if rows is None else rows
 
 
-def _initial_centers(blocks, prepared, k, d, init, rng, pool):
+def _restart_draws(n, k, init, rng, pool):
+    """What one restart's seeding draws from `rng`, drawn now and in the order of
+    :func:`explorer.kmeans._initial_centers`: the k-means|| centres themselves (reduced
+    on the client), the rows of ``"random"``, or k-means++'s first row and uniforms."""
     if not isinstance(init, str):
         return init
-    n = blocks.n
     if init == "random":
-        return _fetch_rows(blocks, prepared, rng.choice(n, size=k, replace=False))
+        return rng.choice(n, size=k, replace=False)
     if init == "k-means||":
         candidates, cand_sq, weights = pool
         return _km._kmeans_plusplus(candidates, cand_sq, k, rng, np, weights=weights)
-    return _kmeans_plusplus(blocks, prepared, k, d, rng)
+    first = int(rng.randint(n))
+    return first, rng.uniform(size=(k - 1, 2 + int(np.log(k))))
 
 
-def _kmeans_plusplus(blocks, prepared, k, d, rng):
-    """Greedy k-means++ over the row blocks, drawing from `rng` as
-    :func:`explorer.kmeans._kmeans_plusplus` does."""
+def _initial_centers(blocks, prepared, k, d, init, draws):
+    if not isinstance(init, str) or init == "k-means||":
+        return draws
+    if init == "random":
+        return _fetch_rows(blocks, prepared, draws)
+    return _kmeans_plusplus(blocks, prepared, k, d, draws)
+
+
+def _kmeans_plusplus(blocks, prepared, k, d, draws):
+    """Greedy k-means++ over the row blocks with the draws of
+    :func:`explorer.kmeans._kmeans_plusplus` (`draws`: the first row and the uniforms,
+    from :func:`_restart_draws`)."""
     client = blocks.client
-    n = blocks.n
     trials = 2 + int(np.log(k))
     centers = np.empty((k, d), dtype=np.float64)
-    first = int(rng.randint(n))
+    first, uniforms = draws
     centers[0] = _fetch_rows(blocks, prepared, [first])[0]
     states = blocks.map(_sqdist_first, centers[0], blocks=prepared)
-    uniforms = rng.uniform(size=(k - 1, trials))
     for c in range(1, k):
         totals = np.asarray(client.gather(blocks.map(_mass_total, blocks=states)))
         ends = np.cumsum(totals)
