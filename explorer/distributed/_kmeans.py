@@ -315,7 +315,9 @@ def _nearest_counts(prep, candidates):
 
 def _step(prep, centers, previous):
     """One Lloyd assignment on a block: ``(labels, mind, sums, changed)``; `sums` the
-    float64 per-cluster sums and counts (k × (d + 1)) on the host."""
+    float64 per-cluster sums and counts (k × (d + 1)) on the host. `previous` is the
+    block's previous step (its labels are item 0), or None."""
+    previous = None if previous is None else previous[0]
     Xc, x_sq = prep
     xp = array_module(Xc)
     chunk = chunk_rows(xp, max(centers.shape))
@@ -484,7 +486,6 @@ def _lloyd(blocks, prepared, centers, max_iter, tol):
     previous = [None] * blocks.n_blocks
     consistent = False
     n_iter = 0
-    labels = previous
     while n_iter < max_iter:
         n_iter += 1
         steps = blocks.map(_step, centers, per_block(previous), blocks=prepared)
@@ -494,7 +495,6 @@ def _lloyd(blocks, prepared, centers, max_iter, tol):
         for s, c in small:
             sums = sums + s
             changed += c
-        labels = blocks.parts(steps, 0)
         counts = sums[:, -1]
         empty = counts == 0
         n_empty = int(np.count_nonzero(empty))
@@ -503,11 +503,13 @@ def _lloyd(blocks, prepared, centers, max_iter, tol):
             mind = blocks.parts(steps, 1)
             far = _global_farthest(blocks, mind, n_empty)
             centers[np.flatnonzero(empty)] = _fetch_rows(blocks, prepared, far)
-        previous = labels
+        previous = steps  # the next step reads the labels where they are
         consistent = changed == 0 and n_empty == 0
         if changed <= tol * n:
             break
-    if not consistent:
+    if consistent:
+        labels = blocks.parts(previous, 0)
+    else:
         labels = blocks.map(_labels_only, centers, blocks=prepared)
     inertia = 0.0
     for value in client.gather(blocks.map(_block_inertia, centers, per_block(labels),
