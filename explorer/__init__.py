@@ -73,7 +73,8 @@ _EXPORTS = {
     "GraphPartition": "explorer.spectral",
     "resolve_backend": "explorer._backend",
 }
-_MODULES = {"datasets": "explorer.data", "data": "explorer.data", "metrics": "explorer.metrics"}
+_MODULES = {"datasets": "explorer.data", "data": "explorer.data", "metrics": "explorer.metrics",
+            "distributed": "explorer.distributed"}
 
 __all__ = sorted([*_EXPORTS, *_MODULES])
 

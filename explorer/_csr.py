@@ -142,8 +142,9 @@ def row_slab(A, r0, r1, e0, e1):
 
 def row_slabs(A):
     """``(r0, r1, slab)`` covering `A` with at most :data:`PRODUCT_MAX_ENTRIES` stored
-    entries per slab: `A` itself when it is that small."""
-    if A.nnz <= PRODUCT_MAX_ENTRIES:
+    entries per slab: `A` itself when it is that small, or when it is an operator
+    with a product of its own (no ``indptr``: the distributed row-block operator)."""
+    if not hasattr(A, "indptr") or A.nnz <= PRODUCT_MAX_ENTRIES:
         return [(0, A.shape[0], A)]
     return [(r0, r1, row_slab(A, r0, r1, e0, e1))
             for r0, r1, e0, e1 in row_blocks(A.indptr, PRODUCT_MAX_ENTRIES)]

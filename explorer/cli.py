@@ -98,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--n-init", type=int, default=10, help="k-means restarts (default 10)")
     c.add_argument("--random-state", type=int, default=0,
                    help="seed of the eigensolver start and k-means (default 0)")
+    dk = run.add_argument_group(
+        "distributed (dask.distributed; pip install 'spectral-explorer[dask]')")
+    dk.add_argument("--scheduler", metavar="ADDRESS",
+                    help="run on the Dask cluster of this scheduler (tcp://host:8786): the "
+                         "data as a Dask array of row blocks, see explorer.distributed")
+    dk.add_argument("--row-chunks", type=int, metavar="ROWS",
+                    help="rows per block with --scheduler (default: 2 blocks per worker)")
     run.add_argument("--json", type=Path, metavar="PATH", help="write the full result as JSON")
 
     stats = sub.add_parser("stats", help="graph statistics only (no clustering)")
@@ -215,8 +222,11 @@ def _cmd_run(args, out) -> dict:
         eigen_max_iter=args.eigen_max_iter, n_init=args.n_init, random_state=args.random_state,
         backend=args.backend,
     )
-    sc.fit(ds.X)
-    scores = clustering_scores(sc.affinity_matrix_, sc.labels_, ds.y)
+    if args.scheduler:
+        scores = _fit_on_cluster(sc, ds, args.scheduler, args.row_chunks)
+    else:
+        sc.fit(ds.X)
+        scores = clustering_scores(sc.affinity_matrix_, sc.labels_, ds.y)
     g = sc.graph_
     timings = {"data": load_s, **sc.timings_}
 
@@ -252,6 +262,36 @@ def _cmd_run(args, out) -> dict:
             "residual_norms": np.asarray(sc.eigen_residuals_, dtype=float).tolist(),
         },
     }
+
+
+def _fit_on_cluster(sc, ds, address, row_chunks) -> dict:
+    """Fit `sc` on the Dask cluster of the scheduler at `address`, the data cut into row
+    blocks; return the scores (the cuts summed where the graph's blocks are). `labels_`
+    is left as a NumPy array."""
+    from explorer.metrics import clustering_scores
+
+    try:
+        import dask.array as da
+        from distributed import Client
+    except ImportError as exc:
+        raise ValueError("--scheduler needs dask.distributed: pip install "
+                         "'spectral-explorer[dask]'") from exc
+    if row_chunks is not None and row_chunks < 1:
+        raise ValueError(f"--row-chunks must be >= 1; got {row_chunks}")
+    try:
+        client = Client(address, timeout="10s")
+    except (OSError, TimeoutError) as exc:
+        raise ValueError(f"--scheduler {address}: no Dask scheduler answers there ({exc}); "
+                         "start one (dask scheduler; dask worker ADDRESS, or "
+                         "dask-cuda-worker ADDRESS for one worker per GPU)") from exc
+    with client:
+        from explorer.distributed import n_workers
+
+        workers = max(1, n_workers(client))
+        rows = row_chunks or max(1, -(-ds.X.shape[0] // (2 * workers)))
+        sc.fit(da.from_array(np.asarray(ds.X), chunks=(rows, -1)))
+        sc.labels_ = sc.labels_.compute()
+        return clustering_scores(sc.affinity_matrix_, sc.labels_, ds.y)
 
 
 def _cmd_stats(args, out) -> dict:
@@ -363,7 +403,8 @@ def _data_json(ds) -> dict:
 def _write_json(path: Path, result: dict, backend: str) -> None:
     from explorer.environment import environment_info
 
-    result["environment"] = environment_info(backend)
+    # A distributed run ("dask") describes the client's machine; the workers' are theirs.
+    result["environment"] = environment_info("cpu" if backend == "dask" else backend)
     try:
         path.write_text(json.dumps(result, indent=1, default=_json_default) + "\n")
     except OSError as exc:

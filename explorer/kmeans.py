@@ -172,10 +172,16 @@ class KMeans(ClusterMixin, BaseEstimator):
     def fit(self, X, y=None):
         """Compute the clustering of `X` (NumPy or CuPy, n_samples × n_features).
 
+        A Dask array (NumPy or CuPy chunks) is clustered on the dask.distributed
+        cluster of the Client in scope (:func:`explorer.distributed.kmeans_fit`);
+        `labels_` is then a Dask array with X's row chunks.
+
         Returns
         -------
         self
         """
+        if type(X).__module__.split(".")[0] == "dask":
+            return self._fit_distributed(X)
         Xc, mean, out_dtype = _centre(X)
         check_features(self, X, reset=True)
         xp = array_module(Xc)
@@ -216,6 +222,19 @@ class KMeans(ClusterMixin, BaseEstimator):
         self.labels_ = labels
         self.inertia_ = float(inertia)
         self.n_iter_ = int(n_iter)
+        return self
+
+    def _fit_distributed(self, X):
+        from .distributed import kmeans_fit
+
+        result = kmeans_fit(X, self.n_clusters, init=self.init, n_init=self.n_init,
+                            max_iter=self.max_iter, tol=self.tol,
+                            random_state=self.random_state)
+        self.n_features_in_ = int(X.shape[1])
+        self.cluster_centers_ = result.cluster_centers
+        self.labels_ = result.labels_array()
+        self.inertia_ = result.inertia
+        self.n_iter_ = result.n_iter
         return self
 
     def predict(self, X):

@@ -133,6 +133,8 @@ def _cut_terms(csr, labels):
 
     Returned as NumPy float64 arrays (k is small); the O(nnz) work stays on the device.
     """
+    if hasattr(csr, "cut_terms"):  # a graph held elsewhere (explorer.distributed)
+        return csr.cut_terms(labels)
     xp = array_module(csr)
     sparse = sparse_module(xp)
     if not sparse.issparse(csr):

@@ -256,6 +256,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         ``affinity="precomputed"`` the vertices of the graph `X` (n_samples × n_samples,
         SciPy/cupyx sparse or dense).
 
+        A Dask array (NumPy or CuPy chunks, chunked by rows) is clustered on the
+        dask.distributed cluster of the Client in scope
+        (:func:`explorer.distributed.fit_spectral`, whose Notes say what differs).
+
         Returns
         -------
         self
@@ -267,6 +271,11 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             is allowed), a graph without any edge, or `n_clusters` above the number
             of non-isolated points.
         """
+        if type(X).__module__.split(".")[0] == "dask":
+            # A Dask array: the distributed pipeline on the Client in scope.
+            from .distributed import fit_spectral
+
+            return fit_spectral(self, X)
         t_start = time.perf_counter()
         options = self._check_params()
         backend = resolve_backend(self.backend)

@@ -47,14 +47,26 @@ def indicator_eigenpairs(A, k, degree, xp):
     10⁶ points Chebyshev stopped at its tolerance with the vectors mixed (ARI 0.37,
     benchmarks/README.md).
     """
-    found, column = xp.unique(component_labels(A), return_inverse=True)
+    return indicator_vectors(component_labels(A), k, degree, xp)
+
+
+def indicator_vectors(labels, k, degree, xp):
+    """:func:`indicator_eigenpairs` from the component label of each of A's vertices
+    (columns in ascending label order), however the labels were found.
+
+    Raises
+    ------
+    ValueError
+        If `labels` do not hold exactly k components.
+    """
+    found, column = xp.unique(labels, return_inverse=True)
     n_found = int(found.shape[0])
     if n_found != k:
         raise ValueError(
             f"solver='components' needs exactly n_components={k} connected components "
             f"among the non-isolated vertices, the graph has {n_found}; use another solver"
         )
-    m = A.shape[0]
+    m = labels.shape[0]
     V = xp.zeros((m, k), dtype=xp.float64)
     V[xp.arange(m), column.ravel()] = xp.sqrt(degree)
     return xp.ones(k, dtype=xp.float64), V

@@ -264,22 +264,8 @@ def spectral_embedding(
                                                 max_iter=max_iter, rng=rng, xp=xp)
     t2 = _now(xp)
 
-    V = V / column_norms(V, xp)
-    residuals = to_numpy(column_norms(matmul(A, V) - V * mu, xp))
-    if tol_used is not None and float(residuals.max()) > 2 * tol_used:
-        warnings.warn(
-            f"eigensolver {used!r} stopped with residual norm {float(residuals.max()):.2e} "
-            f"above 2*tol={2 * tol_used:.1e} ({iterations} iterations); raise max_iter, "
-            "loosen tol, or try another solver",
-            ConvergenceWarning,
-            stacklevel=2,
-        )
-    V = sign_flip(V, xp)
-    U_kept = V * dinv[:, None]
-    vectors = xp.full((n, n_components), xp.nan, dtype=xp.float64)
-    vectors[keep] = U_kept
-    embedding = xp.full((n, n_components), xp.nan, dtype=xp.float64)
-    embedding[keep] = unit_rows(U_kept, xp)
+    embedding, vectors, residuals = finish_eigenvectors(A, mu, V, dinv, keep, n, xp, used,
+                                                        iterations, tol_used, stacklevel=3)
     t3 = _now(xp)
 
     return Embedding(
@@ -295,6 +281,55 @@ def spectral_embedding(
                  "laplacian.scale": t1 - t_checked, "solve": t2 - t1, "vectors": t3 - t2,
                  "total": t3 - t_start},
     )
+
+
+def finish_eigenvectors(A, mu, V, dinv, keep, n, xp, solver, iterations, tol,
+                        *, stacklevel=2):
+    """From the solver's eigenpairs of A to the embedding's arrays: unit columns, the
+    float64 residual norms (with a warning above ``2 * tol``), signs fixed, U = D^-1/2 V
+    and its unit rows, NaN rows for the vertices left out.
+
+    Parameters
+    ----------
+    A : CSR matrix or operator of shape (m, m)
+        Anything :func:`explorer._csr.matmul` multiplies (the distributed row-block
+        operator too).
+    mu : ndarray of shape (k,)
+    V : ndarray of shape (m, k)
+    dinv : float64 ndarray of shape (m,)
+    keep : int ndarray of shape (m,)
+        The vertex of each row of A among the `n`.
+    n : int
+    xp : module
+        The array module of V.
+    solver : str
+    iterations : int or None
+    tol : float or None
+        The tolerance the solver used (None: no warning).
+
+    Returns
+    -------
+    embedding, vectors : ndarrays of shape (n, k)
+    residuals : numpy.ndarray of shape (k,)
+    """
+    k = V.shape[1]
+    V = V / column_norms(V, xp)
+    residuals = to_numpy(column_norms(matmul(A, V) - V * mu, xp))
+    if tol is not None and float(residuals.max()) > 2 * tol:
+        warnings.warn(
+            f"eigensolver {solver!r} stopped with residual norm {float(residuals.max()):.2e} "
+            f"above 2*tol={2 * tol:.1e} ({iterations} iterations); raise max_iter, "
+            "loosen tol, or try another solver",
+            ConvergenceWarning,
+            stacklevel=stacklevel,
+        )
+    V = sign_flip(V, xp)
+    U_kept = V * dinv[:, None]
+    vectors = xp.full((n, k), xp.nan, dtype=xp.float64)
+    vectors[keep] = U_kept
+    embedding = xp.full((n, k), xp.nan, dtype=xp.float64)
+    embedding[keep] = unit_rows(U_kept, xp)
+    return embedding, vectors, residuals
 
 
 def _now(xp) -> float:

@@ -1,0 +1,37 @@
+"""Spectral clustering on a dask.distributed cluster (issue 19, after papers/001).
+
+The same pipeline as the single-process one, on a Dask array whose row chunks stay on
+the workers:
+
+- :func:`kmeans_fit`: paper 001's k-means, the assignment local to each row block,
+  the float64 partial sums reduced on the client (:mod:`._kmeans`);
+- :func:`build_row_blocks`: the ε-graph's CSR built as row blocks on the workers,
+  each block against all points (:mod:`._graph`);
+- :class:`RowBlockOperator`: the matrix A = D^-1/2 S D^-1/2 kept as row blocks, with
+  the distributed product the eigensolvers call (:mod:`._operator`);
+- :func:`fit_spectral`: the whole :class:`explorer.SpectralClustering` fit on a Dask
+  array, which ``SpectralClustering(...).fit(dask_array)`` dispatches to (:mod:`._fit`).
+
+Importing this package imports Dask; ``import explorer`` does not.
+"""
+
+from ._blocks import RowBlocks, get_client, is_dask_array, n_workers
+from ._fit import DISTRIBUTED_SOLVERS, distributed_embedding, fit_spectral
+from ._graph import RowBlockGraph, build_row_blocks
+from ._kmeans import DistributedKMeansResult, kmeans_fit
+from ._operator import RowBlockOperator
+
+__all__ = [
+    "DISTRIBUTED_SOLVERS",
+    "DistributedKMeansResult",
+    "RowBlockOperator",
+    "RowBlockGraph",
+    "RowBlocks",
+    "build_row_blocks",
+    "distributed_embedding",
+    "fit_spectral",
+    "get_client",
+    "is_dask_array",
+    "kmeans_fit",
+    "n_workers",
+]

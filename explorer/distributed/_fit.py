@@ -1,0 +1,266 @@
+"""The whole spectral clustering of a Dask array on a dask.distributed cluster:
+what ``SpectralClustering(...).fit(dask_array)`` runs (issue 19, item 3)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from .._validation import check_choice, check_int
+from ..embedding import EIGENGAP_TOL, Embedding, auto_k_max, eigengap_k, solvers
+from ..embedding.components import indicator_vectors
+from ..embedding.embed import finish_eigenvectors
+from ..graph.rule import EdgeRule
+from ._blocks import RowBlocks, get_client, n_workers
+from ._components import component_labels, largest_components
+from ._graph import METHODS, build_row_blocks, gather_points
+from ._kmeans import kmeans_fit, label_meta
+from ._operator import RowBlockOperator, normalised_blocks
+
+
+def _warn_components(n_components, n_isolated, k, n_dropped):
+    from ..spectral import _warn_components as warn
+
+    warn(n_components, n_isolated, k, n_dropped)
+
+__all__ = ["DISTRIBUTED_SOLVERS", "distributed_embedding", "fit_spectral"]
+
+#: Eigensolvers that run on the row-block operator (``"dense"`` gathers A: small
+#: graphs only, as in the single-process path; ``"components"`` needs no product).
+DISTRIBUTED_SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "components")
+
+
+def resolve_distributed_solver(solver: str, m: int, k: int) -> str:
+    """The solver that runs on a distributed graph of `m` non-isolated vertices.
+
+    ``"auto"`` is dense up to :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices
+    (A gathered to the client) and LOBPCG beyond: the single-process ``"auto"`` takes
+    Chebyshev there, whose fused GPU product needs the matrix in one piece.
+    """
+    check_choice(solver, "eigen_solver", DISTRIBUTED_SOLVERS)
+    used = solvers.resolve_solver(solver, m, k)
+    return "lobpcg" if used == "chebyshev" else used
+
+
+def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_iter=None,
+                          random_state=None, exclude=None, components=None):
+    """The spectral embedding of a :class:`~explorer.distributed.RowBlockGraph`.
+
+    The steps of :func:`explorer.spectral_embedding` with the matrix on the workers:
+    the degrees come from the build, A's row blocks are formed where S's are
+    (:func:`~explorer.distributed._operator.normalised_block`), and the eigensolver
+    runs on the client against :class:`RowBlockOperator`. Unlike the single-process
+    stage, S's symmetry is not re-checked (the row-block builder makes it symmetric by
+    construction).
+
+    `exclude` (bool, n) marks vertices left out besides the isolated ones (those of
+    components beyond the k largest); `components` (int, n) are the component labels
+    (:func:`~explorer.distributed._components.component_labels`), which
+    ``solver="components"`` needs.
+
+    Returns
+    -------
+    embedding : explorer.Embedding
+        NumPy arrays on the client (n × k: the size of the eigenvectors).
+    operator : RowBlockOperator
+    """
+    t0 = time.perf_counter()
+    rng = check_random_state(random_state)
+    n = graph.n
+    degree = graph.degrees
+    isolated = degree <= 0
+    if exclude is not None:
+        isolated = isolated | exclude
+    keep = np.flatnonzero(~isolated)
+    m = int(keep.shape[0])
+    if m == 0:
+        raise ValueError(
+            f"the graph has no edge with positive weight: all n={n} vertices are isolated, "
+            "nothing can be embedded; use a larger threshold (or sigma)"
+        )
+    k = check_int(n_components, "n_components", low=1, high=m)
+    new_id = np.full(n, -1, dtype=np.int64)
+    new_id[keep] = np.arange(m)
+    dinv = 1.0 / np.sqrt(degree[keep])
+    op = RowBlockOperator(normalised_blocks(graph, new_id, dinv), graph.nnz)
+    t1 = time.perf_counter()
+    used = resolve_distributed_solver(solver, m, k)
+    A = op.to_csr() if used == "dense" else op
+    if used == "components":
+        mu, V = indicator_vectors(components[keep], k, degree[keep], np)
+        iterations = tol_used = None
+    else:
+        mu, V, iterations, tol_used = solvers.solve(used, A, k, degree=degree[keep], tol=tol,
+                                                    max_iter=max_iter, rng=rng, xp=np)
+    t2 = time.perf_counter()
+    embedding, vectors, residuals = finish_eigenvectors(A, mu, V, dinv, keep, n, np, used,
+                                                        iterations, tol_used, stacklevel=3)
+    t3 = time.perf_counter()
+    emb = Embedding(
+        embedding=embedding, vectors=vectors, eigenvalues=1.0 - np.asarray(mu),
+        isolated=isolated, solver=used, iterations=iterations, residual_norms=residuals,
+        tol=tol_used, timings={"laplacian": t1 - t0, "solve": t2 - t1, "vectors": t3 - t2,
+                               "total": t3 - t0},
+    )
+    return emb, op
+
+
+def fit_spectral(estimator, X, client=None):
+    """Fit a :class:`explorer.SpectralClustering` on the Dask array `X` (n × d, NumPy
+    or CuPy chunks, chunked by rows) on the cluster of `client` (default: the Client
+    in scope). Sets the estimator's attributes and returns it.
+
+    Notes
+    -----
+    The stages of the single-process fit, each on the workers where it is O(n·…):
+
+    1. the edge rule, chosen on a worker from all points when parameters are missing
+       (:meth:`explorer.EdgeRule.suggest`, which samples at most 20 000 rows);
+    2. the graph as CSR row blocks (:func:`~explorer.distributed.build_row_blocks`;
+       ``method`` must be one of its builders or ``"auto"``);
+    3. the embedding (:func:`distributed_embedding`): solver ``"auto"``, ``"dense"``,
+       ``"lobpcg"`` or ``"lanczos"``;
+    4. k-means of the embedding's rows, distributed with the data's row blocks
+       (:func:`~explorer.distributed.kmeans_fit`).
+
+    The random stream is the single-process one: the eigensolver draws its seed, then
+    k-means seeds from the same `random_state`. With the same solver, the distributed
+    products equal the single-process ones bit for bit on the CPU, so the embedding
+    is the same and the labels are those of the single-process fit (see
+    :func:`~explorer.distributed.kmeans_fit` for the k-means rounding caveat).
+
+    `backend` is not used: the work runs where the chunks are (NumPy chunks on the
+    workers' CPUs, CuPy chunks on their GPUs). Attributes differ from the
+    single-process fit in kind: `labels_` is a Dask array
+    with X's row chunks; `embedding_`, `eigenvectors_`, `isolated_` are NumPy arrays
+    on the client; `affinity_matrix_` and `graph_` are the
+    :class:`~explorer.distributed.RowBlockGraph` (its ``to_csr()`` gathers it);
+    `backend_` is ``"dask"``.
+
+    Connected components are counted as the single-process fit counts them (a forest
+    per row block, merged on the client:
+    :func:`~explorer.distributed._components.component_labels`), and with a fixed k
+    the same rules follow: the k largest components when there are more (a warning,
+    label −1 for the rest), the ``"components"`` solver under ``"auto"`` when exactly
+    k. Not distributed (yet): the ``"chebyshev"`` solver (``"auto"`` takes LOBPCG past
+    :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices) and GPU builders per row
+    block (CuPy chunks build on their worker's host).
+    """
+    import dask.array as da
+
+    t_start = time.perf_counter()
+    options = estimator._check_params()
+    del options  # the CSR-2/3 knobs have no row-block counterpart
+    if estimator.affinity == "precomputed":
+        raise ValueError("affinity='precomputed' is not available for a Dask array; pass "
+                         "the points (affinity='epsilon') or a SciPy/NumPy affinity matrix")
+    check_choice(estimator.eigen_solver, "eigen_solver", DISTRIBUTED_SOLVERS)
+    method = check_choice(estimator.method, "method", METHODS)
+    client = get_client(client)
+    rng = check_random_state(estimator.random_state)
+
+    t0 = time.perf_counter()
+    blocks = RowBlocks.from_dask(client, X)
+    points = client.submit(gather_points, blocks.futures)
+    rule = client.submit(EdgeRule.suggest, points, estimator.metric, estimator.sigma,
+                         estimator.threshold_sqdist, estimator.threshold_sim,
+                         n_clusters=estimator.n_clusters).result()
+    t1 = time.perf_counter()
+    graph = build_row_blocks(X, rule, method=method, client=client, blocks=blocks,
+                             points=points)
+    t2 = time.perf_counter()
+    n = graph.n
+    if graph.nnz == 0 or not (graph.degrees > 0).any():
+        raise ValueError(
+            f"the graph has no edge: all n={n} points are isolated; raise the threshold "
+            f"(now {rule.describe()}) until points have neighbours"
+        )
+
+    auto = estimator.n_clusters == "auto"
+    in_graph = graph.degrees > 0
+    n_kept = int(np.count_nonzero(in_graph))
+    solver = estimator.eigen_solver
+    if auto and solver == "components":
+        raise ValueError(
+            "eigen_solver='components' needs a fixed n_clusters (it gives exactly k "
+            "eigenpairs, no spectrum for the eigengap to read); with n_clusters='auto' use "
+            "another solver"
+        )
+    components = dropped = None
+    if not auto:
+        k = check_int(estimator.n_clusters, "n_clusters", low=1)
+        if k > n_kept:
+            raise ValueError(
+                f"n_clusters={k} is out of range: only {n_kept} of the n={n} points have an "
+                f"edge ({n - n_kept} are isolated); allowed: 1 <= n_clusters <= {n_kept}"
+            )
+        # The components rule of partition_graph: more than k, the k largest are the
+        # clusters; exactly k (after that), their indicators are the eigenvectors.
+        components = component_labels(graph)
+        n_components, dropped = largest_components(components, in_graph, k)
+        if dropped.any():
+            _warn_components(n_components, n - n_kept, k, int(dropped.sum()))
+        if solver == "auto" and n_components >= k:
+            solver = "components"
+    n_eig = auto_k_max(n_kept) if auto else k
+    tol = EIGENGAP_TOL if auto and estimator.eigen_tol is None else estimator.eigen_tol
+    emb, _ = distributed_embedding(graph, n_eig, solver=solver, tol=tol,
+                                   max_iter=estimator.eigen_max_iter, random_state=rng,
+                                   exclude=dropped, components=components)
+    suggested = eigengap_k(emb.eigenvalues)
+    k = suggested if auto else k
+    used = emb.truncate(k)
+    t3 = time.perf_counter()
+
+    keep = np.flatnonzero(~used.isolated)
+    kept_per_block = [int(np.count_nonzero(~used.isolated[r0:r1]))
+                      for r0, r1 in zip(blocks.offsets[:-1], blocks.offsets[1:], strict=True)]
+    chunks = tuple(c for c in kept_per_block if c) or (keep.shape[0],)
+    E = da.from_array(used.embedding[keep], chunks=(chunks, -1))
+    on_gpu = label_meta(X).__class__ is not np.ndarray
+    if on_gpu:  # CuPy chunks: k-means on the workers' GPUs
+        import cupy
+
+        E = E.map_blocks(cupy.asarray, meta=cupy.empty((0, 0)))
+    km = kmeans_fit(E, k,
+                    n_init=estimator.n_init, tol=estimator.kmeans_tol,
+                    max_iter=estimator.kmeans_max_iter, random_state=rng, client=client)
+    labels = np.full(n, -1, dtype=np.int32)
+    labels[keep] = km.labels_numpy()
+    t4 = time.perf_counter()
+
+    estimator.n_features_in_ = int(X.shape[1])
+    # The array kind of the input, as the single-process fit: CuPy chunks in, CuPy out.
+    estimator.labels_ = da.from_array(labels, chunks=(tuple(int(c) for c in X.chunks[0]),))
+    if on_gpu:
+        estimator.labels_ = estimator.labels_.map_blocks(cupy.asarray, meta=label_meta(X))
+    estimator.n_clusters_ = int(k)
+    estimator.eigenvalues_ = used.eigenvalues
+    estimator.embedding_ = used.embedding
+    estimator.eigenvectors_ = used.vectors
+    estimator.isolated_ = ~in_graph
+    estimator.affinity_matrix_ = graph
+    estimator.graph_ = graph
+    estimator.graph_stats_ = graph.stats
+    estimator.edge_rule_ = rule
+    estimator.metric_ = rule.metric
+    estimator.sigma_ = rule.sigma
+    estimator.threshold_sqdist_ = rule.threshold_sqdist
+    estimator.threshold_sim_ = rule.threshold_sim
+    estimator.suggested_params_ = rule.suggested
+    estimator.eigen_solver_ = emb.solver
+    estimator.eigen_iterations_ = emb.iterations
+    estimator.eigen_residuals_ = emb.residual_norms
+    estimator.backend_ = "dask"
+    estimator.backend_reason_ = (
+        f"a Dask array: {n_workers(client)} workers of "
+        f"{client.scheduler.address}, {blocks.n_blocks} row blocks"
+    )
+    estimator.timings_ = {
+        **({"suggest": t1 - t0} if rule.suggested else {}),
+        "graph": t2 - t1, "embedding": t3 - t2, "kmeans": t4 - t3,
+        "total": time.perf_counter() - t_start,
+    }
+    return estimator

@@ -1,0 +1,333 @@
+"""The ε-graph built as row blocks of its CSR on the workers, each block against all
+points (issue 19, item 2).
+
+Block b holds the rows ``offsets[b]:offsets[b + 1]`` of the similarity matrix S as a
+canonical CSR matrix of all n columns, on the worker of the data's row block b; the
+whole matrix is never assembled unless asked (:meth:`RowBlockGraph.to_csr`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import memory
+from .._backend import array_module, to_numpy
+from .._csr import block_rows, csr_from_arrays, row_sums
+from .._validation import check_data
+from ..graph import _cpu
+from ..graph._reference import PairValues, edge_mask, index_dtype
+from ..graph._stats import stats_from_counts
+from ..graph.rule import EdgeRule
+from ..metrics import _sums
+from ._blocks import RowBlocks, get_client
+
+__all__ = ["METHODS", "RowBlockGraph", "build_row_blocks"]
+
+#: Row-block builders: the CPU builders of :mod:`explorer.graph` restricted to a
+#: block of rows (``"auto"`` picks as :func:`explorer.graph._cpu.choose_method`).
+METHODS = ("auto", "kdtree", "bruteforce")
+
+
+@dataclass
+class RowBlockGraph:
+    """A similarity matrix held as row blocks on the workers.
+
+    Attributes
+    ----------
+    blocks : RowBlocks
+        Futures of the CSR row blocks (``scipy.sparse.csr_matrix`` of shape
+        (rows of the block, n), canonical, float32), in order.
+    n : int
+    nnz : int
+    rule : EdgeRule
+    method, method_reason : str
+        The builder each block ran, and why.
+    counts : numpy.ndarray of int64, shape (n,)
+        Nonzeros per row.
+    degrees : numpy.ndarray of float64, shape (n,)
+        Weighted degrees (row sums in float64, as :func:`explorer._csr.row_sums`).
+    stats : explorer.GraphStats
+        From `counts` and `degrees` (connected components are not counted).
+    timings : dict of str to float
+        Seconds: ``"build"`` (the blocks, preflight included), ``"stats"``.
+    """
+
+    blocks: RowBlocks
+    n: int
+    nnz: int
+    rule: EdgeRule
+    method: str
+    method_reason: str
+    counts: np.ndarray
+    degrees: np.ndarray
+    stats: object
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n, self.n)
+
+    def __getstate__(self):
+        """Pickled without its blocks, which live on the cluster: an unpickled graph
+        keeps its rule, statistics, counts and degrees (so a fitted estimator pickles),
+        and :meth:`to_csr` says the matrix stayed behind."""
+        state = dict(self.__dict__)
+        state["blocks"] = None
+        return state
+
+    def _check_attached(self):
+        if self.blocks is None:
+            raise ValueError("this row-block graph was unpickled: its blocks stayed on the "
+                             "cluster that built it; call to_csr() before pickling to keep "
+                             "the matrix")
+
+    @property
+    def options(self):
+        """The CSR-2/CSR-3 knobs the build used: none (``BuildOptions()``), for the
+        reports that print them."""
+        from ..graph.rule import BuildOptions
+
+        return BuildOptions()
+
+    def cut_terms(self, labels):
+        """Per cluster (labels >= 0, ascending): cut weight, volume and size, as
+        :func:`explorer.metrics.clustering_scores` takes them; each row block sums its
+        rows' share on its worker, the client adds the shares in block order."""
+        self._check_attached()
+        lab = np.asarray(to_numpy(np.asarray(labels)))
+        if lab.ndim != 1 or lab.shape[0] != self.n:
+            raise ValueError(f"labels must be 1-D with one label per vertex (n={self.n}); "
+                             f"got shape {lab.shape}")
+        if lab.dtype.kind not in "iu":
+            raise TypeError(f"labels must be integers; got dtype {lab.dtype}")
+        lab = lab.astype(np.int64)
+        if (lab < -1).any():
+            raise ValueError("labels must be >= 0, or -1 for a vertex in no cluster")
+        clustered = lab >= 0
+        ids, inverse = np.unique(lab[clustered], return_inverse=True)
+        k = int(ids.shape[0])
+        cluster = np.full(self.n, -1, dtype=np.int64)
+        cluster[clustered] = inverse.ravel()
+        client = self.blocks.client
+        shared = client.scatter(cluster, broadcast=True, hash=False)
+        cut, vol = np.zeros(k), np.zeros(k)
+        for c, v in client.gather([
+            client.submit(block_cut_terms, f, int(r0), shared, k, pure=False)
+            for f, r0 in zip(self.blocks.futures, self.blocks.offsets[:-1], strict=True)
+        ]):
+            cut, vol = cut + c, vol + v
+        return cut, vol, np.bincount(cluster[clustered], minlength=k).astype(np.float64)
+
+    def to_csr(self):
+        """The whole matrix gathered to the client as one canonical SciPy CSR matrix
+        (the index dtype of the semantics for its nnz): for tests and small graphs."""
+        self._check_attached()
+        parts = [_host_csr(p) for p in self.blocks.client.gather(self.blocks.futures)]
+        idx = index_dtype(self.nnz, self.n)
+        indptr = np.zeros(self.n + 1, dtype=idx)
+        at = 0
+        for r0, part in zip(self.blocks.offsets[:-1], parts, strict=True):
+            indptr[r0 + 1 : r0 + 1 + part.shape[0]] = part.indptr[1:].astype(np.int64) + at
+            at += part.nnz
+        data = np.concatenate([p.data for p in parts]).astype(np.float32, copy=False)
+        indices = np.concatenate([p.indices for p in parts]).astype(idx, copy=False)
+        return csr_from_arrays(data, indices, indptr, self.shape, canonical=True)
+
+
+def _host_csr(m):
+    if isinstance(m, sp.spmatrix | sp.sparray):
+        return m
+    return m.get()
+
+
+def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_memory=True,
+                     blocks: RowBlocks | None = None, points=None) -> RowBlockGraph:
+    """Build the ε-neighbourhood graph of a Dask array as CSR row blocks on the workers.
+
+    Parameters
+    ----------
+    X : dask.array.Array of shape (n, d)
+        NumPy or CuPy chunks, chunked by rows; the graph's row blocks are its chunks.
+    rule : EdgeRule
+        A complete edge rule (``EdgeRule.suggest`` fills one in).
+    method : {"auto", "kdtree", "bruteforce"}
+        The block builder (see Notes).
+    client : distributed.Client, optional
+        Default: the Client in scope.
+    check_memory : bool, default True
+        Estimate each block's memory on its worker before building it, and refuse a
+        block that would not fit (:class:`explorer.memory.MemoryEstimateError`).
+    blocks, points : optional
+        X's row blocks and the future of all its points, when the caller has them.
+
+    Returns
+    -------
+    RowBlockGraph
+
+    Notes
+    -----
+    **Each block against all points.** Every worker gets all n points (one future,
+    fetched by each worker once) and builds its rows with the single-process CPU
+    machinery: low-d distance rules by a kd-tree over all points queried with the
+    block's rows (the CPU's counterpart of the grid builder), high-d data and cosine
+    rules by the blockwise brute force whose candidates come from a float64 matrix
+    product (the CPU's GEMM builder). Both decide every candidate with the float64
+    reference arithmetic (:class:`explorer.graph._reference.PairValues`), whose value
+    for (i, j) is bit for bit the one for (j, i), so the blocks put together are the
+    single-process graph exactly: same pattern, same float32 weights, canonical.
+
+    **CuPy chunks** are built the same way on the host of their worker and the block
+    is moved back to the worker's GPU; the GPU builders (grid, GEMM) do not yet take
+    a range of rows, which is what a GPU row block needs.
+
+    **Memory preflight.** Before building, each worker estimates its block's nonzeros
+    from a seeded sample of its rows (the exact per-row count of
+    :func:`explorer.graph._cpu.count_rows_cpu`) and compares
+    :func:`explorer.memory.estimate_cpu_bytes` with
+    :data:`explorer.memory.CPU_MEMORY_FRACTION` of its available memory.
+    """
+    t0 = time.perf_counter()
+    client = get_client(client)
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not a row-block builder; allowed: {METHODS}")
+    blocks = RowBlocks.from_dask(client, X) if blocks is None else blocks
+    points = client.submit(gather_points, blocks.futures) if points is None else points
+    n, d = blocks.n, int(X.shape[1])
+    if method == "auto":
+        method, reason = _cpu.choose_method(n, d, rule)
+        reason = f"row blocks on the workers, each a {reason}"
+    else:
+        reason = f"method={method!r} as asked, per row block on the workers"
+    futures = [
+        client.submit(build_block, blk, points, int(r0), rule, method, check_memory,
+                      pure=False)
+        for blk, r0 in zip(blocks.futures, blocks.offsets[:-1], strict=True)
+    ]
+    graph_blocks = RowBlocks(client, futures, blocks.offsets)
+    t1 = time.perf_counter()
+    summaries = client.gather([client.submit(block_summary, f) for f in futures])
+    counts = np.concatenate([s[0] for s in summaries])
+    degrees = np.concatenate([s[1] for s in summaries])
+    t2 = time.perf_counter()
+    stats = stats_from_counts(counts, n=n, degrees=degrees)
+    t3 = time.perf_counter()
+    return RowBlockGraph(
+        blocks=graph_blocks, n=n, nnz=int(counts.sum()), rule=rule, method=method,
+        method_reason=reason, counts=counts, degrees=degrees, stats=stats,
+        timings={"build": t2 - t0, "build.submit": t1 - t0, "stats": t3 - t2},
+    )
+
+
+# ---------------------------------------------------------------- worker functions
+
+
+def gather_points(parts):
+    """All the points, validated float32, as one array of the chunks' module."""
+    xp = array_module(parts[0])
+    return check_data(xp.concatenate(parts, axis=0))
+
+
+def build_block(block, points, r0, rule, method, check_memory):
+    """Rows ``r0 : r0 + len(block)`` of S as canonical CSR (rows × n), on the block's
+    device."""
+    xp = array_module(points)
+    X = to_numpy(points)
+    rows = int(block.shape[0])
+    if check_memory:
+        preflight(X, r0, rows, rule, method)
+    csr = rows_csr(X, r0, r0 + rows, rule, method)
+    if xp is np:
+        return csr
+    return csr_from_arrays(xp.asarray(csr.data), xp.asarray(csr.indices),
+                           xp.asarray(csr.indptr), csr.shape, canonical=True)
+
+
+def preflight(X, r0, rows, rule, method, *, available=None):
+    """Refuse, before building, a row block estimated not to fit in host memory.
+
+    Raises
+    ------
+    explorer.memory.MemoryEstimateError
+    """
+    n = X.shape[0]
+    available = memory.available_host_bytes() if available is None else int(available)
+    if available is None:
+        return
+    budget = memory.CPU_MEMORY_FRACTION * available
+    if memory.estimate_cpu_bytes(float(rows) * (n - 1)) <= budget:
+        return
+    sample = memory.sample_rows(rows) + r0
+    nnz = float(_cpu.count_rows_cpu(X, rule, method, sample).mean()) * rows
+    need = memory.estimate_cpu_bytes(nnz)
+    if need > budget:
+        raise memory.MemoryEstimateError(
+            f"row block {r0}:{r0 + rows} too large for its worker: {rule.describe()} on "
+            f"n={n} gives an estimated nnz ≈ {nnz:.3g} for its {rows} rows, about "
+            f"{need / 2**30:.1f} GiB to build, but only {available / 2**30:.1f} GiB is "
+            "available there; use smaller row chunks, more workers, or a lower threshold",
+            device="CPU", nnz=nnz, need_bytes=need, available_bytes=available,
+        )
+
+
+def rows_csr(X, r0, r1, rule: EdgeRule, method: str):
+    """Rows ``r0:r1`` of the graph of `X` (host float32) against all its points:
+    canonical CSR of shape (r1 - r0, n), equal to those rows of
+    :func:`explorer.graph.reference.reference_csr`."""
+    n = X.shape[0]
+    pv = PairValues(X, rule)
+    rows = np.arange(r0, r1)
+    if method == "kdtree":
+        tree = _cpu._tree(X)
+        X64 = np.asarray(X[r0:r1], dtype=np.float64)
+        lists = tree.query_ball_point(X64, rule.radius * (1.0 + _cpu.KD_MARGIN))
+        lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=r1 - r0)
+        local = np.repeat(np.arange(r1 - r0), lengths)
+        j = np.fromiter((c for x in lists for c in x), dtype=np.int64,
+                        count=int(lengths.sum()))
+        pairs = [(local, j)]
+    else:
+        pairs = _cpu._Candidates(X, rule, pv).of_rows(rows)
+    parts_r, parts_c, parts_v = [], [], []
+    for k, j in pairs:
+        i = rows[k]
+        compared = pv.at(i, j)
+        keep = edge_mask(compared, rule) & (i != j)
+        parts_r.append(k[keep])
+        parts_c.append(j[keep])
+        parts_v.append(compared[keep])
+    local = np.concatenate(parts_r) if parts_r else np.empty(0, np.int64)
+    cols = np.concatenate(parts_c) if parts_c else np.empty(0, np.int64)
+    compared = np.concatenate(parts_v) if parts_v else np.empty(0)
+    weights = pv.weights(compared).astype(np.float32)
+    order = np.lexsort((cols, local))
+    nnz = int(order.size)
+    idx = index_dtype(nnz, n)
+    indptr = np.zeros(r1 - r0 + 1, dtype=idx)
+    np.cumsum(np.bincount(local, minlength=r1 - r0), out=indptr[1:])
+    return csr_from_arrays(weights[order], cols[order].astype(idx), indptr, (r1 - r0, n),
+                           canonical=True)
+
+
+def block_cut_terms(csr, r0, cluster, k):
+    """This row block's share of the cut weights and volumes per cluster (float64)."""
+    xp = array_module(csr.data)
+    cluster = xp.asarray(cluster)
+    if csr.nnz == 0:
+        return np.zeros(k), np.zeros(k)
+    w = csr.data.astype(xp.float64)
+    cu = cluster[block_rows(csr, 0, csr.shape[0], 0, csr.nnz, xp) + r0]
+    cv = cluster[csr.indices]
+    own = cu >= 0
+    crossing = own & (cu != cv)
+    return _sums(cu[crossing], w[crossing], k, xp), _sums(cu[own], w[own], k, xp)
+
+
+def block_summary(csr):
+    """``(nonzeros per row, float64 degrees)`` of a row block, on the host."""
+    xp = array_module(csr.data)
+    counts = to_numpy(xp.diff(csr.indptr)).astype(np.int64)
+    return counts, to_numpy(row_sums(csr, xp))

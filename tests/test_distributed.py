@@ -1,0 +1,377 @@
+"""The distributed mode (explorer.distributed, issue 19) against the single-process path.
+
+A LocalCluster of 2 workers × 1 thread in this process (``processes=False``: starts in
+milliseconds and shares the test's imports) runs most tests; one test starts real
+worker processes, where every task and result crosses a process boundary by pickling.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+from explorer import KMeans  # noqa: E402
+from explorer.distributed import kmeans_fit  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                       dashboard_address=None)
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def _blobs(rng, n_per=300, d=3, centres=4, spread=0.4):
+    parts = [rng.normal(3.0 * c, spread, size=(n_per, d)) for c in range(centres)]
+    X = np.concatenate(parts)
+    return X[rng.permutation(X.shape[0])]
+
+
+# ------------------------------------------------------------------------ k-means
+
+
+@pytest.mark.parametrize("init", ["k-means++", "random"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_kmeans_same_labels_as_single_process(client, rng, init, dtype):
+    """Same data, same seed: same labels, centres to float64 rounding, same inertia."""
+    X = _blobs(rng).astype(dtype)
+    seed = int(rng.integers(2**31))
+    ref = KMeans(4, init=init, n_init=3, random_state=seed).fit(X)
+    got = kmeans_fit(da.from_array(X, chunks=(350, -1)), 4, init=init, n_init=3,
+                     random_state=seed, client=client)
+    assert got.blocks.n_blocks == 4
+    np.testing.assert_array_equal(got.labels_numpy(), ref.labels_)
+    assert got.cluster_centers.dtype == ref.cluster_centers_.dtype
+    np.testing.assert_allclose(got.cluster_centers, ref.cluster_centers_, rtol=1e-6, atol=1e-6)
+    assert got.inertia == pytest.approx(ref.inertia_, rel=1e-9)
+    assert got.n_iter == ref.n_iter_
+
+
+def test_kmeans_parallel_seeding_is_deterministic(client, rng):
+    """k-means|| draws on the workers from per-block streams: repeats are identical,
+    and on separated blobs the clustering is the single-process one."""
+    X = _blobs(rng, n_per=250, d=2, centres=5)
+    Xd = da.from_array(X, chunks=(400, -1))
+    a = kmeans_fit(Xd, 5, init="k-means||", n_init=2, random_state=3, client=client)
+    b = kmeans_fit(Xd, 5, init="k-means||", n_init=2, random_state=3, client=client)
+    np.testing.assert_array_equal(a.labels_numpy(), b.labels_numpy())
+    np.testing.assert_array_equal(a.cluster_centers, b.cluster_centers)
+    from sklearn.metrics import adjusted_rand_score
+
+    ref = KMeans(5, init="k-means||", n_init=2, random_state=3).fit(X)
+    assert adjusted_rand_score(ref.labels_, a.labels_numpy()) == 1.0
+
+
+def test_kmeans_estimator_on_dask_array(client, rng):
+    """KMeans.fit(dask_array) runs distributed; labels_ is a Dask array with X's chunks."""
+    X = _blobs(rng, n_per=200)
+    Xd = da.from_array(X, chunks=(300, -1))
+    km = KMeans(4, n_init=2, random_state=0).fit(Xd)
+    assert isinstance(km.labels_, da.Array)
+    assert km.labels_.chunks[0] == Xd.chunks[0]
+    ref = KMeans(4, n_init=2, random_state=0).fit(X)
+    np.testing.assert_array_equal(km.labels_.compute(), ref.labels_)
+    assert km.n_features_in_ == 3
+
+
+def test_kmeans_empty_cluster_reseeded(client):
+    """Initial centres with one empty cluster: re-seeded at the farthest point, as in
+    the single-process run."""
+    X = np.array([[0.0, 0], [0.1, 0], [0, 0.1], [5, 5], [5.1, 5], [5, 5.2], [9, 0], [9.2, 0]])
+    init = np.array([[0.0, 0.0], [5.0, 5.0], [100.0, 100.0]])
+    ref = KMeans(3, init=init, n_init=1).fit(X)
+    got = kmeans_fit(da.from_array(X, chunks=(3, -1)), 3, init=init, client=client)
+    np.testing.assert_array_equal(got.labels_numpy(), ref.labels_)
+    np.testing.assert_allclose(got.cluster_centers, ref.cluster_centers_)
+
+
+def test_empty_row_chunks_and_dataframes(client, rng):
+    """Empty row chunks are no blocks (labels keep X's chunks); a Dask DataFrame is
+    refused with the conversion to use."""
+    X = _blobs(rng, n_per=100)
+    Xd = da.concatenate([da.from_array(X[:150]), da.zeros((0, 3)), da.from_array(X[150:])])
+    km = KMeans(4, n_init=1, random_state=0).fit(Xd)
+    assert km.labels_.chunks == Xd.chunks[:1]
+    np.testing.assert_array_equal(km.labels_.compute(),
+                                  KMeans(4, n_init=1, random_state=0).fit(X).labels_)
+    dd = pytest.importorskip("dask.dataframe")
+    pytest.importorskip("pandas")
+    with pytest.raises(TypeError, match="to_dask_array"):
+        kmeans_fit(dd.from_array(X, chunksize=100), 4, client=client)
+
+
+def test_no_client_is_a_clear_error(monkeypatch):
+    from explorer.distributed import get_client
+
+    def none_in_scope():
+        raise ValueError("No clients found")
+
+    monkeypatch.setattr(distributed, "default_client", none_in_scope)
+    with pytest.raises(ValueError, match="no Client is in scope"):
+        get_client()
+
+
+# ------------------------------------------------------------------------ graph
+
+
+@pytest.mark.parametrize(
+    ("d", "rule_args", "method", "picked"),
+    [
+        (2, {"metric": "gaussian", "sigma": 0.03, "threshold_sqdist": 0.004}, "auto", "kdtree"),
+        (3, {"metric": "uniform", "threshold_sqdist": 0.02}, "bruteforce", "bruteforce"),
+        (12, {"metric": "cosine", "threshold_sim": 0.8}, "auto", "bruteforce"),
+    ],
+)
+def test_row_block_graph_is_the_single_process_graph(client, rng, d, rule_args, method,
+                                                     picked):
+    """The row blocks put together are canonical and equal build_graph's CSR exactly
+    (pattern, float32 weights, index dtype)."""
+    from explorer import EdgeRule, build_graph
+    from explorer.distributed import build_row_blocks
+    from explorer.testing import assert_same_graph, check_canonical
+
+    X = rng.random((900, d)).astype(np.float32)
+    rule = EdgeRule.from_args(**rule_args)
+    ref = build_graph(X, rule, backend="cpu").csr
+    g = build_row_blocks(da.from_array(X, chunks=(250, -1)), rule, method=method,
+                         client=client)
+    assert g.method == picked and g.blocks.n_blocks == 4
+    csr = g.to_csr()
+    check_canonical(csr)
+    assert_same_graph(csr, ref, X, rule, rtol=0.0)
+    assert csr.indptr.dtype == ref.indptr.dtype
+    np.testing.assert_array_equal(csr.indptr, ref.indptr)
+    np.testing.assert_array_equal(csr.indices, ref.indices)
+    np.testing.assert_array_equal(csr.data, ref.data)
+    assert g.nnz == ref.nnz
+    np.testing.assert_array_equal(g.counts, np.diff(ref.indptr))
+    assert g.stats.nnz == ref.nnz
+
+
+def test_row_block_memory_preflight(rng):
+    """A block estimated (from a sample of its rows) not to fit is refused before it
+    is built, with the estimate in the message; a small one passes."""
+    from explorer import EdgeRule
+    from explorer.distributed._graph import preflight
+    from explorer.memory import MemoryEstimateError
+
+    X = rng.random((2000, 2)).astype(np.float32)
+    rule = EdgeRule.from_args(metric="uniform", threshold_sqdist=0.5)
+    with pytest.raises(MemoryEstimateError, match=r"row block 1000:2000 .* nnz ≈") as info:
+        preflight(X, 1000, 1000, rule, "kdtree", available=10**6)
+    assert info.value.nnz > 1e5
+    preflight(X, 1000, 1000, rule, "kdtree", available=10**12)
+
+
+# ------------------------------------------------------------------------ the pipeline
+
+
+def _moons(rng, n=1200):
+    from sklearn.datasets import make_moons
+
+    X, _ = make_moons(n, noise=0.05, random_state=int(rng.integers(2**31)))
+    return X
+
+
+@pytest.mark.parametrize("solver", ["lobpcg", "dense"])
+def test_spectral_clustering_on_dask_array_same_as_single_process(client, rng, solver):
+    """SpectralClustering(...).fit(dask_array) with a Client in scope: the distributed
+    products equal the single-process ones bit for bit, so the embedding is identical
+    and so are the labels."""
+    from explorer import SpectralClustering
+
+    X = _moons(rng)
+    seed = int(rng.integers(2**31))
+    kw = dict(n_clusters=2, threshold_sqdist=0.02, eigen_solver=solver, n_init=3,
+              random_state=seed)
+    ref = SpectralClustering(**kw, backend="cpu").fit(X)
+    Xd = da.from_array(X, chunks=(500, -1))
+    sc = SpectralClustering(**kw).fit(Xd)
+    assert sc.backend_ == "dask"
+    assert isinstance(sc.labels_, da.Array) and sc.labels_.chunks[0] == Xd.chunks[0]
+    np.testing.assert_array_equal(sc.labels_.compute(), ref.labels_)
+    np.testing.assert_array_equal(sc.embedding_, ref.embedding_)
+    np.testing.assert_array_equal(sc.eigenvalues_, ref.eigenvalues_)
+    assert sc.eigen_solver_ == ref.eigen_solver_ == solver
+    assert sc.eigen_iterations_ == ref.eigen_iterations_
+    assert sc.graph_stats_.nnz == ref.graph_stats_.nnz
+    from explorer.testing import assert_same_graph
+
+    assert_same_graph(sc.graph_.to_csr(), ref.affinity_matrix_, X, ref.edge_rule_, rtol=0.0)
+    # A fitted estimator pickles; its graph's blocks stay on the cluster.
+    import pickle
+
+    back = pickle.loads(pickle.dumps(sc))
+    np.testing.assert_array_equal(back.labels_.compute(), ref.labels_)
+    assert back.graph_stats_.nnz == ref.graph_stats_.nnz
+    with pytest.raises(ValueError, match="stayed on the cluster"):
+        back.graph_.to_csr()
+
+
+def test_operator_product_equals_single_process_product(client, rng):
+    """RowBlockOperator @ X is A @ X bit for bit, A formed as spectral_embedding forms
+    it (isolated vertices dropped, symmetric scaling)."""
+    from explorer import EdgeRule, build_graph
+    from explorer._csr import with_values
+    from explorer.distributed import build_row_blocks
+    from explorer.distributed._operator import RowBlockOperator, normalised_blocks
+    from explorer.embedding import laplacian
+
+    X = rng.random((700, 2)).astype(np.float32)
+    X[:5] += 10.0  # a few isolated points
+    rule = EdgeRule.from_args(metric="gaussian", sigma=0.03, threshold_sqdist=0.003)
+    S = build_graph(X, rule, backend="cpu").csr
+    S64 = with_values(S, S.data.astype(np.float64))
+    degree = np.asarray(S64.sum(axis=1)).ravel()
+    keep = np.flatnonzero(degree > 0)
+    assert keep.size < X.shape[0]
+    dinv = 1.0 / np.sqrt(degree[keep])
+    A = laplacian.scale_symmetric(laplacian.submatrix(S64, keep, np), dinv, np)
+
+    g = build_row_blocks(da.from_array(X, chunks=(200, -1)), rule, client=client)
+    np.testing.assert_array_equal(g.degrees > 0, degree > 0)
+    new_id = np.full(X.shape[0], -1)
+    new_id[keep] = np.arange(keep.size)
+    op = RowBlockOperator(normalised_blocks(g, new_id, 1.0 / np.sqrt(g.degrees[keep])), g.nnz)
+    assert op.shape == A.shape
+    V = rng.standard_normal((keep.size, 3))
+    np.testing.assert_array_equal(op @ V, A @ V)
+    np.testing.assert_array_equal((op.to_csr() != A).nnz, 0)
+
+
+def test_components_rule_as_single_process(client, rng):
+    """More components than k: the k largest are clustered, the others' points get −1
+    with the same warning; then exactly k, so ``"auto"`` takes the components solver.
+    Same labels as the single-process fit."""
+    from explorer import SpectralClustering
+    from explorer.distributed._components import component_labels
+
+    centres = [(0, 0), (4, 0), (0, 4), (4, 4)]
+    X = np.concatenate([rng.normal(c, 0.2, size=(120, 2)) for c in centres]
+                       + [rng.normal((9, 9), 0.05, size=(6, 2))])
+    X = X[rng.permutation(X.shape[0])]
+    kw = dict(n_clusters=4, threshold_sqdist=0.3, n_init=2, random_state=1)
+    with pytest.warns(UserWarning, match="5 connected components"):
+        ref = SpectralClustering(**kw, backend="cpu").fit(X)
+    with pytest.warns(UserWarning, match="5 connected components"):
+        sc = SpectralClustering(**kw).fit(da.from_array(X, chunks=(130, -1)))
+    assert ref.eigen_solver_ == sc.eigen_solver_ == "components"
+    labels = sc.labels_.compute()
+    assert (labels == -1).sum() == 6
+    np.testing.assert_array_equal(labels, ref.labels_)
+    from explorer.components import component_labels as single_labels
+
+    ours, theirs = component_labels(sc.graph_), single_labels(ref.affinity_matrix_)
+    pairs = set(zip(ours.tolist(), theirs.tolist(), strict=True))
+    assert len(pairs) == len(set(ours.tolist())) == len(set(theirs.tolist()))  # a bijection
+    assert ours.min() == 0 and all(ours[v] <= v for v in range(X.shape[0]))
+
+
+def test_distributed_fit_refuses_what_it_cannot_do(client, rng):
+    from explorer import SpectralClustering
+
+    Xd = da.from_array(_moons(rng, 300), chunks=(100, -1))
+    with pytest.raises(ValueError, match="eigen_solver"):
+        SpectralClustering(2, threshold_sqdist=0.02, eigen_solver="chebyshev").fit(Xd)
+    with pytest.raises(ValueError, match="method"):
+        SpectralClustering(2, threshold_sqdist=0.02, method="csr2").fit(Xd)
+    with pytest.raises(ValueError, match="no edge"):
+        SpectralClustering(2, threshold_sqdist=1e-12, sigma=0.1).fit(Xd)
+
+
+def test_spectral_clustering_with_worker_processes(rng):
+    """Real worker processes (every task, block and result pickled across processes),
+    parameters chosen from the data on a worker, n_clusters='auto': the single-process
+    answer."""
+    from explorer import SpectralClustering
+
+    X = np.concatenate([rng.normal(c, 0.15, size=(150, 2)) for c in ((0, 0), (3, 0), (0, 3))])
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster, \
+            distributed.Client(cluster):
+        sc = SpectralClustering("auto", eigen_solver="lobpcg", n_init=2, random_state=0)
+        sc.fit(da.from_array(X, chunks=(200, -1)))
+    ref = SpectralClustering("auto", eigen_solver="lobpcg", n_init=2, random_state=0,
+                             backend="cpu").fit(X)
+    assert sc.suggested_params_ == ref.suggested_params_ != ()
+    assert sc.edge_rule_ == ref.edge_rule_
+    assert sc.n_clusters_ == ref.n_clusters_ == 3
+    np.testing.assert_array_equal(sc.labels_.compute(), ref.labels_)
+
+
+# ------------------------------------------------------------------------ command line
+
+
+def test_cli_run_on_a_scheduler(client, capsys, tmp_path):
+    """``spectral-explorer run --scheduler ADDRESS``: the same clustering as the local
+    run (same scores), reported as a Dask run, the cut scores summed on the workers."""
+    import json
+
+    from explorer.cli import main
+
+    args = ["run", "blobs", "--n-samples", "500", "--n-clusters", "3", "--sigma", "0.05",
+            "--threshold-sqdist", "0.004", "--eigen-solver", "lobpcg", "--n-init", "2"]
+    path = tmp_path / "d.json"
+    code = main([*args, "--scheduler", client.scheduler.address, "--row-chunks", "150",
+                 "--json", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "dask" in out and "4 row blocks" in out
+    local = tmp_path / "l.json"
+    assert main([*args, "--backend", "cpu", "--json", str(local)]) == 0
+    got, ref = json.loads(path.read_text()), json.loads(local.read_text())
+    assert got["backend"]["name"] == "dask"
+    assert got["stats"]["nnz"] == ref["stats"]["nnz"]
+    assert got["scores"]["ari"] == ref["scores"]["ari"]
+    assert got["scores"]["normalized_cut"] == pytest.approx(ref["scores"]["normalized_cut"],
+                                                            rel=1e-12)
+    assert got["eigenvalues"] == ref["eigenvalues"]
+
+
+def test_cli_scheduler_bad_row_chunks(capsys):
+    from explorer.cli import main
+
+    code = main(["run", "blobs", "--n-samples", "200", "--scheduler", "tcp://127.0.0.1:1",
+                 "--row-chunks", "0"])
+    assert code == 2
+    assert "--row-chunks must be >= 1" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------ GPU
+
+
+@pytest.mark.gpu
+def test_local_cuda_cluster_one_worker_same_as_one_gpu(rng):
+    """A LocalCUDACluster of one worker on the GPU, CuPy chunks: the one-GPU fit's
+    answer (same solver; the GPU's graph equals the distributed one outside the float32
+    band, and GPU k-means sums with atomics, so labels are compared by ARI = 1 and by
+    equality outside ties)."""
+    import cupy
+    from sklearn.metrics import adjusted_rand_score
+
+    from explorer import KMeans, SpectralClustering
+    from explorer.testing import assert_same_graph
+
+    dask_cuda = pytest.importorskip("dask_cuda")
+    X = _moons(rng, 3000)
+    kw = dict(n_clusters=2, threshold_sqdist=0.01, eigen_solver="lobpcg", n_init=3,
+              random_state=0)
+    ref = SpectralClustering(**kw, backend="gpu").fit(cupy.asarray(X))
+    with dask_cuda.LocalCUDACluster(n_workers=1, threads_per_worker=1) as cluster, \
+            distributed.Client(cluster):
+        Xd = da.from_array(X, chunks=(1000, -1)).map_blocks(cupy.asarray)
+        sc = SpectralClustering(**kw).fit(Xd)
+        labels = sc.labels_.compute()
+        assert isinstance(labels, cupy.ndarray)
+        assert_same_graph(sc.graph_.to_csr(), ref.affinity_matrix_.get(), X, ref.edge_rule_)
+        km = KMeans(2, n_init=2, random_state=0).fit(Xd)
+        km_labels = km.labels_.compute()
+    ref_km = KMeans(2, n_init=2, random_state=0).fit(cupy.asarray(X))
+    assert adjusted_rand_score(ref.labels_.get(), labels.get()) == 1.0
+    assert adjusted_rand_score(ref_km.labels_.get(), km_labels.get()) == 1.0
+    np.testing.assert_allclose(sc.eigenvalues_, ref.eigenvalues_, atol=1e-6)
