@@ -4,6 +4,6 @@ import panel as pn
 
 from explorer.ui import ExplorerApp
 
-pn.extension(notifications=True)
+pn.extension("filedropper", notifications=True)  # the upload widget's FilePond
 
 ExplorerApp().template().servable(title="Spectral Explorer")

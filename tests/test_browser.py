@@ -117,6 +117,10 @@ class Page:
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
         self.page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url}"))
+        origin = re.match(r"https?://[^/]+", url).group(0)
+        self.foreign: list[str] = []  # requests to anywhere but the Panel server
+        self.page.on("request", lambda r: None if r.url.startswith((origin, "data:", "blob:"))
+                     else self.foreign.append(r.url))
         self.page.goto(url)
         self.stats_table().wait_for()
 
@@ -161,8 +165,9 @@ class Page:
         return float(SCORES.search(scores.inner_text()).group(1))
 
     def upload(self, path: Path) -> None:
+        """Choose `path` in the upload widget (Panel's FileDropper: FilePond's file input)."""
         self.page.get_by_role("button", name="file", exact=True).click()
-        self.page.locator("input[type=file]").set_input_files(str(path))
+        self.page.locator(".upload input.filepond--browser").set_input_files(str(path))
 
     def drag_slider(self, css_class: str, fraction: float) -> None:
         """Drag a slider's handle by `fraction` of its track, as a mouse does."""
@@ -376,3 +381,22 @@ def test_issue_15_bad_files_give_alerts_and_the_app_survives(app, tmp_path):
     app.page.get_by_role("button", name="built-in", exact=True).click()
     app.page.get_by_text(re.compile(r"moons: n = 2,000")).wait_for()
     assert not [e for e in app.errors if e.startswith("page error")]
+
+
+def test_a_file_over_the_upload_limit_is_refused_in_the_browser(app, server, tmp_path):
+    """A ~20 MiB file (above Bokeh's 20 MiB websocket message once sent whole) is refused
+    before it is sent: the app's alert says so, the session stays connected, and a
+    built-in set loads after it (the server log is checked when the module ends)."""
+    path = tmp_path / "twenty.csv"
+    path.write_bytes(b"1,2\n" * (20 * 2**18))
+    app.upload(path)
+    app.page.get_by_text(re.compile(r"twenty\.csv: the file is 20\.0 MiB, more than the "
+                                    r"12 MiB an upload may have")).wait_for()
+    app.page.get_by_text("File is too large", exact=True).wait_for()  # FilePond's note
+    assert app.page.get_by_text("Traceback").count() == 0
+    app.page.get_by_role("button", name="built-in", exact=True).click()
+    data_set = app.page.locator("select", has=app.page.locator("option", has_text="circles"))
+    data_set.select_option("circles")
+    app.page.get_by_text(re.compile(r"circles: n = 2,000")).wait_for()
+    assert app.errors == []
+    assert app.foreign == []  # FilePond's scripts and styles come from the Panel server

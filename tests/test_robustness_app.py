@@ -156,6 +156,23 @@ def test_upload_messages_name_the_uploaded_file_only(state):
         assert "upload-" not in text and "/tmp" not in text, text
 
 
+def test_a_file_the_browser_refused_is_the_same_message_and_the_data_stays(state):
+    """The upload widget refuses a file over the limit before sending it and reports its
+    name and size (DataControls._refused): the alert says what the server would."""
+    from explorer.ui._data import UPLOAD_MAX_BYTES
+
+    before = state.dataset
+    state.data.refuse_file("big.csv", 20 * 2**20)
+    assert state.data.error == ("big.csv: the file is 20.0 MiB, more than the 12 MiB an "
+                                "upload may have; subsample it, or read it with the library "
+                                "or the command line")
+    assert state.dataset is before
+    _upload(state, "big.csv", b"1,2\n" * (UPLOAD_MAX_BYTES // 4 + 1))
+    assert state.data.error.startswith("big.csv: the file is 12.0 MiB, more than the 12 MiB")
+    state.data.source = "built-in"
+    assert state.load() and state.data.error == ""
+
+
 def _stats_error(state, **graph) -> str:
     state.graph.param.update(**graph)
     assert not state.refresh_stats()
@@ -383,6 +400,8 @@ def _rows():
     s.data.set_file("bomb.npz", zip_bomb())
     s.load()
     yield "upload `bomb.npz` (2.7 MB, member X expands to 600 MiB)", s.data.error
+    s.data.refuse_file("twenty.csv", 20 * 2**20)  # what the upload widget reports
+    yield "upload `twenty.csv` (20 MiB: refused in the browser, never sent)", s.data.error
 
 
 if __name__ == "__main__":

@@ -112,14 +112,20 @@ def app_max_n(name: str) -> int:
     return max(2, min(caps))
 
 
-#: Largest upload read (bytes): Bokeh's websocket takes messages up to 20 MiB and an
-#: upload travels base64-encoded (4/3 of its size); a larger one would close the
-#: session's connection before the server sees it.
+#: Largest upload read (bytes). The upload widget (Panel's FileDropper) refuses a
+#: larger file in the browser, before it is sent, and the server checks it again.
 UPLOAD_MAX_BYTES = 12 * 2**20
 
 #: What an uploaded file may hold once decompressed (an NPZ member, a Parquet file):
 #: 512 MiB (the library allows 2 GiB): the server process is shared by every session.
 UPLOAD_CONTENT_BYTES = 2**29
+
+
+def too_large_message(name: str, size: int) -> str:
+    """Why a file of `size` bytes is not read (the browser's refusal says the same)."""
+    return (f"{name}: the file is {size / 2**20:.1f} MiB, more than the "
+            f"{UPLOAD_MAX_BYTES / 2**20:.0f} MiB an upload may have; subsample it, or "
+            "read it with the library or the command line")
 
 
 class DataState(param.Parameterized):
@@ -192,6 +198,11 @@ class DataState(param.Parameterized):
         # One batch: watchers (the app's reload) see a single change.
         self.param.update(file_name=Path(file_name).name, uploads=self.uploads + 1,
                           source="file")
+
+    def refuse_file(self, file_name: str, size: int) -> None:
+        """The browser refused a file over :data:`UPLOAD_MAX_BYTES` before sending it:
+        say so (the data loaded before stays)."""
+        self.error = too_large_message(Path(str(file_name)).name, int(size))
 
     def choose_label(self, column) -> None:
         """Use the file's column `column` (0-based, or None) as ground truth."""
@@ -266,12 +277,8 @@ class DataState(param.Parameterized):
                 generation=generation,
             )
         if len(content) > UPLOAD_MAX_BYTES:
-            return LoadOutcome(
-                error=f"{name}: the file is {len(content) / 2**20:.1f} MiB, more than the "
-                f"{UPLOAD_MAX_BYTES / 2**20:.0f} MiB an upload may have; subsample it, or "
-                "read it with the library or the command line",
-                generation=generation,
-            )
+            return LoadOutcome(error=too_large_message(name, len(content)),
+                               generation=generation)
         # explorer.data.read takes a path: the bytes go to a private temporary folder
         # under the upload's own name (so the reader's messages name the user's file,
         # not a temporary one), removed as soon as it is read.

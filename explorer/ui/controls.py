@@ -12,7 +12,7 @@ import panel as pn
 import param
 from bokeh.models import CustomJSTickFormatter
 
-from ._data import UPLOAD_SUFFIXES, app_max_n
+from ._data import UPLOAD_MAX_BYTES, app_max_n
 from .state import STAGES, ExplorerState
 
 #: Sizes the n slider offers (the catalogue's default and maximum are added).
@@ -125,6 +125,34 @@ class OptionalSlider:
                 self._syncing = False
 
 
+class UploadRefusals(pn.custom.JSComponent):
+    """Tells the server which file the page's FileDropper refused in the browser.
+
+    FilePond (the FileDropper's client) refuses a file over ``max_file_size`` before
+    sending any of it, and shows why in the drop area only; it announces the refusal as
+    a ``FilePond:error`` DOM event (bubbling, composed), which this component passes on
+    as :attr:`refused` so that the app's alert can say it too. No imports: the module
+    is served inline, nothing comes from a CDN.
+    """
+
+    refused = param.Dict(default={}, doc="{'name', 'size', 'main', 'n'} of the last refusal.")
+
+    _esm = """
+    export function render({ model, el }) {
+      let n = 0
+      const refused = (event) => {
+        const { error, file } = event.detail || {}
+        if (!error || !file) { return }
+        n += 1
+        model.refused = { name: file.filename, size: file.fileSize, main: error.main, n }
+      }
+      document.addEventListener("FilePond:error", refused)
+      model.on("remove", () => document.removeEventListener("FilePond:error", refused))
+      return document.createElement("span")
+    }
+    """
+
+
 class DataControls(pn.viewable.Viewer):
     """Pick a built-in data set or upload a file; show what was loaded."""
 
@@ -144,7 +172,17 @@ class DataControls(pn.viewable.Viewer):
             data.param.noise, name="noise", start=0.0, end=0.3, step=0.005, **_WIDE,
         )
         self.seed = pn.widgets.IntInput.from_param(data.param.random_state, name="seed", **_WIDE)
-        self.upload = pn.widgets.FileInput(accept=",".join(UPLOAD_SUFFIXES), **_WIDE)
+        # Chunked (FilePond): no file reaches Bokeh's 20 MiB websocket message limit,
+        # and one over the app's limit is refused before it is sent. Any suffix is taken
+        # here (FilePond checks MIME types, which browsers leave empty for .npy or
+        # .parquet): the server names the suffixes it reads. The size is in bytes:
+        # FilePond 4's size check reads "12.6MB" as 12 bytes (parseInt, letters dropped).
+        self.upload = pn.widgets.FileDropper(
+            multiple=False, max_file_size=str(UPLOAD_MAX_BYTES), chunk_size=2**22,
+            previews=[], layout="compact", css_classes=["upload"], **_WIDE,
+        )
+        self.refusals = UploadRefusals(height=0, margin=0, **_WIDE)
+        self._taken: dict[str, int] = {}  # name -> id() of the content taken
         self.label = pn.widgets.Select(name="Label column", options={"(none)": None}, **_WIDE)
         self.summary = pn.pane.Markdown("", css_classes=["data-summary"], **_WIDE)
         self.alert = _alert("error", data)
@@ -153,6 +191,7 @@ class DataControls(pn.viewable.Viewer):
         self.n_samples.param.watch(lambda e: setattr(data, "n_samples", int(e.new)),
                                    "value_throttled")
         self.upload.param.watch(self._uploaded, "value")
+        self.refusals.param.watch(self._refused, "refused")
         self.label.param.watch(self._label_chosen, "value")
         data.param.watch(self._catalogue, ["dataset", "n_samples"])
         data.param.watch(self._labels, ["label_options", "label_column"])
@@ -184,8 +223,21 @@ class DataControls(pn.viewable.Viewer):
             data.choose_label(event.new)
 
     def _uploaded(self, event) -> None:
-        if event.new is not None and self.upload.filename:
-            self.state.data.set_file(self.upload.filename, event.new)
+        # FileDropper's value maps names to contents and changes in place (event.old is
+        # event.new): a content not taken before is the new upload.
+        files = dict(self.upload.value)
+        new = [(name, content) for name, content in files.items()
+               if self._taken.get(name) != id(content)]
+        self._taken = {name: id(content) for name, content in files.items()}
+        for name, content in new[-1:]:
+            if isinstance(content, str):  # text/* files arrive decoded as UTF-8
+                content = content.encode("utf-8")
+            self.state.data.set_file(name, content)
+
+    def _refused(self, event) -> None:
+        refused = event.new or {}
+        if refused.get("name") and isinstance(refused.get("size"), (int, float)):
+            self.state.data.refuse_file(refused["name"], int(refused["size"]))
 
     def _source(self, *events) -> None:
         builtin = self.state.data.source == "built-in"
@@ -209,7 +261,7 @@ class DataControls(pn.viewable.Viewer):
     def __panel__(self):
         return pn.Column(
             self.source, self.dataset, self.description, self.n_samples, self.noise, self.seed,
-            self.upload, self.label, self.summary, self.alert, **_WIDE,
+            self.upload, self.refusals, self.label, self.summary, self.alert, **_WIDE,
         )
 
 
