@@ -18,17 +18,16 @@ from .. import memory
 from .._backend import array_module, to_numpy
 from .._csr import block_rows, csr_from_arrays, row_sums
 from .._validation import check_data
-from ..graph import _cpu
-from ..graph._reference import PairValues, edge_mask, index_dtype
-from ..graph._stats import stats_from_counts
+from ..graph import build_rows, choose_cpu_method, count_rows_cpu, stats_from_counts
+from ..graph.reference import index_dtype
 from ..graph.rule import EdgeRule
-from ..metrics import _sums
+from ..metrics import cut_sums
 from ._blocks import RowBlocks, get_client
 
 __all__ = ["METHODS", "RowBlockGraph", "build_row_blocks"]
 
 #: Row-block builders: the CPU builders of :mod:`explorer.graph` restricted to a
-#: block of rows (``"auto"`` picks as :func:`explorer.graph._cpu.choose_method`).
+#: block of rows (``"auto"`` picks as :func:`explorer.graph.choose_cpu_method`).
 METHODS = ("auto", "kdtree", "bruteforce")
 
 
@@ -176,7 +175,7 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
     block's rows (the CPU's counterpart of the grid builder), high-d data and cosine
     rules by the blockwise brute force whose candidates come from a float64 matrix
     product (the CPU's GEMM builder). Both decide every candidate with the float64
-    reference arithmetic (:class:`explorer.graph._reference.PairValues`), whose value
+    reference arithmetic (:class:`explorer.graph.reference.PairValues`), whose value
     for (i, j) is bit for bit the one for (j, i), so the blocks put together are the
     single-process graph exactly: same pattern, same float32 weights, canonical.
 
@@ -186,7 +185,7 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
 
     **Memory preflight.** Before building, each worker estimates its block's nonzeros
     from a seeded sample of its rows (the exact per-row count of
-    :func:`explorer.graph._cpu.count_rows_cpu`) and compares
+    :func:`explorer.graph.count_rows_cpu`) and compares
     :func:`explorer.memory.estimate_cpu_bytes` with
     :data:`explorer.memory.CPU_MEMORY_FRACTION` of its available memory.
     """
@@ -198,7 +197,7 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
     points = client.submit(gather_points, blocks.futures) if points is None else points
     n, d = blocks.n, int(X.shape[1])
     if method == "auto":
-        method, reason = _cpu.choose_method(n, d, rule)
+        method, reason = choose_cpu_method(n, d, rule)
         reason = f"row blocks on the workers, each a {reason}"
     else:
         reason = f"method={method!r} as asked, per row block on the workers"
@@ -239,7 +238,7 @@ def build_block(block, points, r0, rule, method, check_memory):
     rows = int(block.shape[0])
     if check_memory:
         preflight(X, r0, rows, rule, method)
-    csr = rows_csr(X, r0, r0 + rows, rule, method)
+    csr = build_rows(X, rule, r0, r0 + rows, method)
     if xp is np:
         return csr
     return csr_from_arrays(xp.asarray(csr.data), xp.asarray(csr.indices),
@@ -261,7 +260,7 @@ def preflight(X, r0, rows, rule, method, *, available=None):
     if memory.estimate_cpu_bytes(float(rows) * (n - 1)) <= budget:
         return
     sample = memory.sample_rows(rows) + r0
-    nnz = float(_cpu.count_rows_cpu(X, rule, method, sample).mean()) * rows
+    nnz = float(count_rows_cpu(X, rule, method, sample).mean()) * rows
     need = memory.estimate_cpu_bytes(nnz)
     if need > budget:
         raise memory.MemoryEstimateError(
@@ -271,45 +270,6 @@ def preflight(X, r0, rows, rule, method, *, available=None):
             "available there; use smaller row chunks, more workers, or a lower threshold",
             device="CPU", nnz=nnz, need_bytes=need, available_bytes=available,
         )
-
-
-def rows_csr(X, r0, r1, rule: EdgeRule, method: str):
-    """Rows ``r0:r1`` of the graph of `X` (host float32) against all its points:
-    canonical CSR of shape (r1 - r0, n), equal to those rows of
-    :func:`explorer.graph.reference.reference_csr`."""
-    n = X.shape[0]
-    pv = PairValues(X, rule)
-    rows = np.arange(r0, r1)
-    if method == "kdtree":
-        tree = _cpu._tree(X)
-        X64 = np.asarray(X[r0:r1], dtype=np.float64)
-        lists = tree.query_ball_point(X64, rule.radius * (1.0 + _cpu.KD_MARGIN))
-        lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=r1 - r0)
-        local = np.repeat(np.arange(r1 - r0), lengths)
-        j = np.fromiter((c for x in lists for c in x), dtype=np.int64,
-                        count=int(lengths.sum()))
-        pairs = [(local, j)]
-    else:
-        pairs = _cpu._Candidates(X, rule, pv).of_rows(rows)
-    parts_r, parts_c, parts_v = [], [], []
-    for k, j in pairs:
-        i = rows[k]
-        compared = pv.at(i, j)
-        keep = edge_mask(compared, rule) & (i != j)
-        parts_r.append(k[keep])
-        parts_c.append(j[keep])
-        parts_v.append(compared[keep])
-    local = np.concatenate(parts_r) if parts_r else np.empty(0, np.int64)
-    cols = np.concatenate(parts_c) if parts_c else np.empty(0, np.int64)
-    compared = np.concatenate(parts_v) if parts_v else np.empty(0)
-    weights = pv.weights(compared).astype(np.float32)
-    order = np.lexsort((cols, local))
-    nnz = int(order.size)
-    idx = index_dtype(nnz, n)
-    indptr = np.zeros(r1 - r0 + 1, dtype=idx)
-    np.cumsum(np.bincount(local, minlength=r1 - r0), out=indptr[1:])
-    return csr_from_arrays(weights[order], cols[order].astype(idx), indptr, (r1 - r0, n),
-                           canonical=True)
 
 
 def block_cut_terms(csr, r0, cluster, k):
@@ -323,7 +283,7 @@ def block_cut_terms(csr, r0, cluster, k):
     cv = cluster[csr.indices]
     own = cu >= 0
     crossing = own & (cu != cv)
-    return _sums(cu[crossing], w[crossing], k, xp), _sums(cu[own], w[own], k, xp)
+    return cut_sums(cu[crossing], w[crossing], k, xp), cut_sums(cu[own], w[own], k, xp)
 
 
 def block_summary(csr):
