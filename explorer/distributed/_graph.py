@@ -27,8 +27,14 @@ from ._blocks import RowBlocks, get_client
 __all__ = ["METHODS", "RowBlockGraph", "build_row_blocks"]
 
 #: Row-block builders: the CPU builders of :mod:`explorer.graph` restricted to a
-#: block of rows (``"auto"`` picks as :func:`explorer.graph.choose_cpu_method`).
-METHODS = ("auto", "kdtree", "bruteforce")
+#: block of rows (``"auto"`` picks as :func:`explorer.graph.choose_cpu_method`), and
+#: for CuPy chunks the GPU builders that take a range of rows
+#: (:func:`explorer.graph.gpu.build_rows_gpu`; ``"auto"`` picks as
+#: :func:`explorer.graph.gpu.choose_rows_method`).
+METHODS = ("auto", "kdtree", "bruteforce", "grid", "gemm")
+
+#: The methods that build a block on its worker's GPU (CuPy chunks only).
+GPU_METHODS = ("grid", "gemm")
 
 
 @dataclass
@@ -153,8 +159,8 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
         NumPy or CuPy chunks, chunked by rows; the graph's row blocks are its chunks.
     rule : EdgeRule
         A complete edge rule (``EdgeRule.suggest`` fills one in).
-    method : {"auto", "kdtree", "bruteforce"}
-        The block builder (see Notes).
+    method : {"auto", "kdtree", "bruteforce", "grid", "gemm"}
+        The block builder (see Notes); ``"grid"`` and ``"gemm"`` need CuPy chunks.
     client : distributed.Client, optional
         Default: the Client in scope.
     check_memory : bool, default True
@@ -179,15 +185,24 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
     for (i, j) is bit for bit the one for (j, i), so the blocks put together are the
     single-process graph exactly: same pattern, same float32 weights, canonical.
 
-    **CuPy chunks** are built the same way on the host of their worker and the block
-    is moved back to the worker's GPU; the GPU builders (grid, GEMM) do not yet take
-    a range of rows, which is what a GPU row block needs.
+    **CuPy chunks** are built on the worker's GPU against all points
+    (:func:`explorer.graph.gpu.build_rows_gpu`): ``method="auto"`` takes the grid for
+    distance rules with d <= 8 (all points binned, the block's rows counted and
+    filled) and the GEMM for d >= 32 (the block's row tiles against all columns); the
+    blocks put together are the single-GPU graph of that builder exactly (the GPU
+    exactness contract against the float64 reference). Between the two (and cosine
+    rules below d = 32) no GPU builder takes a range of rows: the block is built on
+    the worker's host by the CPU builders and moved to its GPU, and
+    ``method_reason`` says so. ``"kdtree"``/``"bruteforce"`` ask for the host build.
 
-    **Memory preflight.** Before building, each worker estimates its block's nonzeros
+    **Memory preflight.** Before a host build, each worker estimates its block's nonzeros
     from a seeded sample of its rows (the exact per-row count of
     :func:`explorer.graph.count_rows_cpu`) and compares
     :func:`explorer.memory.estimate_cpu_bytes` with
-    :data:`explorer.memory.CPU_MEMORY_FRACTION` of its available memory.
+    :data:`explorer.memory.CPU_MEMORY_FRACTION` of its available memory. A GEMM
+    block estimates its entries from sample rows on the device and refuses a block
+    that would not fit in free GPU memory (ValueError); a GPU block that runs out of
+    memory all the same raises MemoryError.
     """
     t0 = time.perf_counter()
     client = get_client(client)
@@ -196,7 +211,20 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
     blocks = RowBlocks.from_dask(client, X) if blocks is None else blocks
     points = client.submit(gather_points, blocks.futures) if points is None else points
     n, d = blocks.n, int(X.shape[1])
-    if method == "auto":
+    on_gpu = cupy_chunks(X)
+    if method in GPU_METHODS and not on_gpu:
+        raise ValueError(f"method={method!r} builds the row blocks on the workers' GPUs: "
+                         "it needs CuPy chunks (X.map_blocks(cupy.asarray)); NumPy chunks "
+                         f"take one of {('auto', 'kdtree', 'bruteforce')}")
+    if method == "grid" and rule.compares != "sqdist":
+        raise ValueError(f"method='grid' serves distance rules only; {rule.describe()} "
+                         "compares cosines (use 'gemm' or 'auto')")
+    if method == "auto" and on_gpu:
+        from ..graph.gpu import choose_rows_method
+
+        method, reason = choose_rows_method(n, d, rule)
+        reason = f"row blocks on the workers: {reason}"
+    elif method == "auto":
         method, reason = choose_cpu_method(n, d, rule)
         reason = f"row blocks on the workers, each a {reason}"
     else:
@@ -230,12 +258,22 @@ def gather_points(parts):
     return check_data(xp.concatenate(parts, axis=0))
 
 
+def cupy_chunks(X) -> bool:
+    """Whether the Dask array `X` has CuPy chunks (from its meta, without computing)."""
+    meta = getattr(X, "_meta", None)
+    return meta is not None and type(meta).__module__.split(".")[0] == "cupy"
+
+
 def build_block(block, points, r0, rule, method, check_memory):
     """Rows ``r0 : r0 + len(block)`` of S as canonical CSR (rows × n), on the block's
     device."""
+    rows = int(block.shape[0])
+    if method in GPU_METHODS:
+        from ..graph.gpu import build_rows_gpu
+
+        return build_rows_gpu(points, rule, r0, r0 + rows, method)[0]
     xp = array_module(points)
     X = to_numpy(points)
-    rows = int(block.shape[0])
     if check_memory:
         preflight(X, r0, rows, rule, method)
     csr = build_rows(X, rule, r0, r0 + rows, method)
