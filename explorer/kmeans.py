@@ -182,7 +182,7 @@ class KMeans(ClusterMixin, BaseEstimator):
         """
         if type(X).__module__.split(".")[0] == "dask":
             return self._fit_distributed(X)
-        Xc, mean, out_dtype = _centre(X)
+        Xc, mean, out_dtype = centre(X)
         check_features(self, X, reset=True)
         xp = array_module(Xc)
         n, d = Xc.shape
@@ -207,7 +207,7 @@ class KMeans(ClusterMixin, BaseEstimator):
             init = "k-means||" if parallel else "k-means++"
 
         chunk = chunk_rows(xp, max(k, d))
-        x_sq = _row_sq_norms(Xc, xp)
+        x_sq = row_sq_norms(Xc, xp)
         pool = None
         if isinstance(init, str) and init == "k-means||":
             pool = _oversample(Xc, x_sq, k, rng, xp)
@@ -248,8 +248,8 @@ class KMeans(ClusterMixin, BaseEstimator):
         C = xp.asarray(self.cluster_centers_, dtype=xp.float64)
         # Any common shift leaves the argmin unchanged; the centres' mean keeps the
         # float32 distances well conditioned, as the centring in fit does.
-        Xc, shift, _ = _centre(X, C.mean(axis=0))
-        x_sq = _row_sq_norms(Xc, xp)
+        Xc, shift, _ = centre(X, C.mean(axis=0))
+        x_sq = row_sq_norms(Xc, xp)
         chunk = chunk_rows(xp, max(C.shape[0], d))
         labels, _, _ = assign_nearest(Xc, x_sq, C - shift, chunk, xp, want_sums=False)
         return labels
@@ -283,8 +283,10 @@ class KMeans(ClusterMixin, BaseEstimator):
 # --------------------------------------------------------------------------- helpers
 
 
-def _centre(X, shift=None):
+def centre(X, shift=None):
     """Validate X and centre it: (float32 X - shift, the float64 shift, output dtype).
+
+    Public for the distributed k-means, whose blocks follow the same rules.
 
     `shift` defaults to the mean of X. float64 data are shifted in float64 before the
     float32 cast, so a large common offset costs no digits of the differences.
@@ -301,12 +303,26 @@ def _centre(X, shift=None):
     return X32 - shift, shift.astype(xp.float64), xp.float32
 
 
-def _row_sq_norms(X, xp):
+def row_sq_norms(X, xp):
+    """Squared Euclidean norms of the rows of X, in X's dtype (public for the
+    distributed k-means, which prepares its blocks the same way)."""
     return xp.einsum("ij,ij->i", X, X)
 
 
-def _sqdist(X, x_sq, C):
-    """Squared distances (float32) of the rows of X to the rows of C, clipped at 0."""
+def sqdist(X, x_sq, C):
+    """Squared distances (float32) of the rows of X to the rows of C, clipped at 0.
+
+    Parameters
+    ----------
+    X : array of shape (n, d), float32 (NumPy or CuPy)
+    x_sq : array of shape (n,)
+        :func:`row_sq_norms` of X.
+    C : array of shape (m, d), float32, same module
+
+    Returns
+    -------
+    array of shape (n, m), float32
+    """
     D = X @ (-2.0 * C.T)
     D += (C * C).sum(axis=1)[None, :]
     D += x_sq[:, None]
@@ -323,12 +339,14 @@ def _initial_centers(X, x_sq, k, init, rng, xp, pool=None):
     if init == "k-means||":
         candidates, cand_sq, weights = pool
         cm = array_module(candidates)
-        return xp.asarray(_kmeans_plusplus(candidates, cand_sq, k, rng, cm, weights=weights))
-    return _kmeans_plusplus(X, x_sq, k, rng, xp)
+        return xp.asarray(kmeans_plusplus(candidates, cand_sq, k, rng, cm, weights=weights))
+    return kmeans_plusplus(X, x_sq, k, rng, xp)
 
 
-def _kmeans_plusplus(X, x_sq, k, rng, xp, *, weights=None):
+def kmeans_plusplus(X, x_sq, k, rng, xp, *, weights=None):
     """Greedy k-means++: of ``2 + ln k`` D²-sampled candidates, keep the best.
+
+    Public for the distributed k-means, which seeds from a weighted sample this way.
 
     With `weights` (float64, one per row), row i stands for weights[i] points: draws
     are proportional to weight times squared distance (the first to weight alone),
@@ -349,7 +367,7 @@ def _kmeans_plusplus(X, x_sq, k, rng, xp, *, weights=None):
         target = xp.asarray([rng.uniform() * float(cum_weights[-1])])
         first = min(int(xp.searchsorted(cum_weights, target)[0]), n - 1)
     centers[0] = X[first]
-    closest = _sqdist(X, x_sq, X[first : first + 1])[:, 0]
+    closest = sqdist(X, x_sq, X[first : first + 1])[:, 0]
     mass = closest if weights is None else closest * weights
     # All the draws in one transfer (a copy from the host waits for the queued work).
     uniforms = xp.asarray(rng.uniform(size=(k - 1, trials)))
@@ -357,7 +375,7 @@ def _kmeans_plusplus(X, x_sq, k, rng, xp, *, weights=None):
         cumulative = xp.cumsum(mass, dtype=xp.float64)
         targets = uniforms[c - 1] * cumulative[-1]
         candidates = xp.minimum(xp.searchsorted(cumulative, targets), n - 1)
-        dist = xp.minimum(_sqdist(X, x_sq, X[candidates]), closest[:, None])
+        dist = xp.minimum(sqdist(X, x_sq, X[candidates]), closest[:, None])
         weighted = dist if weights is None else dist * weights[:, None]
         best = xp.argmin(column_sums(weighted, xp))
         centers[c] = X[candidates[best]]
@@ -386,7 +404,7 @@ def _oversample(X, x_sq, k, rng, xp):
     draws = xp.random.RandomState(int(rng.randint(2**31 - 1)))
     first = int(rng.randint(n))
     picked = [xp.asarray([first])]
-    closest = _sqdist(X, x_sq, X[first : first + 1])[:, 0]
+    closest = sqdist(X, x_sq, X[first : first + 1])[:, 0]
     for _ in range(PARALLEL_ROUNDS):
         potential = float(closest.sum(dtype=xp.float64))
         if potential <= 0:  # every point sits on a candidate
@@ -413,7 +431,7 @@ def _oversample(X, x_sq, k, rng, xp):
     if m * (d + 2 + np.log(k)) <= HOST_REDUCTION_MAX_WORK:
         candidates, weights = to_numpy(candidates), to_numpy(weights)
     cm = array_module(candidates)
-    return candidates, _row_sq_norms(candidates, cm), weights
+    return candidates, row_sq_norms(candidates, cm), weights
 
 
 def assign_nearest(X, x_sq, centers, chunk, xp, *, want_sums):
@@ -537,11 +555,26 @@ def _lloyd(X, x_sq, centers, max_iter, tol, chunk, xp):
             break
     if not consistent:
         labels, _, _ = assign_nearest(X, x_sq, centers, chunk, xp, want_sums=False)
-    return centers, labels, _inertia(X, centers, labels, chunk, xp), n_iter
+    return centers, labels, inertia(X, centers, labels, chunk, xp), n_iter
 
 
-def _inertia(X, centers, labels, chunk, xp):
-    """Sum of squared distances to the assigned centres, formed in float64."""
+def inertia(X, centers, labels, chunk, xp):
+    """Sum of squared distances to the assigned centres, formed in float64.
+
+    Parameters
+    ----------
+    X : array of shape (n, d), float32 (NumPy or CuPy)
+    centers : array of shape (k, d), same module
+    labels : array of int, shape (n,)
+    chunk : int
+        Rows per block on the CPU.
+    xp : module
+        NumPy or CuPy.
+
+    Returns
+    -------
+    float
+    """
     if xp is not np:
         from explorer.kernels.kmeans import squared_error
 

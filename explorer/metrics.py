@@ -172,14 +172,33 @@ def _cut_terms(csr, labels):
         cv = cluster[csr.indices[e0:e1]]
         own = cu >= 0
         crossing = own & (cu != cv)
-        cut += _sums(cu[crossing], w[crossing], k, xp)
-        vol += _sums(cu[own], w[own], k, xp)
-    size = _sums(cluster[clustered], xp.ones(int(clustered.sum()), dtype=xp.float64), k, xp)
+        cut += cut_sums(cu[crossing], w[crossing], k, xp)
+        vol += cut_sums(cu[own], w[own], k, xp)
+    size = cut_sums(cluster[clustered], xp.ones(int(clustered.sum()), dtype=xp.float64), k, xp)
     return cut, vol, size
 
 
-def _sums(index, weights, k, xp):
-    """Per-index sums of `weights` over 0..k-1, as a NumPy float64 array."""
+def cut_sums(index, weights, k, xp):
+    """Per-index sums of `weights` over 0..k-1, as a NumPy float64 array.
+
+    The summing step of the cut scores (:func:`clustering_scores`), public for the
+    distributed build, whose row blocks each sum their share.
+
+    Parameters
+    ----------
+    index : array of int, shape (m,)
+        The cluster (0..k-1) of each weight, NumPy or CuPy.
+    weights : array of float64, shape (m,)
+        Same array module as `index`.
+    k : int
+        Number of clusters.
+    xp : module
+        NumPy or CuPy, the module of `index` and `weights`.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (k,)
+    """
     if index.shape[0] == 0:  # CuPy's bincount cannot size an empty input
         return np.zeros(k)
     return np.asarray(to_numpy(xp.bincount(index, weights=weights, minlength=k)), dtype=np.float64)

@@ -335,7 +335,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             isolated=isolated,
         )
         if part.n_dropped:
-            _warn_components(part.n_components, n_isolated, part.n_clusters, part.n_dropped)
+            warn_components(part.n_components, n_isolated, part.n_clusters, part.n_dropped)
         emb, k, labels = part.clustered, part.n_clusters, part.labels
 
         self.labels_ = _like_input(labels, X)
@@ -690,7 +690,35 @@ def _warn_duplicates(X, n_clusters) -> None:
         )
 
 
-def _warn_components(n_components: int, n_isolated: int, k: int, n_dropped: int) -> None:
+def check_params(estimator) -> BuildOptions:
+    """Validate a :class:`SpectralClustering`'s parameters as :meth:`~SpectralClustering.fit`
+    does first, and return its :class:`~explorer.graph.BuildOptions` (public for the
+    distributed fit, which takes the same parameters).
+
+    Raises
+    ------
+    ValueError, TypeError
+        A parameter out of range, naming it.
+    """
+    return estimator._check_params()
+
+
+def warn_components(n_components: int, n_isolated: int, k: int, n_dropped: int) -> None:
+    """Warn that the graph has more components than k and which vertices lost a label.
+
+    Public for the distributed fit, which warns the same way.
+
+    Parameters
+    ----------
+    n_components : int
+        Connected components besides the isolated vertices.
+    n_isolated : int
+        Isolated vertices (degree 0).
+    k : int
+        Number of clusters.
+    n_dropped : int
+        Vertices of the components beyond the k largest (labelled -1).
+    """
     warnings.warn(
         f"the graph has {n_components} connected components besides its {n_isolated} "
         f"isolated vertices, more than k={k}: the {k} largest are the clusters and the "

@@ -6,6 +6,7 @@
 differences only inside the float32 rounding band. Both take SciPy or CuPy CSR
 matrices (CuPy ones are copied to the host) and raise ``AssertionError`` with a
 message that says what differs and shows a few offending entries.
+:func:`check_row_block` checks one row block of a graph (the distributed build's).
 :func:`tricky_data` makes the data that trips builders up.
 """
 
@@ -29,6 +30,7 @@ __all__ = [
     "DATA_FLAVOURS",
     "assert_same_graph",
     "check_canonical",
+    "check_row_block",
     "pair_values",
     "pair_values_at",
     "reference_csr",
@@ -186,6 +188,70 @@ def check_canonical(csr, *, symmetry_rtol: float = 0.0) -> None:
             + ", ".join(f"S[{rows[q]}, {cols[q]}]={a[q]!r} vs S[{cols[q]}, {rows[q]}]={b[q]!r}"
                         for q in k)
         )
+
+
+def check_row_block(block, r0: int, n: int) -> None:
+    """Assert that `block` is rows ``r0:r0 + block.shape[0]`` of a graph of `n` points in
+    canonical form.
+
+    Checked: shape (rows, n); float32 data, all finite; indices and indptr of one
+    dtype, int32 while the block's nnz and n fit (int64 beyond); ``indptr`` starts at
+    0, never decreases and ends at nnz; column indices in [0, n) and strictly
+    ascending in each row; no entry (i, i) of the whole graph (column ``r0 + row``).
+    Symmetry is a property of the whole graph: check the stacked blocks with
+    :func:`check_canonical`.
+
+    Parameters
+    ----------
+    block : scipy.sparse CSR or cupyx.scipy.sparse.csr_matrix
+    r0 : int
+        The block's first row in the whole graph.
+    n : int
+        Points (columns).
+
+    Raises
+    ------
+    AssertionError
+        Naming the first property that fails.
+    """
+    m = _host_csr(block, "block")
+    rows_n = m.shape[0]
+    if m.shape != (rows_n, n):
+        raise AssertionError(f"shape {m.shape}, expected ({rows_n}, {n})")
+    nnz = int(m.nnz)
+    if m.data.dtype != np.float32:
+        raise AssertionError(f"data dtype is {m.data.dtype}, expected float32")
+    want = np.dtype(index_dtype(nnz, n))
+    if m.indices.dtype != want or m.indptr.dtype != want:
+        raise AssertionError(
+            f"index dtypes indices={m.indices.dtype}, indptr={m.indptr.dtype}; expected {want} "
+            f"for nnz={nnz}, n={n}"
+        )
+    ptr = m.indptr
+    if ptr.shape != (rows_n + 1,) or ptr[0] != 0 or ptr[-1] != nnz or m.indices.size != nnz \
+            or m.data.size != nnz:
+        raise AssertionError(
+            f"inconsistent indptr: length {ptr.size} (want {rows_n + 1}), first {ptr[0]}, "
+            f"last {ptr[-1]}, nnz {nnz}, len(indices) {m.indices.size}, len(data) {m.data.size}"
+        )
+    if np.any(np.diff(ptr) < 0):
+        raise AssertionError(f"indptr decreases at rows {np.flatnonzero(np.diff(ptr) < 0)[:5]}")
+    if not np.all(np.isfinite(m.data)):
+        raise AssertionError(f"{np.count_nonzero(~np.isfinite(m.data))} non-finite values")
+    rows, cols = _rows_cols(m)
+    if nnz and (cols.min() < 0 or cols.max() >= n):
+        raise AssertionError(f"column indices outside [0, {n}): min {cols.min()}, max {cols.max()}")
+    unsorted = (rows[1:] == rows[:-1]) & (cols[1:] <= cols[:-1])
+    if np.any(unsorted):
+        k = np.flatnonzero(unsorted)[:5]
+        raise AssertionError(
+            "column indices not strictly ascending within rows (unsorted or duplicated): "
+            + ", ".join(f"row {r0 + rows[q]}: {cols[q]} then {cols[q + 1]}" for q in k)
+        )
+    diag = rows + r0 == cols
+    if np.any(diag):
+        raise AssertionError(f"{np.count_nonzero(diag)} stored diagonal entries, rows "
+                             f"{(rows[diag][:5] + r0).tolist()}")
 
 
 def assert_same_graph(

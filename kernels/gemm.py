@@ -36,8 +36,10 @@ from ._loader import get_module
 from .grid import (
     check_device_data,
     check_option,
+    check_row_range,
     check_row_sort,
     check_rule,
+    empty_rows,
     launch,
     make_csr,
     sort_rows,
@@ -268,13 +270,7 @@ def build_gemm(X, rule: Rule, *, tile_rows=None, tile_bytes=None, row_sort="auto
     screen = _screen(rule, d, d_pad, scale)
 
     ldc = -(-n // 8) * 8
-    if tile_rows is None:
-        free = free_device_bytes()
-        budget = tile_bytes if tile_bytes is not None else min(TILE_BYTES, free // 4)
-        tile_rows = max(1, budget // (2 * ldc))
-        if tile_rows >= 256:
-            tile_rows -= tile_rows % 256
-    tile_rows = min(tile_rows, n)
+    tile_rows = min(_tile_rows(n, tile_rows, tile_bytes), n)
     gemm = TileGemm()
     try:
         screener = _Screener(X, rule, H, nrm, rnrm, screen, tile_rows, ldc, gemm)
@@ -318,6 +314,128 @@ def build_gemm(X, rule: Rule, *, tile_rows=None, tile_bytes=None, row_sort="auto
         "nnz": nnz,
         "max_row": max_row,
         "row_sort": how,
+        "exp": rule.exp_name,
+    }
+    return csr, timer.seconds(), info
+
+
+def _tile_rows(n: int, tile_rows, tile_bytes) -> int:
+    """Rows per tile: as given, or as many as `tile_bytes` (default: 1 GiB, at most a
+    quarter of free memory) allows, a multiple of 256."""
+    if tile_rows is None:
+        ldc = -(-n // 8) * 8
+        free = free_device_bytes()
+        budget = tile_bytes if tile_bytes is not None else min(TILE_BYTES, free // 4)
+        tile_rows = max(1, budget // (2 * ldc))
+        if tile_rows >= 256:
+            tile_rows -= tile_rows % 256
+    return tile_rows
+
+
+def build_gemm_rows(X, rule: Rule, r0: int, r1: int, *, tile_rows=None, tile_bytes=None):
+    """Rows ``r0:r1`` of the GEMM-built graph of all the points of `X` (a row block).
+
+    The same tiles as :func:`build_gemm`, over the block's rows only and against all
+    n columns (not the upper triangle): ``gemm_tile_edges`` screens and re-checks each
+    pair (i, j), i in the block, j != i, with the float32 arithmetic of
+    :func:`build_gemm`, whose value does not depend on which point comes first (the
+    squared difference, the product, the product of the norms), so the blocks stacked
+    are :func:`build_gemm`'s matrix exactly. The COO entries are sorted by
+    (row, column) into canonical rows.
+
+    Parameters
+    ----------
+    X : cupy.ndarray of shape (n, d), float32, C-contiguous
+        All the points.
+    rule : Rule
+        Any rule.
+    r0, r1 : int
+        The rows, ``0 <= r0 <= r1 <= n`` (an empty block when equal).
+    tile_rows, tile_bytes : int, optional
+        As in :func:`build_gemm`.
+
+    Returns
+    -------
+    csr : cupyx.scipy.sparse.csr_matrix of shape (r1 - r0, n)
+        Canonical (ascending columns, no diagonal entry, float32 exact weights); int32
+        indices while its nnz and n fit, int64 beyond.
+    timings : dict of str to float
+        Seconds per stage (CUDA events): ``prepare``, ``estimate``, ``gemm``,
+        ``screen``, ``assemble``.
+    info : dict
+        ``rows`` = ``(r0, r1)``, tile rows and count, the screen threshold, entries
+        re-checked, ``nnz``, ``max_row``, whether the COO list was re-run.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad `X`, rows or options, or a block estimated not to fit in GPU memory.
+    """
+    import cupy
+
+    X = check_device_data(X)
+    check_rule(rule)
+    n, d = X.shape
+    tile_rows = check_option(tile_rows, "tile_rows", low=1)
+    tile_bytes = check_option(tile_bytes, "tile_bytes", low=1)
+    r0, r1 = check_row_range(r0, r1, n)
+    m = r1 - r0
+    if m == 0:
+        return empty_rows(0, n), {}, {"method": "gemm", "rows": (r0, r1), "nnz": 0,
+                                      "max_row": 0, "exp": rule.exp_name}
+
+    timer = StageTimer()
+    with timer("prepare"):
+        H, nrm, rnrm, scale = _prepare(X, rule)
+    d_pad = H.shape[1]
+    screen = _screen(rule, d, d_pad, scale)
+    ldc = -(-n // 8) * 8
+    tile_rows = min(_tile_rows(n, tile_rows, tile_bytes), m)
+    gemm = TileGemm()
+    try:
+        screener = _Screener(X, rule, H, nrm, rnrm, screen, tile_rows, ldc, gemm)
+        with timer("estimate"):
+            cap, estimate = screener.estimate_rows(r0, r1)
+        entries, checked = screener.run_rows(r0, r1, cap, timer)
+        rerun = entries > cap
+        if rerun:  # the estimate was short: run again with the exact size
+            entries, checked = screener.run_rows(r0, r1, entries, timer)
+    finally:
+        gemm.close()
+    out, screener = screener.out, None
+
+    with timer("assemble"):
+        if entries == 0:
+            counts = cupy.zeros(m, dtype=cupy.int64)
+            indices = cupy.empty(0, dtype=cupy.int32)
+            data = cupy.empty(0, dtype=cupy.float32)
+        else:
+            ei, ej, ev = (a[:entries] for a in out)
+            local = ei.astype(cupy.int64)
+            local -= r0
+            counts = cupy.bincount(local, minlength=m).astype(cupy.int64)
+            key = local * n
+            key += ej
+            order = cupy.argsort(key)
+            indices = ej[order]
+            data = ev[order]
+            del ei, ej, ev, local, key, order
+        del out
+        row_start = scan(counts)
+        max_row = int(counts.max().get())
+    csr = make_csr(row_start, indices, data, n, entries, rows=m)
+    info = {
+        "method": "gemm",
+        "rows": (r0, r1),
+        "precision": "fp16 inputs, fp32 accumulation, fp16 tile; float32 exact re-check",
+        "tile_rows": int(tile_rows),
+        "tiles": -(-m // tile_rows),
+        "screen": float(screen[0]),
+        "entries_estimated": int(estimate),
+        "pairs_checked": int(checked),
+        "coo_rerun": bool(rerun),
+        "nnz": int(entries),
+        "max_row": max_row,
         "exp": rule.exp_name,
     }
     return csr, timer.seconds(), info
@@ -382,6 +500,60 @@ class _Screener:
             )
         cap = min(int(pairs * CAP_MARGIN) + CAP_SLACK, n * (n - 1) // 2)
         return cap, pairs
+
+    def estimate_rows(self, r0: int, r1: int):
+        """COO capacity for the entries of rows ``r0:r1`` against all columns, from the
+        exact counts of evenly spaced sample rows of the block (as :meth:`estimate`).
+
+        Returns ``(capacity, estimated entries)``; raises ValueError when the block
+        cannot fit in GPU memory.
+        """
+        import cupy
+
+        n = self.X.shape[0]
+        m = r1 - r0
+        s = min(m, SAMPLE_ROWS, self.tile_rows)
+        rows = np.unique(np.linspace(r0, r1 - 1, s).round().astype(np.int32))
+        ids = cupy.asarray(rows)
+        self.gemm.tile(self.H, self.H[ids], self.C, self.ldc)
+        counter = cupy.zeros(2, dtype=cupy.uint64)
+        self._edges(rows.size, n, 0, ids, 0, 0, counter, 0, None)
+        per_row = int(counter[0].get()) / rows.size
+        entries = per_row * m
+        if rows.size == m:
+            return int(round(entries)), entries
+        free = free_device_bytes()
+        if entries * BYTES_PER_NNZ > free:
+            raise ValueError(
+                f"row block {r0}:{r1} too large for GPU memory: {self.rule.describe()} on "
+                f"n={n} gives an estimated nnz ≈ {entries:.3g} for its {m} rows "
+                f"({per_row:.1f} per row, from {rows.size} sample rows), about "
+                f"{entries * BYTES_PER_NNZ / 2**30:.1f} GiB to build, but "
+                f"{free / 2**30:.1f} GiB is free; use smaller row blocks or raise the "
+                "similarity threshold (or lower the distance threshold)"
+            )
+        cap = min(int(entries * CAP_MARGIN) + CAP_SLACK, m * (n - 1))
+        return cap, entries
+
+    def run_rows(self, r0: int, r1: int, cap: int, timer: StageTimer):
+        """The tiles of rows ``r0:r1`` against all columns; ``(entries found, pairs
+        re-checked)``. Entries (i, j), j != i, go to ``self.out`` up to `cap`; all are
+        counted."""
+        import cupy
+
+        n = self.X.shape[0]
+        self.out = None  # a re-run's list replaces the short one: free it first
+        self.out = (cupy.empty(cap, dtype=cupy.int32), cupy.empty(cap, dtype=cupy.int32),
+                    cupy.empty(cap, dtype=cupy.float32))
+        counter = cupy.zeros(2, dtype=cupy.uint64)
+        for t0 in range(r0, r1, self.tile_rows):
+            rows = min(self.tile_rows, r1 - t0)
+            with timer("gemm"):
+                self.gemm.tile(self.H, self.H[t0 : t0 + rows], self.C, self.ldc)
+            with timer("screen"):
+                self._edges(rows, n, t0, None, 0, 0, counter, cap, self.out)
+        entries, checked = (int(v) for v in counter.get())
+        return entries, checked
 
     def run(self, cap: int, timer: StageTimer):
         """All tiles of the upper block triangle; ``(pairs found, pairs re-checked)``.

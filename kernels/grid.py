@@ -142,7 +142,7 @@ def index_dtype(nnz: int, n: int):
 
 
 def sort_rows(module, row_start, cols, vals, *, n: int, nnz: int, max_row: int, sum_sq: int,
-              how: str = "auto"):
+              how: str = "auto", n_cols: int | None = None):
     """Sort each CSR row's entries by column: ``(indices, data, how)`` of the canonical CSR.
 
     Parameters
@@ -163,6 +163,9 @@ def sort_rows(module, row_start, cols, vals, *, n: int, nnz: int, max_row: int, 
         keys.
         ``"auto"`` picks by :data:`RANK_SORT_MAX_ROW` and
         :data:`RANK_SORT_MAX_WEIGHTED_ROW`; the one used is returned.
+    n_cols : int, optional
+        Columns of the matrix when it is not square (a row block of the graph: `n`
+        rows of all `n_cols` points); default `n`.
     """
     import cupy
 
@@ -178,19 +181,23 @@ def sort_rows(module, row_start, cols, vals, *, n: int, nnz: int, max_row: int, 
     rows = cupy.empty(nnz, dtype=cupy.int32)
     launch(module.get_function("expand_rows"), n, (row_start, np.int32(n), rows))
     key = rows.astype(cupy.int64)
-    key *= n
+    key *= n if n_cols is None else int(n_cols)
     key += cols
     order = cupy.argsort(key)
     return cols[order], vals[order], how
 
 
-def make_csr(row_start, indices, data, n: int, nnz: int):
-    """The cupyx CSR matrix of canonical rows, with the index dtype the semantics prescribe."""
+def make_csr(row_start, indices, data, n: int, nnz: int, rows: int | None = None):
+    """The cupyx CSR matrix of canonical rows, with the index dtype the semantics prescribe.
+
+    `rows` (default `n`): the rows held, for a row block (rows × n) of the graph.
+    """
     import cupyx.scipy.sparse
 
     idx = index_dtype(nnz, n)
+    shape = (n if rows is None else int(rows), n)
     csr = cupyx.scipy.sparse.csr_matrix(
-        (data, indices.astype(idx, copy=False), row_start.astype(idx, copy=False)), shape=(n, n)
+        (data, indices.astype(idx, copy=False), row_start.astype(idx, copy=False)), shape=shape
     )
     csr.has_canonical_format = True
     return csr
@@ -539,6 +546,104 @@ def build_grid(X, rule: Rule, *, cell_dims=None, table_size=None, row_sort="auto
     csr = make_csr(row_start, indices, data, n, nnz)
     info = {"method": "grid", **b.plan.info(), "nnz": nnz, "max_row": max_row, "row_sort": how,
             "exp": rule.exp_name}
+    return csr, timer.seconds(), info
+
+
+def check_row_range(r0, r1, n: int) -> tuple[int, int]:
+    """``(r0, r1)`` as ints after checking ``0 <= r0 <= r1 <= n`` (a row block)."""
+    for name, value in (("r0", r0), ("r1", r1)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise TypeError(f"{name} must be an integer; got {value!r}")
+    r0, r1 = int(r0), int(r1)
+    if not 0 <= r0 <= r1 <= n:
+        raise ValueError(f"the row range must satisfy 0 <= r0 <= r1 <= n={n}; got r0={r0}, "
+                         f"r1={r1}")
+    return r0, r1
+
+
+def empty_rows(rows: int, n: int):
+    """A canonical cupyx CSR matrix of `rows` × `n` without entries."""
+    import cupy
+
+    return make_csr(cupy.zeros(rows + 1, dtype=cupy.int64), cupy.empty(0, dtype=cupy.int32),
+                    cupy.empty(0, dtype=cupy.float32), n, 0, rows=rows)
+
+
+def build_grid_rows(X, rule: Rule, r0: int, r1: int, *, cell_dims=None, table_size=None,
+                    row_sort="auto"):
+    """Rows ``r0:r1`` of the grid-built graph of all the points of `X` (a row block).
+
+    The binning covers all n points; the counting and filling passes run one thread
+    per row of the block (``grid_count`` and ``grid_fill`` with the block's points and
+    their global ids as queries, as :func:`count_rows_grid` counts sample rows). Each
+    pair is decided by the same float32 arithmetic as in :func:`build_grid`, whose
+    squared distance does not depend on which point comes first, so the blocks
+    stacked are :func:`build_grid`'s matrix exactly.
+
+    Parameters
+    ----------
+    X : cupy.ndarray of shape (n, d), float32, C-contiguous
+        All the points.
+    rule : Rule
+        A distance rule.
+    r0, r1 : int
+        The rows, ``0 <= r0 <= r1 <= n`` (an empty block when equal).
+    cell_dims, table_size, row_sort
+        As in :func:`build_grid`.
+
+    Returns
+    -------
+    csr : cupyx.scipy.sparse.csr_matrix of shape (r1 - r0, n)
+        Canonical (ascending columns, no diagonal entry, float32 weights); int32
+        indices while its nnz and n fit, int64 beyond.
+    timings : dict of str to float
+        As in :func:`build_grid`.
+    info : dict
+        As in :func:`build_grid`, with ``rows`` = ``(r0, r1)``.
+    """
+    import cupy
+
+    X = check_device_data(X)
+    _check_rule(X, rule)
+    n, d = X.shape
+    _check_options(d, cell_dims, table_size)
+    check_row_sort(row_sort)
+    r0, r1 = check_row_range(r0, r1, n)
+    m = r1 - r0
+    if m == 0:
+        return empty_rows(0, n), {}, {"method": "grid", "rows": (r0, r1), "nnz": 0,
+                                      "max_row": 0, "row_sort": None, "exp": rule.exp_name}
+
+    timer = StageTimer()
+    b = _bin(X, rule, cell_dims, table_size, timer)
+    Q = cupy.ascontiguousarray(X[r0:r1])
+    qid = cupy.arange(r0, r1, dtype=cupy.int32)
+    with timer("count"):
+        counts, _ = _count(b, d, Q, qid, m, False, False, m)
+    with timer("scan"):
+        row_start = scan(counts)
+        wide = counts.astype(cupy.int64)
+        nnz, max_row, sum_sq = (int(v) for v in
+                                cupy.stack([row_start[-1], wide.max(), (wide * wide).sum()]).get())
+    with timer("fill"):
+        cols = cupy.empty(nnz, dtype=cupy.int32)
+        vals = cupy.empty(nnz, dtype=cupy.float32)
+        # grid_fill reads the start of a row at its global id: offsets indexed 0..r1,
+        # the block's from r0 on (the entries before r0 are never read).
+        global_start = cupy.zeros(r1 + 1, dtype=cupy.int64)
+        global_start[r0:] = row_start
+        t, scale = rule.args
+        launch(_kernel(d, rule.defines, f"grid_fill<{b.plan.cell_dims}>"), m,
+               (Q, qid, np.int32(m), b.Xs, b.perm, b.cell_start, b.gd, b.gi,
+                t, global_start, cols, vals, scale))
+        del global_start
+    with timer("sort"):
+        indices, data, how = sort_rows(_module(d, rule.defines), row_start, cols, vals, n=m,
+                                       nnz=nnz, max_row=max_row, sum_sq=sum_sq, how=row_sort,
+                                       n_cols=n)
+    csr = make_csr(row_start, indices, data, n, nnz, rows=m)
+    info = {"method": "grid", "rows": (r0, r1), **b.plan.info(), "nnz": nnz,
+            "max_row": max_row, "row_sort": how, "exp": rule.exp_name}
     return csr, timer.seconds(), info
 
 

@@ -153,6 +153,30 @@ def test_row_block_graph_is_the_single_process_graph(client, rng, d, rule_args, 
     assert g.stats.nnz == ref.nnz
 
 
+def test_gpu_row_block_method_choice_and_checks(client, rng):
+    """``method="auto"`` for CuPy chunks (no CuPy needed to decide): grid for distance
+    rules with d <= 8, gemm for d >= 32, the host's CPU builder between, with the
+    reason; grid and gemm refuse NumPy chunks, the grid refuses cosine rules."""
+    from explorer import EdgeRule
+    from explorer.distributed import build_row_blocks
+    from explorer.graph._gpu_choice import choose_rows_method  # public in graph.gpu (CuPy)
+
+    dist = EdgeRule.from_args("uniform", threshold_sqdist=0.02)
+    cos = EdgeRule.from_args("cosine", threshold_sim=0.8)
+    assert choose_rows_method(1000, 4, dist)[0] == "grid"
+    assert choose_rows_method(1000, 8, dist)[0] == "grid"
+    assert choose_rows_method(1000, 32, dist)[0] == "gemm"
+    assert choose_rows_method(1000, 64, cos)[0] == "gemm"
+    method, why = choose_rows_method(1000, 16, dist)
+    assert method == "bruteforce" and "not its GPU" in why
+    method, why = choose_rows_method(1000, 4, cos)
+    assert method == "bruteforce" and "cosine" in why and "not its GPU" in why
+    Xd = da.from_array(rng.random((100, 3)).astype(np.float32), chunks=(50, -1))
+    for m in ("grid", "gemm"):
+        with pytest.raises(ValueError, match="needs CuPy chunks"):
+            build_row_blocks(Xd, dist, method=m, client=client)
+
+
 def test_row_block_memory_preflight(rng):
     """A block estimated (from a sample of its rows) not to fit is refused before it
     is built, with the estimate in the message; a small one passes."""
@@ -375,3 +399,48 @@ def test_local_cuda_cluster_one_worker_same_as_one_gpu(rng):
     assert adjusted_rand_score(ref.labels_.get(), labels.get()) == 1.0
     assert adjusted_rand_score(ref_km.labels_.get(), km_labels.get()) == 1.0
     np.testing.assert_allclose(sc.eigenvalues_, ref.eigenvalues_, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("d", "rule_args", "picked"),
+    [
+        (3, {"metric": "gaussian", "sigma": 0.05, "threshold_sqdist": 0.01}, "grid"),
+        (40, {"metric": "cosine", "threshold_sim": 0.8}, "gemm"),
+        (40, {"metric": "uniform", "threshold_sqdist": 5.0}, "gemm"),
+        (16, {"metric": "uniform", "threshold_sqdist": 1.0}, "bruteforce"),
+    ],
+)
+def test_gpu_row_blocks_are_the_one_gpu_graph(client, poisoned, rng, d, rule_args, picked):
+    """CuPy chunks: each row block built on its worker's GPU (grid, gemm) against all
+    points; put together they are build_graph's GPU matrix of that method exactly
+    (chunks of one row and of odd sizes), canonical, and the reference outside the
+    band. Between the two the host build runs and says why."""
+    import cupy
+
+    from explorer import EdgeRule, build_graph
+    from explorer.distributed import build_row_blocks
+    from explorer.graph.reference import reference_csr
+    from explorer.testing import assert_same_graph, check_canonical
+
+    n = 1000
+    X = rng.random((n, d)).astype(np.float32)
+    rule = EdgeRule.from_args(**rule_args)
+    Xd = da.from_array(X, chunks=((1, 499, 1, 499), (d,))).map_blocks(cupy.asarray)
+    g = build_row_blocks(Xd, rule, client=client)
+    assert g.method == picked, g.method_reason
+    csr = g.to_csr()
+    check_canonical(csr)
+    assert_same_graph(csr, reference_csr(X, rule), X, rule)
+    if picked in ("grid", "gemm"):
+        ref = build_graph(X, rule, method=picked, backend="gpu").csr.get()
+        assert "GPU row block" in g.method_reason
+    else:
+        ref = build_graph(X, rule, method=picked, backend="cpu").csr
+        assert "not its GPU" in g.method_reason
+    np.testing.assert_array_equal(csr.indptr, ref.indptr)
+    np.testing.assert_array_equal(csr.indices, ref.indices)
+    np.testing.assert_array_equal(csr.data, ref.data)
+    np.testing.assert_array_equal(g.counts, np.diff(ref.indptr))
+    blocks = client.gather(g.blocks.futures)
+    assert all(type(b).__module__.startswith("cupyx") for b in blocks)  # on the GPU

@@ -223,3 +223,66 @@ def test_error_bound_covers_emulated_fp16_products(rng):
     assert np.max(np.abs(tile - Y @ Y.T)) <= a + 2 * b + c
     # and the bound is not vacuous: about a thousandth, the width of the screen's band
     assert 1e-3 < a + 2 * b + c < 3e-3
+
+
+# --- GPU: row blocks (the distributed build's) ----------------------------------------
+
+
+def check_row_blocks(X, params, splits, **options):
+    """The GEMM row blocks, stacked, are the whole GEMM graph exactly, canonical, and
+    the float64 reference outside the band."""
+    import cupy
+    import scipy.sparse as sp
+
+    from explorer.graph import build_graph
+    from explorer.testing import check_row_block
+
+    n = X.shape[0]
+    whole = build_graph(X, params, method="gemm", backend="gpu").csr.get()
+    Xd = cupy.asarray(X)
+    parts = []
+    for r0, r1 in zip(splits[:-1], splits[1:], strict=True):
+        block, _, info = kgemm.build_gemm_rows(Xd, kernel_rule(params), r0, r1, **options)
+        assert block.shape == (r1 - r0, n) and info["rows"] == (r0, r1)
+        check_row_block(block, r0, n)
+        parts.append(block.get())
+    stacked = sp.vstack([p for p in parts if p.shape[0]], format="csr")
+    assert stacked.shape == whole.shape
+    assert np.array_equal(stacked.indptr, whole.indptr)
+    assert np.array_equal(stacked.indices, whole.indices)
+    assert np.array_equal(stacked.data, whole.data)  # bit for bit
+    check_canonical(stacked)
+    assert_same_graph(stacked, reference_csr(X, params), X, params)
+
+
+def gemm_splits(n, rng):
+    cuts = sorted(int(c) for c in rng.integers(2, n - 2, 3))
+    return [[0, n], [0, 0, 1, n // 2, n // 2 + 1, n], [0, *cuts, n - 1, n]]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", KINDS)
+def test_row_blocks_stack_to_the_whole_graph(poisoned, digits, rng, kind):
+    params = params_of(kind, digits, rng)
+    for splits in gemm_splits(digits.shape[0], rng):
+        check_row_blocks(digits, params, splits)
+
+
+@pytest.mark.gpu
+def test_row_blocks_many_tiles_and_small_d(poisoned, rng):
+    """Tiles of odd sizes within a block (tile_rows=37), and d = 3 (one fp16 row)."""
+    X = rng.standard_normal((500, 3)).astype(np.float32)
+    X[7] = X[8]  # a duplicate
+    for kind in KINDS:
+        params = params_of(kind, X, rng)
+        check_row_blocks(X, params, [0, 0, 1, 230, 499, 500], tile_rows=37)
+
+
+@pytest.mark.gpu
+def test_row_blocks_coo_rerun(poisoned, digits, rng, monkeypatch):
+    """A COO list sized too small for the block is re-run with the exact size."""
+    params = params_of("cosine", digits, rng)
+    monkeypatch.setattr(kgemm, "CAP_MARGIN", 0.0)
+    monkeypatch.setattr(kgemm, "CAP_SLACK", 0)
+    monkeypatch.setattr(kgemm, "SAMPLE_ROWS", 2)
+    check_row_blocks(digits, params, [0, 300, 700])

@@ -309,3 +309,95 @@ def test_cell_coordinates_keep_neighbours_adjacent(rng):
     close = (x.astype(np.float64) - y) ** 2 <= t * (1 + 1e-6)
     assert close.sum() > 0
     assert np.abs(cx - cy)[close].max() <= 1
+
+
+# --- GPU: row blocks (the distributed build's) ----------------------------------------
+
+
+def row_splits(n, rng):
+    """Block boundaries with an empty block, blocks of one row, the last row alone and
+    random cuts."""
+    cuts = sorted(int(c) for c in rng.integers(2, n - 2, 3))
+    return [
+        [0, n],
+        [0, 0, 1, n // 2, n // 2 + 1, n],
+        [0, *cuts, n - 1, n],
+        [0, 1, 2, n, n],
+    ]
+
+
+def check_row_blocks(X, params, method, splits):
+    """The row blocks built on the GPU, stacked, are the whole GPU graph of `method`
+    exactly, canonical, and the float64 reference outside the band."""
+    import cupy
+    import scipy.sparse as sp
+
+    from explorer.graph import build_graph
+    from explorer.graph.gpu import build_rows_gpu
+    from explorer.testing import check_row_block
+
+    n = X.shape[0]
+    whole = build_graph(X, params, method=method, backend="gpu").csr.get()
+    Xd = cupy.asarray(X)
+    parts = []
+    for r0, r1 in zip(splits[:-1], splits[1:], strict=True):
+        block, _, info = build_rows_gpu(Xd, params, r0, r1, method)
+        assert block.shape == (r1 - r0, n)
+        assert info["rows"] == (r0, r1)
+        check_row_block(block, r0, n)
+        parts.append(block.get())
+    stacked = sp.vstack([p for p in parts if p.shape[0]], format="csr")
+    assert stacked.shape == whole.shape
+    assert np.array_equal(stacked.indptr, whole.indptr)
+    assert np.array_equal(stacked.indices, whole.indices)
+    assert np.array_equal(stacked.data, whole.data)  # bit for bit, explicit zeros too
+    check_canonical(stacked)
+    assert_same_graph(stacked, reference_csr(X, params), X, params)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [1, 2, 4, 8])
+@pytest.mark.parametrize("metric", ["gaussian", "uniform"])
+def test_row_blocks_stack_to_the_whole_graph(poisoned, rng, d, metric):
+    X = clustered(rng, 1500, d)
+    t = threshold_for_degree(X, 20, rng)
+    params = (EdgeRule.from_args("gaussian", sigma=math.sqrt(t), threshold_sqdist=t)
+              if metric == "gaussian" else EdgeRule.from_args("uniform", threshold_sqdist=t))
+    for splits in row_splits(X.shape[0], rng):
+        check_row_blocks(X, params, "grid", splits)
+
+
+@pytest.mark.gpu
+def test_row_blocks_edge_cases(poisoned, rng):
+    """No edge at all, a complete graph, and the global row sort on a block."""
+    import cupy
+    from explorer.kernels.grid import build_grid_rows
+
+    X = clustered(rng, 300, 3)
+    for t in (1e-30, 100.0):
+        check_row_blocks(X, EdgeRule.from_args("uniform", threshold_sqdist=t), "grid",
+                         [0, 0, 1, 150, 300])
+    params = EdgeRule.from_args("uniform", threshold_sqdist=threshold_for_degree(X, 30, rng))
+    whole = build(X, params)[0].get()
+    rank, _, a = build_grid_rows(cupy.asarray(X), kernel_rule(params), 50, 220, row_sort="rank")
+    glob, _, b = build_grid_rows(cupy.asarray(X), kernel_rule(params), 50, 220,
+                                 row_sort="global")
+    assert (a["row_sort"], b["row_sort"]) == ("rank", "global")
+    for m in (rank.get(), glob.get()):
+        assert np.array_equal(m.indptr, whole[50:220].indptr)
+        assert np.array_equal(m.indices, whole[50:220].indices)
+        assert np.array_equal(m.data, whole[50:220].data)
+
+
+@pytest.mark.gpu
+def test_row_range_is_checked():
+    import cupy
+    from explorer.kernels.grid import build_grid_rows
+
+    X = cupy.zeros((10, 2), dtype=cupy.float32)
+    rule = kernel_rule(EdgeRule.from_args("uniform", threshold_sqdist=1.0))
+    for r0, r1 in ((-1, 3), (4, 3), (0, 11)):
+        with pytest.raises(ValueError, match="0 <= r0 <= r1 <= n=10"):
+            build_grid_rows(X, rule, r0, r1)
+    with pytest.raises(TypeError, match="r1 must be an integer"):
+        build_grid_rows(X, rule, 0, 2.0)

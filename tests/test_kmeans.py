@@ -184,7 +184,7 @@ def test_weighted_kmeans_plusplus_never_picks_a_weightless_row(rng):
     weights = np.r_[np.ones(100), np.zeros(100)]
     x_sq = np.einsum("ij,ij->i", X, X)
     for seed in range(20):
-        centers = kmeans_module._kmeans_plusplus(X, x_sq, 5, np.random.RandomState(seed), np,
+        centers = kmeans_module.kmeans_plusplus(X, x_sq, 5, np.random.RandomState(seed), np,
                                                  weights=weights)
         assert np.all(centers[:, 0] < 25.0)
 

@@ -21,7 +21,7 @@ from ._operator import RowBlockOperator, normalised_blocks
 
 
 def _warn_components(n_components, n_isolated, k, n_dropped):
-    from ..spectral import _warn_components as warn
+    from ..spectral import warn_components as warn
 
     warn(n_components, n_isolated, k, n_dropped)
 
@@ -151,7 +151,9 @@ def fit_spectral(estimator, X, client=None):
     import dask.array as da
 
     t_start = time.perf_counter()
-    options = estimator._check_params()
+    from ..spectral import check_params
+
+    options = check_params(estimator)
     del options  # the CSR-2/3 knobs have no row-block counterpart
     if estimator.affinity == "precomputed":
         raise ValueError("affinity='precomputed' is not available for a Dask array; pass "

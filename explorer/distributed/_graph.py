@@ -18,18 +18,23 @@ from .. import memory
 from .._backend import array_module, to_numpy
 from .._csr import block_rows, csr_from_arrays, row_sums
 from .._validation import check_data
-from ..graph import _cpu
-from ..graph._reference import PairValues, edge_mask, index_dtype
-from ..graph._stats import stats_from_counts
+from ..graph import build_rows, choose_cpu_method, count_rows_cpu, stats_from_counts
+from ..graph.reference import index_dtype
 from ..graph.rule import EdgeRule
-from ..metrics import _sums
+from ..metrics import cut_sums
 from ._blocks import RowBlocks, get_client
 
 __all__ = ["METHODS", "RowBlockGraph", "build_row_blocks"]
 
 #: Row-block builders: the CPU builders of :mod:`explorer.graph` restricted to a
-#: block of rows (``"auto"`` picks as :func:`explorer.graph._cpu.choose_method`).
-METHODS = ("auto", "kdtree", "bruteforce")
+#: block of rows (``"auto"`` picks as :func:`explorer.graph.choose_cpu_method`), and
+#: for CuPy chunks the GPU builders that take a range of rows
+#: (:func:`explorer.graph.gpu.build_rows_gpu`; ``"auto"`` picks as
+#: :func:`explorer.graph.gpu.choose_rows_method`).
+METHODS = ("auto", "kdtree", "bruteforce", "grid", "gemm")
+
+#: The methods that build a block on its worker's GPU (CuPy chunks only).
+GPU_METHODS = ("grid", "gemm")
 
 
 @dataclass
@@ -154,8 +159,8 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
         NumPy or CuPy chunks, chunked by rows; the graph's row blocks are its chunks.
     rule : EdgeRule
         A complete edge rule (``EdgeRule.suggest`` fills one in).
-    method : {"auto", "kdtree", "bruteforce"}
-        The block builder (see Notes).
+    method : {"auto", "kdtree", "bruteforce", "grid", "gemm"}
+        The block builder (see Notes); ``"grid"`` and ``"gemm"`` need CuPy chunks.
     client : distributed.Client, optional
         Default: the Client in scope.
     check_memory : bool, default True
@@ -176,19 +181,28 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
     block's rows (the CPU's counterpart of the grid builder), high-d data and cosine
     rules by the blockwise brute force whose candidates come from a float64 matrix
     product (the CPU's GEMM builder). Both decide every candidate with the float64
-    reference arithmetic (:class:`explorer.graph._reference.PairValues`), whose value
+    reference arithmetic (:class:`explorer.graph.reference.PairValues`), whose value
     for (i, j) is bit for bit the one for (j, i), so the blocks put together are the
     single-process graph exactly: same pattern, same float32 weights, canonical.
 
-    **CuPy chunks** are built the same way on the host of their worker and the block
-    is moved back to the worker's GPU; the GPU builders (grid, GEMM) do not yet take
-    a range of rows, which is what a GPU row block needs.
+    **CuPy chunks** are built on the worker's GPU against all points
+    (:func:`explorer.graph.gpu.build_rows_gpu`): ``method="auto"`` takes the grid for
+    distance rules with d <= 8 (all points binned, the block's rows counted and
+    filled) and the GEMM for d >= 32 (the block's row tiles against all columns); the
+    blocks put together are the single-GPU graph of that builder exactly (the GPU
+    exactness contract against the float64 reference). Between the two (and cosine
+    rules below d = 32) no GPU builder takes a range of rows: the block is built on
+    the worker's host by the CPU builders and moved to its GPU, and
+    ``method_reason`` says so. ``"kdtree"``/``"bruteforce"`` ask for the host build.
 
-    **Memory preflight.** Before building, each worker estimates its block's nonzeros
+    **Memory preflight.** Before a host build, each worker estimates its block's nonzeros
     from a seeded sample of its rows (the exact per-row count of
-    :func:`explorer.graph._cpu.count_rows_cpu`) and compares
+    :func:`explorer.graph.count_rows_cpu`) and compares
     :func:`explorer.memory.estimate_cpu_bytes` with
-    :data:`explorer.memory.CPU_MEMORY_FRACTION` of its available memory.
+    :data:`explorer.memory.CPU_MEMORY_FRACTION` of its available memory. A GEMM
+    block estimates its entries from sample rows on the device and refuses a block
+    that would not fit in free GPU memory (ValueError); a GPU block that runs out of
+    memory all the same raises MemoryError.
     """
     t0 = time.perf_counter()
     client = get_client(client)
@@ -197,8 +211,21 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
     blocks = RowBlocks.from_dask(client, X) if blocks is None else blocks
     points = client.submit(gather_points, blocks.futures) if points is None else points
     n, d = blocks.n, int(X.shape[1])
-    if method == "auto":
-        method, reason = _cpu.choose_method(n, d, rule)
+    on_gpu = cupy_chunks(X)
+    if method in GPU_METHODS and not on_gpu:
+        raise ValueError(f"method={method!r} builds the row blocks on the workers' GPUs: "
+                         "it needs CuPy chunks (X.map_blocks(cupy.asarray)); NumPy chunks "
+                         f"take one of {('auto', 'kdtree', 'bruteforce')}")
+    if method == "grid" and rule.compares != "sqdist":
+        raise ValueError(f"method='grid' serves distance rules only; {rule.describe()} "
+                         "compares cosines (use 'gemm' or 'auto')")
+    if method == "auto" and on_gpu:
+        from ..graph.gpu import choose_rows_method
+
+        method, reason = choose_rows_method(n, d, rule)
+        reason = f"row blocks on the workers: {reason}"
+    elif method == "auto":
+        method, reason = choose_cpu_method(n, d, rule)
         reason = f"row blocks on the workers, each a {reason}"
     else:
         reason = f"method={method!r} as asked, per row block on the workers"
@@ -231,15 +258,25 @@ def gather_points(parts):
     return check_data(xp.concatenate(parts, axis=0))
 
 
+def cupy_chunks(X) -> bool:
+    """Whether the Dask array `X` has CuPy chunks (from its meta, without computing)."""
+    meta = getattr(X, "_meta", None)
+    return meta is not None and type(meta).__module__.split(".")[0] == "cupy"
+
+
 def build_block(block, points, r0, rule, method, check_memory):
     """Rows ``r0 : r0 + len(block)`` of S as canonical CSR (rows × n), on the block's
     device."""
+    rows = int(block.shape[0])
+    if method in GPU_METHODS:
+        from ..graph.gpu import build_rows_gpu
+
+        return build_rows_gpu(points, rule, r0, r0 + rows, method)[0]
     xp = array_module(points)
     X = to_numpy(points)
-    rows = int(block.shape[0])
     if check_memory:
         preflight(X, r0, rows, rule, method)
-    csr = rows_csr(X, r0, r0 + rows, rule, method)
+    csr = build_rows(X, rule, r0, r0 + rows, method)
     if xp is np:
         return csr
     return csr_from_arrays(xp.asarray(csr.data), xp.asarray(csr.indices),
@@ -261,7 +298,7 @@ def preflight(X, r0, rows, rule, method, *, available=None):
     if memory.estimate_cpu_bytes(float(rows) * (n - 1)) <= budget:
         return
     sample = memory.sample_rows(rows) + r0
-    nnz = float(_cpu.count_rows_cpu(X, rule, method, sample).mean()) * rows
+    nnz = float(count_rows_cpu(X, rule, method, sample).mean()) * rows
     need = memory.estimate_cpu_bytes(nnz)
     if need > budget:
         raise memory.MemoryEstimateError(
@@ -271,45 +308,6 @@ def preflight(X, r0, rows, rule, method, *, available=None):
             "available there; use smaller row chunks, more workers, or a lower threshold",
             device="CPU", nnz=nnz, need_bytes=need, available_bytes=available,
         )
-
-
-def rows_csr(X, r0, r1, rule: EdgeRule, method: str):
-    """Rows ``r0:r1`` of the graph of `X` (host float32) against all its points:
-    canonical CSR of shape (r1 - r0, n), equal to those rows of
-    :func:`explorer.graph.reference.reference_csr`."""
-    n = X.shape[0]
-    pv = PairValues(X, rule)
-    rows = np.arange(r0, r1)
-    if method == "kdtree":
-        tree = _cpu._tree(X)
-        X64 = np.asarray(X[r0:r1], dtype=np.float64)
-        lists = tree.query_ball_point(X64, rule.radius * (1.0 + _cpu.KD_MARGIN))
-        lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=r1 - r0)
-        local = np.repeat(np.arange(r1 - r0), lengths)
-        j = np.fromiter((c for x in lists for c in x), dtype=np.int64,
-                        count=int(lengths.sum()))
-        pairs = [(local, j)]
-    else:
-        pairs = _cpu._Candidates(X, rule, pv).of_rows(rows)
-    parts_r, parts_c, parts_v = [], [], []
-    for k, j in pairs:
-        i = rows[k]
-        compared = pv.at(i, j)
-        keep = edge_mask(compared, rule) & (i != j)
-        parts_r.append(k[keep])
-        parts_c.append(j[keep])
-        parts_v.append(compared[keep])
-    local = np.concatenate(parts_r) if parts_r else np.empty(0, np.int64)
-    cols = np.concatenate(parts_c) if parts_c else np.empty(0, np.int64)
-    compared = np.concatenate(parts_v) if parts_v else np.empty(0)
-    weights = pv.weights(compared).astype(np.float32)
-    order = np.lexsort((cols, local))
-    nnz = int(order.size)
-    idx = index_dtype(nnz, n)
-    indptr = np.zeros(r1 - r0 + 1, dtype=idx)
-    np.cumsum(np.bincount(local, minlength=r1 - r0), out=indptr[1:])
-    return csr_from_arrays(weights[order], cols[order].astype(idx), indptr, (r1 - r0, n),
-                           canonical=True)
 
 
 def block_cut_terms(csr, r0, cluster, k):
@@ -323,7 +321,7 @@ def block_cut_terms(csr, r0, cluster, k):
     cv = cluster[csr.indices]
     own = cu >= 0
     crossing = own & (cu != cv)
-    return _sums(cu[crossing], w[crossing], k, xp), _sums(cu[own], w[own], k, xp)
+    return cut_sums(cu[crossing], w[crossing], k, xp), cut_sums(cu[own], w[own], k, xp)
 
 
 def block_summary(csr):

@@ -214,7 +214,7 @@ def _block_column_sums(block):
 
 
 def _centre_block(block, shift, is64):
-    """The block centred as :func:`explorer.kmeans._centre` centres X, with its squared
+    """The block centred as :func:`explorer.kmeans.centre` centres X, with its squared
     row norms: ``(Xc float32, x_sq)``."""
     xp = array_module(block)
     if is64:
@@ -222,7 +222,7 @@ def _centre_block(block, shift, is64):
     else:
         X32 = check_data(block, min_samples=1)
         Xc = X32 - xp.asarray(shift.astype(np.float32))
-    return Xc, _km._row_sq_norms(Xc, xp)
+    return Xc, _km.row_sq_norms(Xc, xp)
 
 
 def _rows(prep, local):
@@ -236,7 +236,7 @@ def _sqdist_first(prep, row):
     """k-means++ state of a block after the first centre: (closest, mass = closest)."""
     Xc, x_sq = prep
     xp = array_module(Xc)
-    closest = _km._sqdist(Xc, x_sq, xp.asarray(row[None, :]).astype(xp.float32))[:, 0]
+    closest = _km.sqdist(Xc, x_sq, xp.asarray(row[None, :]).astype(xp.float32))[:, 0]
     return closest, closest
 
 
@@ -263,7 +263,7 @@ def _trial(prep, state, candidates):
     Xc, x_sq = prep
     xp = array_module(Xc)
     closest = state[0]
-    dist = xp.minimum(_km._sqdist(Xc, x_sq, xp.asarray(candidates).astype(xp.float32)),
+    dist = xp.minimum(_km.sqdist(Xc, x_sq, xp.asarray(candidates).astype(xp.float32)),
                       closest[:, None])
     return dist, to_numpy(column_sums(dist, xp))
 
@@ -337,7 +337,7 @@ def _labels_only(prep, centers):
 def _block_inertia(prep, centers, labels):
     Xc, _ = prep
     xp = array_module(Xc)
-    return float(_km._inertia(Xc, xp.asarray(centers), labels,
+    return float(_km.inertia(Xc, xp.asarray(centers), labels,
                               chunk_rows(xp, max(centers.shape)), xp))
 
 
@@ -346,7 +346,7 @@ def _block_inertia(prep, centers, labels):
 
 def _prepare(blocks: RowBlocks):
     """Centre every block on its worker: futures of (Xc, x_sq), the float64 shift and
-    the output dtype (the rules of :func:`explorer.kmeans._centre`, the mean from
+    the output dtype (the rules of :func:`explorer.kmeans.centre`, the mean from
     per-block float64 column sums added in block order)."""
     parts = blocks.client.gather(blocks.map(_block_column_sums))
     total = np.zeros_like(parts[0][0])
@@ -387,7 +387,7 @@ def _restart_draws(n, k, init, rng, pool):
         return rng.choice(n, size=k, replace=False)
     if init == "k-means||":
         candidates, cand_sq, weights = pool
-        return _km._kmeans_plusplus(candidates, cand_sq, k, rng, np, weights=weights)
+        return _km.kmeans_plusplus(candidates, cand_sq, k, rng, np, weights=weights)
     first = int(rng.randint(n))
     return first, rng.uniform(size=(k - 1, 2 + int(np.log(k))))
 
@@ -402,7 +402,7 @@ def _initial_centers(blocks, prepared, k, d, init, draws):
 
 def _kmeans_plusplus(blocks, prepared, k, d, draws):
     """Greedy k-means++ over the row blocks with the draws of
-    :func:`explorer.kmeans._kmeans_plusplus` (`draws`: the first row and the uniforms,
+    :func:`explorer.kmeans.kmeans_plusplus` (`draws`: the first row and the uniforms,
     from :func:`_restart_draws`)."""
     client = blocks.client
     trials = 2 + int(np.log(k))
@@ -466,7 +466,7 @@ def _oversample(blocks, prepared, k, d, rng):
     for counts in client.gather(blocks.map(_nearest_counts, candidates.astype(np.float64),
                                            blocks=prepared)):
         weights = weights + counts
-    return candidates, _km._row_sq_norms(candidates, np), weights
+    return candidates, _km.row_sq_norms(candidates, np), weights
 
 
 def _global_farthest(blocks, values, count) -> np.ndarray:

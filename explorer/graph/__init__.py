@@ -8,11 +8,17 @@
 The edge rule and the builders' knobs live in :mod:`.rule` (public), the CPU builders
 in ``_cpu``, the float64 reference in :mod:`.reference`, the GPU builders behind
 :mod:`.gpu` (imported only on a GPU run), statistics in ``_stats``.
+
+Public pieces for builders of parts of the graph (the distributed row-block build):
+:func:`build_rows` (rows ``r0:r1`` against all points, CPU), :func:`count_rows_cpu`
+(nonzeros per row without the matrix), :func:`choose_cpu_method` (the CPU's
+``method="auto"``) and :func:`stats_from_counts` (``GraphStats`` from row counts).
 """
 
-from ._cpu import CPU_METHODS
+from ._cpu import CPU_METHODS, build_rows, count_rows_cpu
+from ._cpu import choose_method as choose_cpu_method
 from ._dispatch import build_graph, csr_stats, graph_stats
-from ._stats import suggest_hypo
+from ._stats import stats_from_counts, suggest_hypo
 from ._types import Graph, GraphStats
 from .rule import (
     BUILD_FIELDS,
@@ -35,8 +41,12 @@ __all__ = [
     "Graph",
     "GraphStats",
     "build_graph",
+    "build_rows",
+    "choose_cpu_method",
+    "count_rows_cpu",
     "csr_stats",
     "default_hypo_max_nnz_row",
     "graph_stats",
+    "stats_from_counts",
     "suggest_hypo",
 ]

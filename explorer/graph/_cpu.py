@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.spatial import cKDTree
 
+from .._csr import csr_from_arrays
 from ._reference import PairValues, edge_mask, index_dtype
 from .rule import EdgeRule
 
@@ -287,3 +288,60 @@ def row_counter(X, params: EdgeRule, method: str):
         return count_rows_cpu(X, params, method, rows)
 
     return count_rows
+
+
+def build_rows(X, rule: EdgeRule, r0: int, r1: int, method: str):
+    """Rows ``r0:r1`` of the graph of all the points of `X`, on the CPU.
+
+    Parameters
+    ----------
+    X : numpy.ndarray of shape (n, d), float32
+        All the points (the columns of the rows built).
+    rule : EdgeRule
+        A complete edge rule.
+    r0, r1 : int
+        The row range, ``0 <= r0 <= r1 <= n`` (empty when equal).
+    method : {"kdtree", "bruteforce"}
+        The candidate search (:data:`CPU_METHODS`; :func:`choose_method` picks one).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix of shape (r1 - r0, n)
+        Canonical (ascending columns, no diagonal entry, float32 weights, index dtype
+        of the semantics for its nnz): exactly those rows of
+        :func:`explorer.graph.reference.reference_csr`, so row blocks stacked are the
+        whole graph bit for bit (the distributed build's row blocks).
+    """
+    n = X.shape[0]
+    pv = PairValues(X, rule)
+    rows = np.arange(r0, r1)
+    if method == "kdtree":
+        tree = _tree(X)
+        X64 = np.asarray(X[r0:r1], dtype=np.float64)
+        lists = tree.query_ball_point(X64, rule.radius * (1.0 + KD_MARGIN))
+        lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=r1 - r0)
+        local = np.repeat(np.arange(r1 - r0), lengths)
+        j = np.fromiter((c for x in lists for c in x), dtype=np.int64,
+                        count=int(lengths.sum()))
+        pairs = [(local, j)]
+    else:
+        pairs = _Candidates(X, rule, pv).of_rows(rows)
+    parts_r, parts_c, parts_v = [], [], []
+    for k, j in pairs:
+        i = rows[k]
+        compared = pv.at(i, j)
+        keep = edge_mask(compared, rule) & (i != j)
+        parts_r.append(k[keep])
+        parts_c.append(j[keep])
+        parts_v.append(compared[keep])
+    local = np.concatenate(parts_r) if parts_r else np.empty(0, np.int64)
+    cols = np.concatenate(parts_c) if parts_c else np.empty(0, np.int64)
+    compared = np.concatenate(parts_v) if parts_v else np.empty(0)
+    weights = pv.weights(compared).astype(np.float32)
+    order = np.lexsort((cols, local))
+    nnz = int(order.size)
+    idx = index_dtype(nnz, n)
+    indptr = np.zeros(r1 - r0 + 1, dtype=idx)
+    np.cumsum(np.bincount(local, minlength=r1 - r0), out=indptr[1:])
+    return csr_from_arrays(weights[order], cols[order].astype(idx), indptr, (r1 - r0, n),
+                           canonical=True)

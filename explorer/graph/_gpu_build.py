@@ -173,3 +173,62 @@ def build_gpu(X, params: EdgeRule, method: str, *, hypo_max_nnz_row=None, sp_max
             "edges per row), subsample the data, lower hypo_max_nnz_row / sp_max_nz_pct / "
             "mem_use_rate, or use backend='cpu'"
         ) from None
+
+
+#: The GPU builders that build a range of rows (:func:`build_rows_gpu`).
+ROW_METHODS = ("grid", "gemm")
+
+
+def build_rows_gpu(X, params: EdgeRule, r0: int, r1: int, method: str):
+    """Rows ``r0:r1`` of the graph of all the points of `X`, built on the GPU.
+
+    The row block of the distributed build (:mod:`explorer.distributed`): the grid
+    bins all n points and counts and fills the block's rows
+    (:func:`explorer.kernels.grid.build_grid_rows`); the GEMM runs the block's row
+    tiles against all columns (:func:`explorer.kernels.gemm.build_gemm_rows`). Blocks
+    stacked are the matrix ``build_gpu(X, params, method)`` returns, exactly.
+
+    Parameters
+    ----------
+    X : cupy.ndarray of shape (n, d)
+        C-contiguous float32, validated: all the points.
+    params : EdgeRule
+        A complete edge rule (a distance rule for ``"grid"``).
+    r0, r1 : int
+        The rows, ``0 <= r0 <= r1 <= n``.
+    method : {"grid", "gemm"}
+        One of :data:`ROW_METHODS`.
+
+    Returns
+    -------
+    csr : cupyx.scipy.sparse.csr_matrix of shape (r1 - r0, n)
+        Canonical: float32 values, ascending columns, no diagonal entry; int32
+        indices while the block's nnz and n fit, int64 beyond.
+    timings : dict of str to float
+        Seconds per stage (CUDA events).
+    info : dict
+        The launcher's (``rows``, ``nnz``, ``max_row``, ...).
+
+    Raises
+    ------
+    ValueError, TypeError
+        Unknown method, a cosine rule for the grid, a bad row range, or a block
+        estimated not to fit (gemm).
+    MemoryError
+        When CuPy runs out of device memory during the build.
+    """
+    if method not in ROW_METHODS:
+        raise ValueError(f"method={method!r} does not build row ranges on the GPU; use one "
+                         f"of {ROW_METHODS}")
+    build = kgrid.build_grid_rows if method == "grid" else kgemm.build_gemm_rows
+    try:
+        return build(X, kernel_rule(params), r0, r1)
+    except cupy.cuda.memory.OutOfMemoryError as exc:
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+        raise MemoryError(
+            f"the GPU ran out of memory building rows {r0}:{r1} of the graph of "
+            f"n={X.shape[0]} points with method={method!r} ({params.describe()}): {exc}; "
+            "use smaller row blocks, lower the threshold (fewer edges per row), or CPU "
+            "(NumPy) chunks"
+        ) from None

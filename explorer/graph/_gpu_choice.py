@@ -63,3 +63,33 @@ def paper_choice(n: int, d: int) -> tuple[str, str]:
         f"GPU, n={n}, d={d}: CSR-2 evaluates n² to 2n² cheap pairs with the fewest memory "
         "accesses (paper sect. 4.6)"
     )
+
+
+def choose_rows_method(n: int, d: int, params: EdgeRule) -> tuple[str, str]:
+    """The builder of a row block of the graph on a GPU, and why (no CuPy needed).
+
+    ``"grid"`` for distance rules with d <= :data:`GRID_D`, ``"gemm"`` for d >=
+    :data:`GEMM_D`; between the two (and for cosine rules below :data:`GEMM_D`) no
+    GPU builder takes a range of rows (the paper's CSR kernels build all rows at
+    once), so the CPU's choice (``"kdtree"`` or ``"bruteforce"``, on the worker's host)
+    is returned, with the reason saying so.
+    """
+    if uses_grid(d, params):
+        return "grid", (
+            f"GPU row block, n={n}, d={d} <= {GRID_D}, distance threshold: uniform grid of "
+            "all points, the block's rows counted and filled"
+        )
+    if d >= GEMM_D:
+        return "gemm", (
+            f"GPU row block, n={n}, d={d} >= {GEMM_D}: tensor-core tiles of the block's rows "
+            "against all points with an exact float32 re-check"
+        )
+    from ._cpu import choose_method as cpu_choice
+
+    method, why = cpu_choice(n, d, params)
+    rule = "cosine rule" if params.compares == "cosine" else "distance rule"
+    return method, (
+        f"on the worker's host, not its GPU: for a {rule} with d={d} no GPU builder takes "
+        f"a range of rows (grid: distance rules with d <= {GRID_D}; gemm: d >= {GEMM_D}); "
+        f"{why}"
+    )
