@@ -206,13 +206,14 @@ def test_upload_widget_reads_the_file_and_bad_files_alert(app, rng):
     dc = app.data_controls
     X = rng.normal(size=(90, 2)).round(4)
     text = "a,b,label\n" + "\n".join(f"{x},{y},{int(x > 0)}" for x, y in X)
-    _act(lambda: dc.upload.param.update(filename="up.csv", value=text.encode()))
+    # FileDropper's value maps file names to contents (CSV arrives as text)
+    _act(lambda: dc.upload.param.update(value={"up.csv": text}))
     ds = app.state.dataset
     assert ds.name == "up.csv" and ds.n == 90 and ds.y is not None
     assert dc.label.visible and dc.label.value == 2 and not dc.dataset.visible
     _act(lambda: setattr(dc.label, "value", None))
     assert app.state.dataset.d == 3 and app.state.dataset.y is None
-    _act(lambda: dc.upload.param.update(filename="bad.csv", value=b"1,2\n3\n"))
+    _act(lambda: dc.upload.param.update(value={"bad.csv": b"1,2\n3\n"}))
     assert dc.alert.visible and "bad.csv" in dc.alert.object
     assert app.state.dataset.n == 90  # the previous data stays
 
