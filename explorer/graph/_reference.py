@@ -100,43 +100,81 @@ class PairValues:
         return weights_from(compared, self.params)
 
 
+#: Float64 elements of one feature block in :func:`_ordered_sum` (512 KiB: the size that
+#: kept d = 784 fast, see :data:`_PAIR_CHUNK`).
+_SUM_BLOCK = 1 << 16
+
+
+def _ordered_sum(one, block, n_features: int, shape) -> np.ndarray:
+    """``Σ_k term_k`` accumulated feature by feature in the order k = 0, 1, ..., d − 1.
+
+    The rounding is that of the loop ``out = 0; out += term_k`` whichever way it runs
+    (``np.add.accumulate`` is a sequential scan, and ``out + t`` rounds as ``t + out``),
+    so every path that sums the same terms gets the same float64 bits: builders that
+    use the pair path and builders that use the dense path decide a pair identically.
+    Large sums go one feature at a time, in place; small ones (few pairs of very wide
+    data: d = 10⁶, two rows) take the features in blocks of about :data:`_SUM_BLOCK`
+    elements, so that they cost d / block Python steps, not d (a loop per feature held
+    the app's server for minutes on such a file).
+
+    Parameters
+    ----------
+    one : callable
+        ``one(k)``: the terms of feature k, of shape `shape` (a new array).
+    block : callable
+        ``block(k0, k1)``: the terms of features ``k0:k1``, shape ``(k1 - k0, *shape)``
+        (a new array: it is modified).
+    n_features : int
+    shape : tuple
+        Shape of the sum.
+    """
+    size = max(1, int(np.prod(shape)))
+    step = _SUM_BLOCK // size
+    out = np.zeros(shape)
+    if step < 2:
+        for k in range(n_features):
+            out += one(k)
+        return out
+    for k0 in range(0, n_features, step):
+        terms = block(k0, min(n_features, k0 + step))
+        terms[0] += out
+        out = np.add.accumulate(terms, axis=0)[-1]
+    return out
+
+
+def _squared(diff):
+    diff *= diff
+    return diff
+
+
 def _norms(cols):
-    acc = np.zeros(cols.shape[1])
-    for c in cols:
-        acc += c * c
-    return np.sqrt(acc)
+    return np.sqrt(_ordered_sum(lambda k: cols[k] * cols[k],
+                                lambda k0, k1: _squared(cols[k0:k1].copy()),
+                                cols.shape[0], (cols.shape[1],)))
 
 
 def _sqdist_dense(a, b):
-    out = np.zeros((a.shape[1], b.shape[1]))
-    for ak, bk in zip(a, b, strict=True):
-        diff = ak[:, None] - bk[None, :]
-        diff *= diff
-        out += diff
-    return out
+    return _ordered_sum(lambda k: _squared(a[k][:, None] - b[k][None, :]),
+                        lambda k0, k1: _squared(a[k0:k1, :, None] - b[k0:k1, None, :]),
+                        a.shape[0], (a.shape[1], b.shape[1]))
 
 
 def _sqdist_pairs(cols, i, j):
-    out = np.zeros(i.shape[0])
-    for c in cols:
-        diff = c[i] - c[j]
-        diff *= diff
-        out += diff
-    return out
+    return _ordered_sum(lambda k: _squared(cols[k][i] - cols[k][j]),
+                        lambda k0, k1: _squared(cols[k0:k1, i] - cols[k0:k1, j]),
+                        cols.shape[0], (i.shape[0],))
 
 
 def _dot_dense(a, b):
-    out = np.zeros((a.shape[1], b.shape[1]))
-    for ak, bk in zip(a, b, strict=True):
-        out += ak[:, None] * bk[None, :]
-    return out
+    return _ordered_sum(lambda k: a[k][:, None] * b[k][None, :],
+                        lambda k0, k1: a[k0:k1, :, None] * b[k0:k1, None, :],
+                        a.shape[0], (a.shape[1], b.shape[1]))
 
 
 def _dot_pairs(cols, i, j):
-    out = np.zeros(i.shape[0])
-    for c in cols:
-        out += c[i] * c[j]
-    return out
+    return _ordered_sum(lambda k: cols[k][i] * cols[k][j],
+                        lambda k0, k1: cols[k0:k1, i] * cols[k0:k1, j],
+                        cols.shape[0], (i.shape[0],))
 
 
 def _cosine(dot, norm_a, norm_b):
