@@ -11,6 +11,7 @@ from scipy.spatial.distance import cdist
 
 from explorer.graph import EdgeRule
 from explorer.graph.reference import (
+    PairValues,
     edge_mask,
     pair_values,
     pair_values_at,
@@ -234,3 +235,25 @@ def test_reference_blocks_do_not_change_the_result(rng, monkeypatch):
     pieces = reference_csr(X, params)
     for name in ("indptr", "indices", "data"):
         assert np.array_equal(getattr(whole, name), getattr(pieces, name))
+
+
+@pytest.mark.parametrize("metric", ["uniform", "cosine"])
+def test_very_wide_data_sums_features_in_the_loops_order(rng, metric):
+    # Few pairs of very wide data take the features in blocks (d / block Python steps,
+    # not d); the values must keep the bits of the one-feature-at-a-time loop that
+    # larger sums use, so that the pair and dense paths still decide pairs alike.
+    X = (rng.normal(size=(3, 40_000)) * 100).astype(np.float32)
+    rule = (EdgeRule.from_args("cosine", threshold_sim=0.0) if metric == "cosine"
+            else EdgeRule.from_args("uniform", threshold_sqdist=1e9))
+    values = PairValues(X, rule)
+    cols = X.astype(np.float64).T
+    i, j = np.array([0, 0, 1]), np.array([1, 2, 2])
+    want = np.zeros(3)
+    norms = np.zeros(3)
+    for c in cols:
+        want += (c[i] - c[j]) ** 2 if metric == "uniform" else c[i] * c[j]
+        norms += c * c
+    if metric == "cosine":
+        want = want / (np.sqrt(norms)[i] * np.sqrt(norms)[j])
+    np.testing.assert_array_equal(values.at(i, j), want)
+    np.testing.assert_array_equal(values.block(np.arange(3))[i, j], want)
