@@ -97,6 +97,50 @@ def _rows_cols(m):
     return rows, m.indices.astype(np.int64)
 
 
+def _check_rows_form(m, r0: int, n: int):
+    """The canonical form of rows ``r0:r0 + m.shape[0]`` of an n-column graph, as
+    :func:`check_canonical` and :func:`check_row_block` define it (everything but
+    squareness and symmetry); returns the entries' local rows and their columns."""
+    rows_n, nnz = m.shape[0], int(m.nnz)
+    if m.data.dtype != np.float32:
+        raise AssertionError(f"data dtype is {m.data.dtype}, expected float32")
+    want = np.dtype(index_dtype(nnz, n))
+    if m.indices.dtype != want or m.indptr.dtype != want:
+        raise AssertionError(
+            f"index dtypes indices={m.indices.dtype}, indptr={m.indptr.dtype}; expected {want} "
+            f"for nnz={nnz}, n={n}"
+        )
+    ptr = m.indptr
+    if (ptr.shape != (rows_n + 1,) or ptr[0] != 0 or ptr[-1] != nnz
+            or m.indices.size != nnz or m.data.size != nnz):
+        raise AssertionError(
+            f"inconsistent indptr: length {ptr.size} (want {rows_n + 1}), first {ptr[0]}, "
+            f"last {ptr[-1]}, nnz {nnz}, len(indices) {m.indices.size}, len(data) {m.data.size}"
+        )
+    if np.any(np.diff(ptr) < 0):
+        bad = np.flatnonzero(np.diff(ptr) < 0)[:5]
+        raise AssertionError(f"indptr decreases at rows {bad.tolist()}")
+    if not np.all(np.isfinite(m.data)):
+        bad = np.flatnonzero(~np.isfinite(m.data))[:5]
+        raise AssertionError(f"{np.count_nonzero(~np.isfinite(m.data))} non-finite values, "
+                             f"at data positions {bad.tolist()}")
+    rows, cols = _rows_cols(m)
+    if nnz and (cols.min() < 0 or cols.max() >= n):
+        raise AssertionError(f"column indices outside [0, {n}): min {cols.min()}, max {cols.max()}")
+    unsorted = (rows[1:] == rows[:-1]) & (cols[1:] <= cols[:-1])
+    if np.any(unsorted):
+        k = np.flatnonzero(unsorted)[:5]
+        raise AssertionError(
+            "column indices not strictly ascending within rows (unsorted or duplicated): "
+            + ", ".join(f"row {r0 + rows[q]}: {cols[q]} then {cols[q + 1]}" for q in k)
+        )
+    diag = rows + r0 == cols
+    if np.any(diag):
+        raise AssertionError(f"{np.count_nonzero(diag)} stored diagonal entries, rows "
+                             f"{(rows[diag][:5] + r0).tolist()}")
+    return rows, cols
+
+
 def check_canonical(csr, *, symmetry_rtol: float = 0.0) -> None:
     """Assert that `csr` is a graph in the canonical form every builder must return.
 
@@ -128,46 +172,8 @@ def check_canonical(csr, *, symmetry_rtol: float = 0.0) -> None:
     n_rows, n_cols = m.shape
     if n_rows != n_cols:
         raise AssertionError(f"not square: shape {m.shape}")
-    n, nnz = n_rows, int(m.nnz)
-    if m.data.dtype != np.float32:
-        raise AssertionError(f"data dtype is {m.data.dtype}, expected float32")
-    want = np.dtype(index_dtype(nnz, n))
-    if m.indices.dtype != want or m.indptr.dtype != want:
-        raise AssertionError(
-            f"index dtypes indices={m.indices.dtype}, indptr={m.indptr.dtype}; expected {want} "
-            f"for nnz={nnz}, n={n}"
-        )
-    ptr = m.indptr
-    if ptr.shape != (n + 1,) or ptr[0] != 0 or ptr[-1] != nnz or m.indices.size != nnz:
-        raise AssertionError(
-            f"inconsistent indptr: length {ptr.size} (want {n + 1}), first {ptr[0]}, "
-            f"last {ptr[-1]}, nnz {nnz}, len(indices) {m.indices.size}, len(data) {m.data.size}"
-        )
-    if np.any(np.diff(ptr) < 0):
-        bad = np.flatnonzero(np.diff(ptr) < 0)[:5]
-        raise AssertionError(f"indptr decreases at rows {bad.tolist()}")
-    if m.data.size != nnz:
-        raise AssertionError(f"len(data)={m.data.size} != nnz={nnz}")
-    if not np.all(np.isfinite(m.data)):
-        bad = np.flatnonzero(~np.isfinite(m.data))[:5]
-        raise AssertionError(f"{np.count_nonzero(~np.isfinite(m.data))} non-finite values, "
-                             f"at data positions {bad.tolist()}")
-    rows, cols = _rows_cols(m)
-    if nnz and (cols.min() < 0 or cols.max() >= n):
-        raise AssertionError(f"column indices outside [0, {n}): min {cols.min()}, max {cols.max()}")
-    same_row = rows[1:] == rows[:-1]
-    unsorted = same_row & (cols[1:] <= cols[:-1])
-    if np.any(unsorted):
-        k = np.flatnonzero(unsorted)[:5]
-        raise AssertionError(
-            "column indices not strictly ascending within rows (unsorted or duplicated): "
-            + ", ".join(f"row {rows[q]}: {cols[q]} then {cols[q + 1]}" for q in k)
-        )
-    diag = rows == cols
-    if np.any(diag):
-        raise AssertionError(
-            f"{np.count_nonzero(diag)} stored diagonal entries, rows {rows[diag][:5].tolist()}"
-        )
+    n = n_rows
+    rows, cols = _check_rows_form(m, 0, n)
     # Symmetry: the transposed entries, sorted like the originals, must match them.
     key = rows * n + cols
     tkey = cols * n + rows
@@ -218,41 +224,7 @@ def check_row_block(block, r0: int, n: int) -> None:
     rows_n = m.shape[0]
     if m.shape != (rows_n, n):
         raise AssertionError(f"shape {m.shape}, expected ({rows_n}, {n})")
-    nnz = int(m.nnz)
-    if m.data.dtype != np.float32:
-        raise AssertionError(f"data dtype is {m.data.dtype}, expected float32")
-    want = np.dtype(index_dtype(nnz, n))
-    if m.indices.dtype != want or m.indptr.dtype != want:
-        raise AssertionError(
-            f"index dtypes indices={m.indices.dtype}, indptr={m.indptr.dtype}; expected {want} "
-            f"for nnz={nnz}, n={n}"
-        )
-    ptr = m.indptr
-    if ptr.shape != (rows_n + 1,) or ptr[0] != 0 or ptr[-1] != nnz or m.indices.size != nnz \
-            or m.data.size != nnz:
-        raise AssertionError(
-            f"inconsistent indptr: length {ptr.size} (want {rows_n + 1}), first {ptr[0]}, "
-            f"last {ptr[-1]}, nnz {nnz}, len(indices) {m.indices.size}, len(data) {m.data.size}"
-        )
-    if np.any(np.diff(ptr) < 0):
-        raise AssertionError(f"indptr decreases at rows {np.flatnonzero(np.diff(ptr) < 0)[:5]}")
-    if not np.all(np.isfinite(m.data)):
-        raise AssertionError(f"{np.count_nonzero(~np.isfinite(m.data))} non-finite values")
-    rows, cols = _rows_cols(m)
-    if nnz and (cols.min() < 0 or cols.max() >= n):
-        raise AssertionError(f"column indices outside [0, {n}): min {cols.min()}, max {cols.max()}")
-    unsorted = (rows[1:] == rows[:-1]) & (cols[1:] <= cols[:-1])
-    if np.any(unsorted):
-        k = np.flatnonzero(unsorted)[:5]
-        raise AssertionError(
-            "column indices not strictly ascending within rows (unsorted or duplicated): "
-            + ", ".join(f"row {r0 + rows[q]}: {cols[q]} then {cols[q + 1]}" for q in k)
-        )
-    diag = rows + r0 == cols
-    if np.any(diag):
-        raise AssertionError(f"{np.count_nonzero(diag)} stored diagonal entries, rows "
-                             f"{(rows[diag][:5] + r0).tolist()}")
-
+    _check_rows_form(m, r0, n)
 
 def assert_same_graph(
     actual, expected, X, params: EdgeRule, rtol: float = 1e-5, *, atol: float | None = None,
