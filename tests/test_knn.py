@@ -308,3 +308,11 @@ def test_cli_builds_knn_graphs(capsys):
                      "--n-neighbors", "8", "--backend", "cpu"])
     out = capsys.readouterr().out
     assert code in (0, None) and "mutual_knn k=8" in out
+
+
+@pytest.mark.parametrize("kw", [{"affinity": "knn"}, {"sigma": "local"}])
+def test_dask_arrays_refuse_knn_and_local_sigma_by_name(kw):
+    da = pytest.importorskip("dask.array")
+    X = da.from_array(np.random.default_rng(0).random((100, 2)), chunks=50)
+    with pytest.raises(ValueError, match="is not available for a Dask array yet"):
+        SpectralClustering(2, backend="cpu", **kw).fit(X)
