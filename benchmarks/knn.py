@@ -152,7 +152,7 @@ def main(argv=None):
         r = run_case(name, n, args.k, args.repeats, args.peer_full_max, args.peer_rows)
         print(r, flush=True)
         results.append(r)
-    payload = {"benchmark": "knn", "environment": environment_info(), "argv": argv,
+    payload = {"benchmark": "knn", "environment": environment_info("gpu"), "argv": argv,
                "repeats": args.repeats, "cases": results}
     if args.cpu_stats:
         payload["cpu_graph_stats"] = cpu_stats(args.cpu_stats, args.k, args.repeats)
