@@ -158,6 +158,13 @@ def fit_spectral(estimator, X, client=None):
     if estimator.affinity == "precomputed":
         raise ValueError("affinity='precomputed' is not available for a Dask array; pass "
                          "the points (affinity='epsilon') or a SciPy/NumPy affinity matrix")
+    if estimator.affinity != "epsilon" or isinstance(estimator.sigma, str) and (
+            estimator.sigma == "local"):
+        what = (f"affinity={estimator.affinity!r}" if estimator.affinity != "epsilon"
+                else "sigma='local'")
+        raise ValueError(f"{what} is not available for a Dask array yet (the row blocks "
+                         "build ε graphs with a fixed σ); use affinity='epsilon' with a "
+                         "numeric or 'auto' sigma, or fit the points as a NumPy or CuPy array")
     check_choice(estimator.eigen_solver, "eigen_solver", DISTRIBUTED_SOLVERS)
     method = check_choice(estimator.method, "method", METHODS)
     client = get_client(client)
