@@ -12,13 +12,14 @@ one of the device (named) and a measured device-to-device copy. Conversion times
 (CSR → CSRC, CSR → explicit transposed CSR) and the bytes of each storage.
 
 ``pipeline``: infinite digits (n × 784, generated on all host cores in chunks with their
-own seeds, same distributions as ``explorer.data.load("infinite-digits")``) clustered by
+own seeds, same distributions as ``explorer.data.load("infinite-digits")``; rendered on
+the GPU by ``explorer.data.infinite_digits_gpu`` where the data package has it) clustered by
 :func:`explorer.landmarks.landmark_partition` (gaussian and cosine weights) and, where
 it fits, by the exact ε-graph pipeline (``SpectralClustering`` with the suggested
 parameters): times per stage and ARI against the digit labels and against each other.
 
     python benchmarks/csrc.py spmm --n 1000000 10000000
-    python benchmarks/csrc.py pipeline --n 1000000 --exact
+    python benchmarks/csrc.py pipeline --n 1000000 --r 3 5 --exact
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def bench_spmm(ns, p, r, widths, repeats, bandwidths):
                 ("direct", "cusparse csr"): (lambda o=ops: o["Z"] @ o["V"], csr_bytes),
                 ("transposed", "csrc shared"): (
                     lambda o=ops: csrc.spmm_t(o["M"], o["U"], "shared"), M.nbytes)
-                if csrc.transposed_variant(p, w) == "shared" else None,
+                if p * w * 4 <= csrc.SHARED_RESULT_MAX_BYTES else None,
                 ("transposed", "csrc runs"): (
                     lambda o=ops: csrc.spmm_t(o["M"], o["U"], "runs"), M.nbytes),
                 ("transposed", "cusparse explicit Zt"): (
@@ -193,72 +194,118 @@ def bench_spmm(ns, p, r, widths, repeats, bandwidths):
 # ------------------------------------------------------------------ pipeline
 
 
-def bench_pipeline(ns, exact, p, r, seed):
+def gpu_digits(n: int, seed: int):
+    """Infinite digits rendered on the GPU (``explorer.data.infinite_digits_gpu``, the
+    generator's own draws), or None where this checkout's data package lacks it."""
+    import explorer.data
+
+    make = getattr(explorer.data, "infinite_digits_gpu", None)
+    if make is None:
+        return None
+    import cupy
+
+    t0 = time.perf_counter()
+    X, y = make(n, np.random.default_rng(seed))
+    cupy.cuda.Device().synchronize()
+    return X, np.asarray(y), time.perf_counter() - t0
+
+
+def landmark_run(Xg, y, k, p, r, metric, seed):
+    import cupy
+    from sklearn.metrics import adjusted_rand_score
+
+    from explorer.landmarks import landmark_partition
+
+    landmark_partition(Xg[:20000], k, n_landmarks=p, n_nearest=r, metric=metric,
+                       backend="gpu", random_state=seed)  # warm-up: compile, pools
+    cupy.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    part = landmark_partition(Xg, k, n_landmarks=p, n_nearest=r, metric=metric,
+                              backend="gpu", random_state=seed)
+    cupy.cuda.Device().synchronize()
+    wall = time.perf_counter() - t0
+    labels = cupy.asnumpy(part.labels)
+    rec = {"n_landmarks": p, "n_nearest": r, "metric": metric, "wall_s": wall,
+           "timings": part.timings, "ari": adjusted_rand_score(y, labels),
+           "svd_iterations": part.iterations, "block_size": part.svd.block_size,
+           "converged": part.svd.converged, "max_residual": float(part.svd.residuals.max()),
+           "singular_values": part.singular_values, "sigma": part.sigma,
+           "isolated": int((labels < 0).sum()), "affinity_bytes": part.affinity.nbytes,
+           "kmeans_iterations": int(part.kmeans.n_iter_)}
+    print(f"landmarks p={p} r={r} {metric}: {wall:.2f} s "
+          f"{ {k: round(v, 3) for k, v in part.timings.items()} } ARI {rec['ari']:.3f}",
+          flush=True)
+    return rec, labels
+
+
+def exact_run(Xg, y, k, seed):
     import cupy
     from sklearn.metrics import adjusted_rand_score
 
     from explorer import SpectralClustering
-    from explorer.landmarks import landmark_partition
 
-    out = []
-    for n, (X, y, t_gen) in ns.items():
-        Xg = cupy.asarray(X)
-        rec = {"n": n, "d": X.shape[1], "generation_s": t_gen, "landmarks": {}}
-        labels = {}
-        for metric in ("gaussian", "cosine"):
-            landmark_partition(Xg[:20000], 10, n_landmarks=p, n_nearest=r, metric=metric,
-                               backend="gpu", random_state=seed)  # warm-up: compile, pools
-            cupy.cuda.Device().synchronize()
-            t0 = time.perf_counter()
-            part = landmark_partition(Xg, 10, n_landmarks=p, n_nearest=r, metric=metric,
-                                      backend="gpu", random_state=seed)
-            cupy.cuda.Device().synchronize()
-            wall = time.perf_counter() - t0
-            lab = cupy.asnumpy(part.labels)
-            labels[metric] = lab
-            rec["landmarks"][metric] = {
-                "wall_s": wall, "timings": part.timings, "ari": adjusted_rand_score(y, lab),
-                "iterations": part.iterations, "block_size": part.svd.block_size,
-                "converged": part.svd.converged, "max_residual": float(part.svd.residuals.max()),
-                "singular_values": part.singular_values, "sigma": part.sigma,
-                "isolated": int((lab < 0).sum()), "affinity_bytes": part.affinity.nbytes,
-                "n_landmarks": p, "n_nearest": r}
-            print(f"landmarks n={n} {metric}: {wall:.2f} s {part.timings} "
-                  f"ARI {rec['landmarks'][metric]['ari']:.3f}", flush=True)
-            del part
-        if exact:
-            try:
-                t0 = time.perf_counter()
-                sc = SpectralClustering(10, backend="gpu", random_state=seed).fit(Xg)
-                cupy.cuda.Device().synchronize()
-                wall = time.perf_counter() - t0
-                lab = np.asarray(sc.labels_.get() if hasattr(sc.labels_, "get") else sc.labels_)
-                rec["exact"] = {
-                    "wall_s": wall, "timings": sc.timings_, "ari": adjusted_rand_score(y, lab),
-                    "edge_rule": sc.edge_rule_.describe(), "nnz": int(sc.graph_stats_.nnz),
-                    "isolated": int((lab < 0).sum()), "eigen_solver": sc.eigen_solver_}
-                for metric, lab_l in labels.items():
-                    rec["landmarks"][metric]["ari_vs_exact"] = adjusted_rand_score(lab, lab_l)
-                    rec["landmarks"][metric]["speedup_vs_exact"] = \
-                        wall / rec["landmarks"][metric]["wall_s"]
-                print(f"exact n={n}: {wall:.2f} s {sc.timings_} ARI {rec['exact']['ari']:.3f}",
-                      flush=True)
-                del sc
-            except Exception as exc:  # noqa: BLE001  (recorded: memory, time)
-                rec["exact"] = {"error": f"{type(exc).__name__}: {exc}"}
-                print("exact failed:", exc, flush=True)
-        out.append(rec)
-        del Xg
-        cupy.get_default_memory_pool().free_all_blocks()
-    return out
+    t0 = time.perf_counter()
+    sc = SpectralClustering(k, backend="gpu", random_state=seed).fit(Xg)
+    cupy.cuda.Device().synchronize()
+    wall = time.perf_counter() - t0
+    labels = cupy.asnumpy(cupy.asarray(sc.labels_))
+    rec = {"wall_s": wall, "timings": sc.timings_, "ari": adjusted_rand_score(y, labels),
+           "edge_rule": sc.edge_rule_.describe(), "nnz": int(sc.graph_stats_.nnz),
+           "isolated": int((labels < 0).sum()), "eigen_solver": sc.eigen_solver_,
+           "graph_method": sc.graph_.method}
+    print(f"exact: {wall:.2f} s { {k: round(v, 3) for k, v in sc.timings_.items()} } "
+          f"ARI {rec['ari']:.3f} nnz {rec['nnz']}", flush=True)
+    return rec, labels
+
+
+def bench_pipeline(n, exact, configs, seed, save):
+    """Landmark runs (and the exact one) on n infinite digits; `save(record)` after each
+    measurement, so a run cut short keeps what it measured."""
+    import cupy
+    from sklearn.metrics import adjusted_rand_score
+
+    made = gpu_digits(n, seed)
+    if made is None:
+        X, y, t_gen = digits(n, seed)
+        where = "host, all cores"
+    else:
+        X, y, t_gen = made
+        where = "GPU (explorer.data.infinite_digits_gpu)"
+    t0 = time.perf_counter()
+    Xg = cupy.asarray(X)
+    cupy.cuda.Device().synchronize()
+    t_copy = time.perf_counter() - t0 if made is None else 0.0
+    del X
+    rec = {"n": n, "d": int(Xg.shape[1]), "generation_s": t_gen, "generated_on": where,
+           "host_to_device_s": t_copy, "landmarks": []}
+    print(f"n={n}: generated on the {where} in {t_gen:.1f} s", flush=True)
+    labels = []
+    for p, r, metric in configs:
+        out, lab = landmark_run(Xg, y, 10, p, r, metric, seed)
+        rec["landmarks"].append(out)
+        labels.append(lab)
+        save(rec)
+    if exact:
+        try:
+            rec["exact"], lab = exact_run(Xg, y, 10, seed)
+            for out, lab_l in zip(rec["landmarks"], labels, strict=True):
+                out["ari_vs_exact"] = adjusted_rand_score(lab, lab_l)
+                out["speedup_vs_exact"] = rec["exact"]["wall_s"] / out["wall_s"]
+        except Exception as exc:  # noqa: BLE001  (recorded: memory, time)
+            rec["exact"] = {"error": f"{type(exc).__name__}: {exc}"}
+            print("exact failed:", exc, flush=True)
+        save(rec)
+    return rec
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("part", choices=("spmm", "pipeline"))
     ap.add_argument("--n", type=int, nargs="+", default=[1_000_000])
-    ap.add_argument("--p", type=int, default=1000)
-    ap.add_argument("--r", type=int, default=5)
+    ap.add_argument("--p", type=int, nargs="+", default=[1000],
+                    help="landmarks (pipeline: each with each --r and metric)")
+    ap.add_argument("--r", type=int, nargs="+", default=[5])
+    ap.add_argument("--metrics", nargs="+", default=["gaussian", "cosine"])
     ap.add_argument("--widths", type=int, nargs="+", default=[8, 16, 32])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--exact", action="store_true", help="also run the exact pipeline")
@@ -266,32 +313,33 @@ def main(argv=None):
     ap.add_argument("--out", default="csrc", help="result name (merged into the file)")
     args = ap.parse_args(argv)
 
-    data = {}
-    if args.part == "pipeline":  # before CUDA starts: the generator forks
-        for n in args.n:
-            data[n] = digits(n, args.seed)
-            print(f"generated {n} x {D} in {data[n][2]:.1f} s", flush=True)
-    env = environment_info()
     path = RESULTS / f"{args.out}.json"
     result = json.loads(path.read_text()) if path.exists() else {}
-    result["environment"] = env
-    device = env.get("gpu", {}).get("name", "unknown")
-    if args.part == "spmm":
-        nominal, named = nominal_bandwidth(device)
-        measured = measured_bandwidth()
-        result["spmm"] = {
-            "bandwidth": {"nominal_Bps": nominal, "nominal_source": named,
-                          "measured_copy_Bps": measured},
-            "protocol": "CUDA events, 1 warm-up, median of --repeats; bytes moved = matrix "
-                        "as stored + the n x w dense operand (read or written) + p x w",
-            "rows": bench_spmm(args.n, args.p, args.r, args.widths, args.repeats,
-                               {"nominal": nominal, "measured": measured}),
-        }
-    else:
+    if args.part == "pipeline":
+        configs = [(p, r, m) for p in args.p for r in args.r for m in args.metrics]
         result.setdefault("pipeline", {})
-        for rec in bench_pipeline(data, args.exact, args.p, args.r, args.seed):
-            result["pipeline"][str(rec["n"])] = rec
+        for n in args.n:
+            def save(rec, n=n):
+                result["environment"] = environment_info("gpu")
+                result["pipeline"][str(n)] = rec
+                write_result(args.out, plain(result))
+            bench_pipeline(n, args.exact, configs, args.seed, save)
+        print(path)
+        return 0
+    env = environment_info("gpu")
+    result["environment"] = env
+    nominal, named = nominal_bandwidth(env.get("gpu", {}).get("name", "unknown"))
+    measured = measured_bandwidth()
+    result["spmm"] = {
+        "bandwidth": {"nominal_Bps": nominal, "nominal_source": named,
+                      "measured_copy_Bps": measured},
+        "protocol": "CUDA events, 1 warm-up, median of --repeats; bytes moved = matrix "
+                    "as stored + the n x w dense operand (read or written) + p x w",
+        "rows": bench_spmm(args.n, args.p[0], args.r[0], args.widths, args.repeats,
+                           {"nominal": nominal, "measured": measured}),
+    }
     print(write_result(args.out, plain(result)))
+    return 0
 
 
 if __name__ == "__main__":

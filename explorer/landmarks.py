@@ -141,8 +141,9 @@ class LandmarkPartition:
         Their rows scaled to unit length, which k-means clustered (NaN rows for
         isolated points).
     isolated : ndarray of bool, shape (n,)
-    affinity : LandmarkAffinity
-        Ẑ as stored for the products.
+    affinity : LandmarkAffinity or None
+        Ẑ as stored for the products (None in ``SpectralClustering.landmark_partition_``,
+        which keeps no n × p matrix).
     svd : TruncatedSVD
         The solver's result (residuals, iterations, block size, convergence).
     solver : str
@@ -167,7 +168,7 @@ class LandmarkPartition:
     vectors: object
     embedding: object
     isolated: object
-    affinity: LandmarkAffinity
+    affinity: LandmarkAffinity | None
     svd: TruncatedSVD
     solver: str
     kmeans: KMeans
@@ -201,7 +202,15 @@ class LandmarkAffinity:
         Ẑ's values (row-normalised weights times D^-1/2 of the landmark).
     p : int
     spmm : {"csrc", "cusparse", "scipy"}
+
+    Attributes
+    ----------
+    trivial : numpy.ndarray of float64, shape (p,) or None
+        The right singular vector of σ = 1 whose left vector is constant (on the rows
+        that are not isolated): D^1/2 / ‖D^1/2‖, set by :func:`landmark_affinity`.
     """
+
+    trivial = None
 
     def __init__(self, cols, vals, p: int, spmm: str):
         n, r = cols.shape
@@ -258,6 +267,30 @@ class LandmarkAffinity:
             w = part.shape[1]
             parts.append(to_numpy(csrc.spmm_t(self.matrix, _pad_columns(part, xp))[:, :w]))
         return np.concatenate(parts, axis=1).astype(np.float64)
+
+
+class DeflatedOperator:
+    """``A (I − v vᵀ)``: an operator with its unit right singular vector `v` (p,)
+    removed, so that a truncated SVD of it gives the singular triplets after v's.
+
+    Landmark clustering removes the trivial pair of Ẑ (σ = 1, a constant left vector)
+    this way: LSC's code computes k + 1 vectors and drops the first, which is that pair
+    only when σ₁ = 1 is simple; the deflation is right also when several singular
+    values are 1 (separate components).
+    """
+
+    def __init__(self, op, v):
+        self.op = op
+        self.v = np.asarray(v, dtype=np.float64)
+        self.shape = op.shape
+
+    def matmul(self, Q):
+        Q = np.asarray(Q, dtype=np.float64)
+        return self.op.matmul(Q - np.outer(self.v, self.v @ Q))
+
+    def rmatmul(self, Y):
+        W = self.op.rmatmul(Y)
+        return W - np.outer(self.v, self.v @ W)
 
 
 def _pad_columns(M, xp):
@@ -444,7 +477,10 @@ def landmark_affinity(cols, values, p: int, metric: str, sigma, spmm: str):
                          minlength=p)
     inv_sqrt = xp.where(degree > 0, 1.0 / xp.sqrt(xp.where(degree > 0, degree, 1.0)), 0.0)
     Zhat = (W * inv_sqrt[cols]).astype(xp.float32)
-    return LandmarkAffinity(cols, Zhat, p, spmm), isolated, sigma
+    affinity = LandmarkAffinity(cols, Zhat, p, spmm)
+    root = np.sqrt(to_numpy(degree))
+    affinity.trivial = root / max(float(np.linalg.norm(root)), np.finfo(np.float64).tiny)
+    return affinity, isolated, sigma
 
 
 # ------------------------------------------------------------------ the truncated SVD
@@ -692,19 +728,19 @@ def landmark_partition(
 
     Xv = check_data(X, center=metric != "cosine")
     n, d = Xv.shape
-    p = check_int(n_landmarks, "n_landmarks", low=1)
+    p = check_int(n_landmarks, "n_landmarks", low=2)
     if p > n:
         raise ValueError(f"n_landmarks={p} is out of range for n_samples={n}; allowed: "
-                         f"{1 if auto else n_clusters} <= n_landmarks <= n_samples={n}")
-    if not auto and n_clusters > p:
-        raise ValueError(f"n_clusters={n_clusters} is out of range: at most n_landmarks={p} "
-                         f"singular vectors exist; allowed: 1 <= n_clusters <= {p} (or raise "
-                         "n_landmarks)")
+                         f"{2 if auto else n_clusters + 1} <= n_landmarks <= n_samples={n}")
+    if not auto and n_clusters > p - 1:
+        raise ValueError(f"n_clusters={n_clusters} is out of range: n_landmarks={p} give "
+                         f"{p - 1} singular vectors besides the trivial one; allowed: "
+                         f"1 <= n_clusters <= {p - 1} (or raise n_landmarks)")
     r = check_int(n_nearest, "n_nearest", low=1)
     if r > min(p, MAX_NEAREST):
         raise ValueError(f"n_nearest={r} is out of range; allowed: 1 <= n_nearest <= "
                          f"min(n_landmarks={p}, {MAX_NEAREST})")
-    k_solve = min(auto_k_max(n), p) if auto else n_clusters
+    k_solve = min(auto_k_max(n), p - 1) if auto else n_clusters
     width = block_size or min(MAX_WIDTH, max(8, _next_pow2(k_solve + 4)))
     on_device = array_module(Xv) is not np
     _check_memory(estimate_bytes(n, d, p, r, k_solve, width, gpu=be.is_gpu,
@@ -722,14 +758,16 @@ def landmark_partition(
     del cols, values
     _sync(xp)
     t2 = time.perf_counter()
-    svd = block_krylov_svd(affinity, k_solve, block_size=width, tol=svd_tol,
-                           max_iter=svd_max_iter, random_state=rng)
+    svd = block_krylov_svd(DeflatedOperator(affinity, affinity.trivial), k_solve,
+                           block_size=width, tol=svd_tol, max_iter=svd_max_iter,
+                           random_state=rng)
     if not svd.converged:
         warnings.warn(
             f"the truncated SVD stopped after svd_max_iter={svd_max_iter} blocks with "
             f"residuals up to {svd.residuals.max():.2e} (svd_tol={svd_tol:g}); raise "
             "svd_max_iter or svd_tol", UserWarning, stacklevel=2)
-    k = eigengap_k(1.0 - svd.singular_values ** 2) if auto else n_clusters
+    singular = np.concatenate([[1.0], svd.singular_values])  # the trivial σ₁ = 1 first
+    k = min(eigengap_k(1.0 - singular ** 2), k_solve) if auto else n_clusters
     vectors = svd.left[:, :k]
     _sync(xp)
     t3 = time.perf_counter()
@@ -753,7 +791,7 @@ def landmark_partition(
     return LandmarkPartition(
         labels=labels, n_clusters=int(k), landmarks=C, landmark_method=landmark_method,
         n_nearest=r, metric=metric, sigma=sigma_used,
-        singular_values=svd.singular_values[:k], vectors=vectors, embedding=embedding,
+        singular_values=singular[: k + 1], vectors=vectors, embedding=embedding,
         isolated=isolated, affinity=affinity, svd=svd, solver="block-krylov", kmeans=km,
         backend=be.name, backend_reason=be.reason,
         timings={"landmarks": t1 - t0, "affinity": t2 - t1, "svd": t3 - t2,

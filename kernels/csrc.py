@@ -36,9 +36,9 @@ BLOCK = 256
 WIDTHS = (1, 2, 4, 8, 16, 32, 64)
 MAX_WIDTH = WIDTHS[-1]
 
-#: The transposed product keeps the p × width result in a block's shared memory up to
-#: this many bytes (two blocks per multiprocessor fit in an H100's 228 KiB); beyond, it
-#: takes the paper's kernel with global atomics (``csrc_spmm_t_runs``).
+#: The ``"shared"`` transposed product keeps the p × width result in a block's shared
+#: memory, at most this many bytes (two blocks per multiprocessor fit in an H100's
+#: 228 KiB).
 SHARED_RESULT_MAX_BYTES = 96 * 1024
 
 #: Blocks per multiprocessor of the shared-memory transposed product.
@@ -173,18 +173,23 @@ def spmm(A: CsrcMatrix, X):
 
 
 def transposed_variant(p: int, width: int, variant: str = "auto") -> str:
-    """The transposed product's kernel: ``"shared"`` (the p × width result in a block's
-    shared memory, at most :data:`SHARED_RESULT_MAX_BYTES`) or ``"runs"`` (the paper's
-    global atomics after summing runs of one column)."""
+    """The transposed product's kernel.
+
+    ``"runs"`` (``"auto"``): papers/002's kernel, one block per row block, global
+    atomics after summing each run of one column's entries in registers.
+    ``"shared"``: every block keeps the whole p × width result in shared memory (at
+    most :data:`SHARED_RESULT_MAX_BYTES`) over many row blocks, one global atomic per
+    result element and block. Measured on an H200 (benchmarks/results/csrc.json,
+    p = 1000, r = 5), ``"runs"`` is 3.6-6.5× faster at n = 10⁶-10⁷, widths 8-16:
+    the shared variant's few resident blocks cannot hide the latency of the rows of
+    U they gather, while the runs kernel moves 0.8-1.0 TB/s.
+    """
     if variant not in TRANSPOSED_VARIANTS:
         raise ValueError(f"variant={variant!r} is not allowed; use one of {TRANSPOSED_VARIANTS}")
-    fits = p * width * 4 <= SHARED_RESULT_MAX_BYTES
-    if variant == "shared" and not fits:
+    if variant == "shared" and p * width * 4 > SHARED_RESULT_MAX_BYTES:
         raise ValueError(f"variant='shared' needs p * width * 4 <= {SHARED_RESULT_MAX_BYTES} "
                          f"bytes; got p={p}, width={width}")
-    if variant == "auto":
-        return "shared" if fits else "runs"
-    return variant
+    return "runs" if variant == "auto" else variant
 
 
 def spmm_t(A: CsrcMatrix, U, variant: str = "auto"):

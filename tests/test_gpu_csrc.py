@@ -80,7 +80,8 @@ def test_products_match_float64(n, p, density, width, rng, poisoned):
     assert np.all(np.abs(Y - want) <= 1e-5 * scale + 1e-30)
     wantT = A64.T @ U.astype(np.float64)
     scaleT = np.abs(A64.T) @ np.abs(U.astype(np.float64))
-    variants = ["runs"] + (["shared"] if csrc.transposed_variant(p, width) == "shared" else [])
+    fits = p * width * 4 <= csrc.SHARED_RESULT_MAX_BYTES
+    variants = ["auto", "runs"] + (["shared"] if fits else [])
     for variant in variants:
         W = cupy.asnumpy(csrc.spmm_t(M, cupy.asarray(U), variant))
         assert W.shape == (p, width) and np.isfinite(W).all()
@@ -92,8 +93,8 @@ def test_transposed_variants_and_bad_operands(rng):
     import cupy
     from explorer.kernels import csrc
 
-    assert csrc.transposed_variant(1000, 16) == "shared"
-    assert csrc.transposed_variant(1000, 64) == "runs"
+    assert csrc.transposed_variant(1000, 16) == "runs"
+    assert csrc.transposed_variant(1000, 16, "shared") == "shared"
     with pytest.raises(ValueError, match="variant='shared' needs"):
         csrc.transposed_variant(10**5, 8, "shared")
     with pytest.raises(ValueError, match="variant='fast' is not allowed"):
