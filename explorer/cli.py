@@ -98,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--n-init", type=int, default=10, help="k-means restarts (default 10)")
     c.add_argument("--random-state", type=int, default=0,
                    help="seed of the eigensolver start and k-means (default 0)")
+    lm = run.add_argument_group("mode (landmarks: explorer.landmarks, papers/002)")
+    lm.add_argument("--mode", default="exact", choices=("exact", "landmarks"),
+                    help="exact: the epsilon-graph of all pairs; landmarks: landmark spectral "
+                         "clustering through --n-landmarks points (uses --metric, --sigma)")
+    lm.add_argument("--n-landmarks", type=int, metavar="P",
+                    help="landmarks with --mode landmarks (default min(1000, n))")
+    lm.add_argument("--n-nearest-landmarks", type=int, default=5, metavar="R",
+                    help="landmarks each point is joined to with --mode landmarks (default 5)")
     dk = run.add_argument_group(
         "distributed (dask.distributed; pip install 'spectral-explorer[dask]')")
     dk.add_argument("--scheduler", metavar="ADDRESS",
@@ -227,6 +235,8 @@ def _cmd_run(args, out) -> dict:
     from explorer.metrics import clustering_scores
 
     ds, load_s = _load(args)
+    if args.mode == "landmarks":
+        return _cmd_run_landmarks(args, out, ds, load_s)
     graph, filled = _graph_params(args, ds)  # complete: the estimator chooses nothing
     n_clusters = args.n_clusters
     if n_clusters is None:  # as suggested: the classes of labelled data, else the eigengap
@@ -278,6 +288,70 @@ def _cmd_run(args, out) -> dict:
             "iterations": sc.eigen_iterations_,
             "residual_norms": np.asarray(sc.eigen_residuals_, dtype=float).tolist(),
         },
+    }
+
+
+def _cmd_run_landmarks(args, out, ds, load_s) -> dict:
+    """``run --mode landmarks``: no n × n graph, so no graph statistics or cut scores;
+    ARI/NMI against the labels when the data set has them."""
+    from explorer.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+    if args.scheduler:
+        raise ValueError("--scheduler runs --mode exact only")
+    ignored = [flag for flag, value in (
+        ("--threshold-sqdist", args.threshold_sqdist), ("--threshold-sim", args.threshold_sim),
+        ("--hypo-max-nnz-row", args.hypo_max_nnz_row), ("--sp-max-nz-pct", args.sp_max_nz_pct),
+        ("--mem-use-rate", args.mem_use_rate)) if value is not None]
+    if ignored:
+        raise ValueError(f"{', '.join(ignored)} apply to --mode exact (the epsilon-graph), "
+                         "not to --mode landmarks")
+    n_clusters = args.n_clusters
+    if n_clusters is None:
+        n_clusters = "auto" if ds.y is None else ds.n_classes
+    sc = explorer.SpectralClustering(
+        n_clusters=n_clusters, mode="landmarks", metric=args.metric or "auto",
+        sigma="auto" if args.sigma is None else args.sigma, n_landmarks=args.n_landmarks,
+        n_nearest_landmarks=args.n_nearest_landmarks, eigen_tol=args.eigen_tol,
+        eigen_max_iter=args.eigen_max_iter, n_init=args.n_init,
+        random_state=args.random_state, backend=args.backend,
+    ).fit(ds.X)
+    part = sc.landmark_partition_
+    timings = {"data": load_s, **sc.timings_}
+    scores = {}
+    if ds.y is not None:
+        labels = np.asarray(sc.labels_)  # NumPy data in, NumPy labels out
+        scores = {"ari": adjusted_rand_score(ds.y, labels),
+                  "nmi": normalized_mutual_info_score(ds.y, labels),
+                  "n_unclustered": int((labels < 0).sum())}
+    _print_data(out, ds, load_s)
+    _row(out, "backend", f"{sc.backend_}: {sc.backend_reason_}")
+    sigma = "" if sc.sigma_ is None else f", sigma {sc.sigma_:.4g}"
+    _row(out, "landmarks", f"{len(sc.landmarks_)} ({part.landmark_method}), "
+         f"{part.n_nearest} per point, {sc.metric_} weights{sigma}")
+    _row(out, "clustering", f"k={sc.n_clusters_}" + (" (eigengap)" if n_clusters == "auto" else "")
+         + f", truncated SVD {sc.eigen_solver_} (block {part.svd.block_size}), "
+         f"{_iters(sc.eigen_iterations_)}, max residual {float(np.max(part.svd.residuals)):.2g}")
+    _row(out, "eigenvalues", " ".join(f"{v:.4g}" for v in sc.eigenvalues_))
+    if scores:
+        _row(out, "scores", f"ARI {scores['ari']:.4f}  NMI {scores['nmi']:.4f}"
+             + (f"  {scores['n_unclustered']} unclustered (label -1)"
+                if scores["n_unclustered"] else ""))
+    _row(out, "timings", _seconds_text(timings))
+    return {
+        "command": "run",
+        "mode": "landmarks",
+        "data": _data_json(ds),
+        "parameters": dict(sc.get_params()),
+        "backend": {"name": sc.backend_, "reason": sc.backend_reason_},
+        "n_clusters": int(sc.n_clusters_),
+        "landmarks": {"n_landmarks": int(len(sc.landmarks_)), "n_nearest": part.n_nearest,
+                      "method": part.landmark_method, "metric": sc.metric_, "sigma": sc.sigma_},
+        "timings": timings,
+        "scores": scores,
+        "eigenvalues": np.asarray(sc.eigenvalues_, dtype=float).tolist(),
+        "truncated_svd": {"iterations": sc.eigen_iterations_, "block_size": part.svd.block_size,
+                          "residual_norms": np.asarray(part.svd.residuals, dtype=float).tolist(),
+                          "singular_values": np.asarray(part.singular_values, float).tolist()},
     }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
@@ -49,6 +49,10 @@ AFFINITIES = ("epsilon", "knn", "mutual_knn", "nearest_neighbors", "precomputed"
 #: The graph kind (:attr:`explorer.EdgeRule.graph`) of each affinity that builds one.
 AFFINITY_GRAPH = {"epsilon": "epsilon", "knn": "knn", "mutual_knn": "mutual_knn",
                   "nearest_neighbors": "knn"}
+
+#: How :class:`SpectralClustering` clusters: the exact ε-graph, or landmark spectral
+#: clustering (:func:`explorer.landmarks.landmark_partition`).
+MODES = ("exact", "landmarks")
 
 
 class SpectralClustering(ClusterMixin, BaseEstimator):
@@ -129,6 +133,18 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     random_state : int, numpy.random.RandomState or None
         Seeds the eigensolver's start and k-means.
     backend : {"auto", "gpu", "cpu"}, default "auto"
+    mode : {"exact", "landmarks"}, default "exact"
+        ``"exact"``: the ε-graph of all pairs (above). ``"landmarks"``: landmark
+        spectral clustering (:func:`explorer.landmarks.landmark_partition`, whose Notes
+        say what it approximates): the graph W = Ẑ Ẑᵀ through `n_landmarks` landmarks,
+        O(n·p·d) instead of O(n²·d). It uses `metric` (``"auto"``: gaussian; uniform is
+        refused), `sigma`, `eigen_tol` / `eigen_max_iter` (the truncated SVD's
+        tolerance and block limit) and the k-means parameters; the thresholds and
+        builder parameters are unused and ``affinity`` must be ``"epsilon"``.
+    n_landmarks : int, optional
+        p for ``mode="landmarks"``; default min(1000, n_samples).
+    n_nearest_landmarks : int, default 5
+        r for ``mode="landmarks"``: the landmarks each point is joined to.
 
     Attributes
     ----------
@@ -172,6 +188,12 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         data), ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
     backend_ : {"gpu", "cpu"}
     backend_reason_ : str
+    mode_ : {"exact", "landmarks"}
+    landmarks_ : ndarray of shape (n_landmarks, n_features) or None
+        With ``mode="landmarks"``: the landmarks (on the backend's device); there
+        ``affinity_matrix_``, ``graph_``, ``graph_stats_`` and ``edge_rule_`` are None
+        (no n × n graph exists) and ``landmark_partition_`` holds the
+        :class:`explorer.landmarks.LandmarkPartition`.
     n_features_in_ : int
         Columns of X (with ``affinity="precomputed"``, n_samples).
     feature_names_in_ : ndarray of str objects, shape (n_features_in_,)
@@ -252,6 +274,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         kmeans_max_iter=300,
         random_state=None,
         backend="auto",
+        mode="exact",
+        n_landmarks=None,
+        n_nearest_landmarks=5,
     ):
         self.n_clusters = n_clusters
         self.affinity = affinity
@@ -273,6 +298,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.kmeans_max_iter = kmeans_max_iter
         self.random_state = random_state
         self.backend = backend
+        self.mode = mode
+        self.n_landmarks = n_landmarks
+        self.n_nearest_landmarks = n_nearest_landmarks
 
     def fit(self, X, y=None):
         """Cluster the rows of `X` (NumPy or CuPy, n_samples × n_features), or with
@@ -300,6 +328,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
 
             return fit_spectral(self, X)
         t_start = time.perf_counter()
+        if self.mode == "landmarks":
+            return self._fit_landmarks(X, t_start)
         options = self._check_params()
         backend = resolve_backend(self.backend)
         rng = check_random_state(self.random_state)
@@ -385,6 +415,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.eigen_residuals_ = emb.residual_norms
         self.backend_ = graph.backend
         self.backend_reason_ = backend.reason
+        self.mode_ = "exact"
+        self.landmarks_ = None
         self.timings_ = {
             **({"suggest": t_suggest} if rule is not None and rule.suggested else {}),
             "graph": t1 - t0,
@@ -435,7 +467,56 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
                     "eigen_max_iter", EIGEN_MAX_ITER_LIMIT,
                     "the eigensolvers converge (or stall) long before")
         check_random_state(self.random_state)
+        check_choice(self.mode, "mode", MODES)
         return options
+
+    def _fit_landmarks(self, X, t_start):
+        """``mode="landmarks"``: :func:`explorer.landmarks.landmark_partition` with this
+        estimator's parameters, its result recorded as the exact fit's attributes."""
+        from .landmarks import SVD_MAX_ITER, SVD_TOL, landmark_partition
+
+        self._check_params()
+        if self.affinity != "epsilon":
+            raise ValueError(f"affinity={self.affinity!r} is not allowed with mode='landmarks' "
+                             "(it needs points, not a graph); use affinity='epsilon' or "
+                             "mode='exact'")
+        check_choice(self.metric, "metric", ("auto", "gaussian", "cosine"))
+        metric = "gaussian" if self.metric == "auto" else self.metric
+        Xv = check_data(X, center=metric != "cosine")
+        check_features(self, X, reset=True)
+        n_landmarks = min(1000, Xv.shape[0]) if self.n_landmarks is None else self.n_landmarks
+        part = landmark_partition(
+            Xv, self.n_clusters, n_landmarks=n_landmarks, n_nearest=self.n_nearest_landmarks,
+            metric=metric, sigma=self.sigma, backend=self.backend,
+            random_state=self.random_state,
+            svd_tol=SVD_TOL if self.eigen_tol is None else self.eigen_tol,
+            svd_max_iter=SVD_MAX_ITER if self.eigen_max_iter is None else self.eigen_max_iter,
+            n_init=self.n_init, kmeans_tol=self.kmeans_tol, kmeans_max_iter=self.kmeans_max_iter,
+        )
+        k = part.n_clusters
+        self.labels_ = _like_input(part.labels, X)
+        self.n_clusters_ = int(k)
+        # Eigenvalues of the landmark graph's normalised Laplacian I - W: 1 - σ².
+        self.eigenvalues_ = 1.0 - part.singular_values[:k] ** 2
+        self.embedding_ = part.embedding
+        self.eigenvectors_ = part.vectors
+        self.isolated_ = part.isolated
+        self.affinity_matrix_ = self.graph_ = self.graph_stats_ = self.edge_rule_ = None
+        self.metric_, self.sigma_ = metric, part.sigma
+        self.threshold_sqdist_ = self.threshold_sim_ = None
+        self.suggested_params_ = ()
+        self.eigen_solver_ = part.solver
+        self.eigen_iterations_ = part.iterations
+        self.eigen_residuals_ = part.svd.residuals[:k]
+        self.backend_, self.backend_reason_ = part.backend, part.backend_reason
+        self.mode_ = "landmarks"
+        self.landmarks_ = part.landmarks
+        # Without the stored affinity: the estimator keeps no n × p matrix (as it keeps
+        # no graph), and what it keeps pickles to the host (see __getstate__).
+        self.landmark_partition_ = replace(part, affinity=None)
+        self.timings_ = {**{k_: v for k_, v in part.timings.items() if k_ != "total"},
+                         "total": time.perf_counter() - t_start}
+        return self
 
 
 @dataclass
