@@ -37,6 +37,13 @@ from .embedding import (
 )
 from .graph import BuildOptions, EdgeRule, Graph, build_graph, csr_stats
 from .kmeans import MAX_ITER_LIMIT, N_INIT_LIMIT, KMeans
+from .representatives import (
+    MODES,
+    check_n_representatives,
+    choose_mode,
+    extract_representatives,
+    map_labels,
+)
 
 #: Practical limit of ``eigen_max_iter``.
 EIGEN_MAX_ITER_LIMIT = 1_000_000
@@ -110,6 +117,20 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     random_state : int, numpy.random.RandomState or None
         Seeds the eigensolver's start and k-means.
     backend : {"auto", "gpu", "cpu"}, default "auto"
+    mode : {"auto", "exact", "representatives"}, default "auto"
+        ``"exact"``: the ε-graph of all n points. ``"representatives"``: the chain of
+        papers/004 (:mod:`explorer.representatives`): k-means picks
+        `n_representatives` centres of the raw data, the three stages run on the
+        centres (their own edge rule, chosen from them where not given), and every
+        point takes its centre's label. An approximation: points are similar when
+        their representatives are, and every point of a representative's cell gets
+        one label. ``"auto"``: :func:`explorer.representatives.choose_mode`, exact
+        for distance rules on d <= 8 features (grid / kd-tree builds) or while n²·d
+        is at most 2·10¹⁴ on the GPU (10¹⁰ on the CPU), representatives beyond;
+        ``mode_why_`` says which and why. Ignored with ``affinity="precomputed"``
+        and on Dask arrays (always exact there).
+    n_representatives : int or "auto", default "auto"
+        m, between max(2, n_clusters) and n_samples; ``"auto"``: min(4096, n).
 
     Attributes
     ----------
@@ -149,8 +170,24 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     eigen_residuals_ : numpy.ndarray of shape (k,)
         ||A v - μ v|| per eigenpair, recomputed after the solver.
     timings_ : dict of str to float
-        Seconds: ``"suggest"`` (only when graph parameters were chosen from the
-        data), ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
+        Seconds: ``"representatives"`` (mode representatives: their k-means and every
+        point's assignment), ``"suggest"`` (only when graph parameters were chosen
+        from the data), ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
+    mode_ : {"exact", "representatives"}
+    mode_why_ : str
+        Why that mode ran (``mode="auto"``'s rule, or that it was given).
+    representatives_ : ndarray of float32, shape (m, n_features), or None
+        Mode representatives: the k-means centres whose graph was clustered (then
+        `affinity_matrix_`, `graph_`, `embedding_`, `eigenvectors_` are the
+        representatives', m rows; `labels_` and `isolated_` are the points'). None
+        in exact mode, as the three below.
+    representative_of_ : ndarray of int32, shape (n_samples,) or None
+        Each point's representative (row of `representatives_`).
+    representative_counts_ : ndarray of int64, shape (m,) or None
+        Points per representative.
+    representative_labels_ : ndarray of int32, shape (m,) or None
+        Each representative's cluster (−1: isolated in their graph);
+        ``labels_ = representative_labels_[representative_of_]``.
     backend_ : {"gpu", "cpu"}
     backend_reason_ : str
     n_features_in_ : int
@@ -231,6 +268,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         kmeans_max_iter=300,
         random_state=None,
         backend="auto",
+        mode="auto",
+        n_representatives="auto",
     ):
         self.n_clusters = n_clusters
         self.affinity = affinity
@@ -250,6 +289,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.kmeans_max_iter = kmeans_max_iter
         self.random_state = random_state
         self.backend = backend
+        self.mode = mode
+        self.n_representatives = n_representatives
 
     def fit(self, X, y=None):
         """Cluster the rows of `X` (NumPy or CuPy, n_samples × n_features), or with
@@ -275,6 +316,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             # A Dask array: the distributed pipeline on the Client in scope.
             from .distributed import fit_spectral
 
+            if self.mode == "representatives":
+                raise ValueError("mode='representatives' is not available on Dask arrays "
+                                 "(the distributed fit builds the exact graph); allowed "
+                                 "there: mode='auto' or 'exact'")
             return fit_spectral(self, X)
         t_start = time.perf_counter()
         options = self._check_params()
@@ -282,7 +327,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
 
         t0 = time.perf_counter()
-        rule = None
+        rule = reps = None
+        mode, self.mode_why_ = "exact", "affinity='precomputed': X is the graph"
         if self.affinity == "precomputed":
             graph = _precomputed_graph(X, backend)
             check_features(self, X, reset=True)
@@ -291,10 +337,12 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             # (check_data); cosine, not translation invariant, takes the data as is.
             Xv = check_data(X, center=self.metric != "cosine")
             check_features(self, X, reset=True)
+            Xv, reps, mode = self._representatives(Xv, backend, rng)
+            t0 = time.perf_counter()
             # The edge rule, built once: explicit values win, the rest is chosen from Xv.
             rule = EdgeRule.suggest(Xv, self.metric, self.sigma, self.threshold_sqdist,
                                     self.threshold_sim, n_clusters=self.n_clusters)
-            if rule.compares == "cosine" and self.metric != "cosine":
+            if rule.compares == "cosine" and self.metric != "cosine" and reps is None:
                 Xv = check_data(X, center=False)  # "auto" chose cosine: as given
             _warn_duplicates(Xv, self.n_clusters)
             t_suggest = time.perf_counter() - t0
@@ -337,6 +385,14 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         if part.n_dropped:
             warn_components(part.n_components, n_isolated, part.n_clusters, part.n_dropped)
         emb, k, labels = part.clustered, part.n_clusters, part.labels
+        self.mode_ = mode
+        self.representatives_ = None if reps is None else reps.centers
+        self.representative_of_ = None if reps is None else reps.labels
+        self.representative_counts_ = None if reps is None else reps.counts
+        self.representative_labels_ = None if reps is None else labels
+        if reps is not None:  # the points take their representative's label
+            labels = map_labels(labels, reps.labels)
+            isolated = isolated[reps.labels]
 
         self.labels_ = _like_input(labels, X)
         self.n_clusters_ = int(k)
@@ -360,6 +416,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.backend_ = graph.backend
         self.backend_reason_ = backend.reason
         self.timings_ = {
+            **({"representatives": sum(reps.timings.values())} if reps is not None else {}),
             **({"suggest": t_suggest} if rule is not None and rule.suggested else {}),
             "graph": t1 - t0,
             **part.timings,
@@ -386,6 +443,22 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         arrays and SciPy matrices, whatever backend ran."""
         return host_state(super().__getstate__())
 
+    def _representatives(self, Xv, backend, rng):
+        """Mode representatives (``mode``, ``mode="auto"``'s rule): the data moved to
+        the backend's device, k-means representatives extracted; returns (the points
+        to build the graph of, the :class:`~explorer.representatives.Representatives`
+        or None, the mode)."""
+        n, d = Xv.shape
+        m = check_n_representatives(self.n_representatives, n, self.n_clusters)
+        mode, self.mode_why_ = choose_mode(self.mode, n, d, backend=backend.name,
+                                           metric=self.metric, n_representatives=m)
+        if mode != "representatives":
+            return Xv, None, mode
+        if backend.is_gpu != (array_module(Xv) is not np):
+            Xv = backend.xp.asarray(Xv) if backend.is_gpu else to_numpy(Xv)
+        reps = extract_representatives(Xv, m, random_state=rng)
+        return reps.centers, reps, mode
+
     def _check_params(self) -> BuildOptions:
         """Validate the parameters besides the edge rule; return the builder's options."""
         if isinstance(self.n_clusters, str):
@@ -393,6 +466,11 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         else:
             check_int(self.n_clusters, "n_clusters", low=1)
         check_choice(self.affinity, "affinity", AFFINITIES)
+        check_choice(self.mode, "mode", MODES)
+        if isinstance(self.n_representatives, str):
+            check_choice(self.n_representatives, "n_representatives", ("auto",))
+        else:
+            check_int(self.n_representatives, "n_representatives", low=2)
         # The edge rule is validated by EdgeRule.suggest in fit, before any search (and
         # unused on a precomputed graph).
         options = BuildOptions.from_args(self.hypo_max_nnz_row, self.sp_max_nz_pct,
