@@ -48,6 +48,7 @@ def test_numpy_input_on_the_gpu_backend(rng):
                                            (30_000, 17, 700)])
 def test_assign_rows_matches_float64(n, d, m, rng, poisoned):
     import cupy
+
     from explorer.representatives import assign_rows
 
     C = rng.standard_normal((m, d)).astype(np.float32)
