@@ -5,6 +5,7 @@ Usage (on a GPU machine, from the repository root)::
 
     PYTHONPATH=. python benchmarks/large.py kmeans [--tag NAME]   # k-means at k = 4096
     PYTHONPATH=. python benchmarks/large.py large                 # the pipelines
+    PYTHONPATH=. python benchmarks/large.py plot                  # docs/large-scaling.png
 
 ``kmeans`` times ``KMeans(4096, n_init=1, max_iter=1).fit`` (seeding, one Lloyd step,
 the inertia) once, and one Lloyd step (``assign_nearest`` with sums, median of 3), on
@@ -223,13 +224,45 @@ def bench_large():
     print("wrote", path)
 
 
+def plot():
+    """docs/large-scaling.png: seconds against n per mode, log-log, from large.json."""
+    import json
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from _common import RESULTS, device_name
+
+    result = json.loads((RESULTS / "large.json").read_text())
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for mode, marker in (("exact", "o"), ("representatives", "s"), ("landmarks", "^")):
+        rows = sorted((r["n"], r["seconds"]) for r in result["scaling"] if r["mode"] == mode)
+        if rows:
+            ax.plot([r[0] for r in rows], [r[1] for r in rows], marker=marker, label=mode)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("n (infinite-digits, 784 features)")
+    ax.set_ylabel("fit, seconds (end to end, data on the GPU)")
+    ax.set_title(f"SpectralClustering(10, mode=...) on {device_name(result['environment'])}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    out = Path(__file__).resolve().parent.parent / "docs" / "large-scaling.png"
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print("wrote", out)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=("kmeans", "large"))
+    parser.add_argument("part", choices=("kmeans", "large", "plot"))
     parser.add_argument("--tag", default="after")
     args = parser.parse_args(argv)
     if args.part == "kmeans":
         bench_kmeans(args.tag)
+    elif args.part == "plot":
+        plot()
     else:
         bench_large()
 

@@ -170,8 +170,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     eigen_residuals_ : numpy.ndarray of shape (k,)
         ||A v - μ v|| per eigenpair, recomputed after the solver.
     timings_ : dict of str to float
-        Seconds: ``"representatives"`` (mode representatives: their k-means and every
-        point's assignment), ``"suggest"`` (only when graph parameters were chosen
+        Seconds: ``"representatives"`` (mode representatives: their k-means,
+        ``"representatives.fit"``, and every point's assignment,
+        ``"representatives.assign"``), ``"suggest"`` (only when graph parameters were chosen
         from the data), ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
     mode_ : {"exact", "representatives"}
     mode_why_ : str
@@ -416,7 +417,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.backend_ = graph.backend
         self.backend_reason_ = backend.reason
         self.timings_ = {
-            **({"representatives": sum(reps.timings.values())} if reps is not None else {}),
+            **({"representatives": sum(reps.timings.values()),
+                **{f"representatives.{k}": v for k, v in reps.timings.items()}}
+               if reps is not None else {}),
             **({"suggest": t_suggest} if rule is not None and rule.suggested else {}),
             "graph": t1 - t0,
             **part.timings,

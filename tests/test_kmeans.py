@@ -208,12 +208,12 @@ def test_auto_seeding_switches_to_kmeans_parallel_on_large_data(rng, monkeypatch
     assert not np.array_equal(many.cluster_centers_, parallel.cluster_centers_)
 
 
-def test_lloyd_reduction_starts_from_distinct_weighted_candidates(rng):
+def test_batched_reduction_starts_from_distinct_weighted_candidates(rng):
     m, d, k = 400, 3, 37
     C = (rng.standard_normal((m, d)) * 3).astype(np.float32)
     w = rng.integers(0, 3, size=m).astype(np.float64)  # about a third weightless
     c_sq = np.einsum("ij,ij->i", C, C)
-    got = kmeans_module.reduce_by_lloyd(C, c_sq, w, k, np.random.RandomState(3), np,
+    got = kmeans_module.reduce_candidates(C, c_sq, w, k, np.random.RandomState(3), np,
                                         n_iter=0)
     rows = {tuple(r): i for i, r in enumerate(C.astype(np.float64))}
     picked = [rows[tuple(c)] for c in got]  # every centre is a candidate ...
@@ -221,7 +221,7 @@ def test_lloyd_reduction_starts_from_distinct_weighted_candidates(rng):
     assert np.all(w[picked] > 0)  # ... of positive weight while there are enough
 
 
-def test_lloyd_reduction_ends_at_weighted_means(rng):
+def test_batched_reduction_ends_at_weighted_means(rng):
     # Enough Lloyd steps on well separated groups reach a fixed point: each centre is
     # the weighted mean (float64) of the candidates nearest to it.
     k, d = 6, 2
@@ -229,7 +229,7 @@ def test_lloyd_reduction_ends_at_weighted_means(rng):
     C = (centres[np.repeat(np.arange(k), 40)] + rng.standard_normal((40 * k, d))).astype(
         np.float32)
     w = rng.uniform(0.5, 3.0, size=len(C))
-    got = kmeans_module.reduce_by_lloyd(C, np.einsum("ij,ij->i", C, C), w, k,
+    got = kmeans_module.reduce_candidates(C, np.einsum("ij,ij->i", C, C), w, k,
                                         np.random.RandomState(1), np, n_iter=50)
     C64 = C.astype(np.float64)
     lab = ((C64[:, None, :] - got[None]) ** 2).sum(-1).argmin(1)
@@ -240,11 +240,11 @@ def test_lloyd_reduction_ends_at_weighted_means(rng):
         np.testing.assert_allclose(got[j], want, rtol=1e-9, atol=1e-9)
 
 
-def test_lloyd_reduction_with_fewer_weighted_candidates_than_k(rng):
+def test_batched_reduction_with_fewer_weighted_candidates_than_k(rng):
     C = rng.standard_normal((30, 2)).astype(np.float32)
     w = np.zeros(30)
     w[:4] = 1.0
-    got = kmeans_module.reduce_by_lloyd(C, np.einsum("ij,ij->i", C, C), w, 6,
+    got = kmeans_module.reduce_candidates(C, np.einsum("ij,ij->i", C, C), w, 6,
                                         np.random.RandomState(0), np)
     assert got.shape == (6, 2) and np.isfinite(got).all()
     # The four weighted candidates are each their own centre's whole mass.
