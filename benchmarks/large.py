@@ -5,6 +5,7 @@ Usage (on a GPU machine, from the repository root)::
 
     PYTHONPATH=. python benchmarks/large.py kmeans [--tag NAME]   # k-means at k = 4096
     PYTHONPATH=. python benchmarks/large.py large                 # the pipelines
+    PYTHONPATH=. python benchmarks/large.py blobs                 # easy 1e6 x 784 set
     PYTHONPATH=. python benchmarks/large.py plot                  # docs/large-scaling.png
 
 ``kmeans`` times ``KMeans(4096, n_init=1, max_iter=1).fit`` (seeding, one Lloyd step,
@@ -37,14 +38,16 @@ def _sync():
     cupy.cuda.Device().synchronize()
 
 
-def _blobs(n, d, k, seed):
+def _blobs(n, d, k, seed, labels=False):
+    """k unit-variance gaussian blobs, centres uniform in [-10, 10]^d, drawn on the GPU."""
     import cupy
 
     rs = cupy.random.RandomState(seed)
     centres = rs.uniform(-10, 10, size=(k, d), dtype=cupy.float32)
-    X = centres[rs.randint(0, k, size=n)]
+    y = rs.randint(0, k, size=n)
+    X = centres[y]
     X += rs.standard_normal((n, d), dtype=cupy.float32)
-    return X
+    return (X, cupy.asnumpy(y)) if labels else X
 
 
 def bench_kmeans(tag):
@@ -76,7 +79,7 @@ def bench_kmeans(tag):
         rows.append(row)
         del X, Xc, x_sq
         cupy.get_default_memory_pool().free_all_blocks()
-    write_result(f"large-kmeans-{tag}", {"environment": environment_info(), "tag": tag,
+    write_result(f"large-kmeans-{tag}", {"environment": environment_info("gpu"), "tag": tag,
                                          "rows": rows})
 
 
@@ -142,7 +145,7 @@ def bench_large():
 
     free, total = cupy.cuda.runtime.memGetInfo()
     print(f"GPU memory free {free / 2**30:.1f} of {total / 2**30:.1f} GiB", flush=True)
-    result = {"environment": environment_info(), "gpu_memory_gib": total / 2**30}
+    result = {"environment": environment_info("gpu"), "gpu_memory_gib": total / 2**30}
     skip_landmarks = _landmarks_accepted()
     if skip_landmarks:
         print("landmarks skipped:", skip_landmarks, flush=True)
@@ -224,6 +227,36 @@ def bench_large():
     print("wrote", path)
 
 
+def bench_blobs():
+    """1e6 × 784 gaussian blobs (10, well apart): an easy set on which the exact
+    pipeline works, exact against representatives (and auto) with the gaussian metric
+    (its suggestion bounds the mean degree)."""
+    X, y = _blobs(10**6, 784, 10, 0, labels=True)
+    result = {"environment": environment_info("gpu"), "data": "blobs 1e6 x 784, 10 centres "
+              "uniform in [-10, 10]^784, unit variance", "metric": "gaussian"}
+    for mode in ("exact", "representatives"):
+        _fit(X[:20_000], mode, 10, metric="gaussian")  # warm-up
+    exact, seconds = _fit(X, "exact", 10, metric="gaussian")
+    runs = {"exact": _row(exact, seconds, y)}
+    print("blobs exact", runs["exact"], flush=True)
+    labels = exact.labels_
+    del exact
+    times = []
+    for seed in range(3):
+        sc, seconds = _fit(X, "representatives", 10, seed=seed, metric="gaussian")
+        times.append(seconds)
+    runs["representatives"] = _row(sc, float(np.median(times)), y, labels)
+    runs["representatives"]["runs_s"] = times
+    runs["representatives"]["speedup_vs_exact"] = runs["exact"]["seconds"] / float(
+        np.median(times))
+    print("blobs representatives", runs["representatives"], flush=True)
+    sc, seconds = _fit(X, "auto", 10, metric="gaussian")
+    runs["auto"] = _row(sc, seconds, y, labels)
+    print("blobs auto", runs["auto"], flush=True)
+    result["runs"] = runs
+    write_result("large-blobs", result)
+
+
 def plot():
     """docs/large-scaling.png: seconds against n per mode, log-log, from large.json."""
     import json
@@ -256,13 +289,15 @@ def plot():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=("kmeans", "large", "plot"))
+    parser.add_argument("part", choices=("kmeans", "large", "blobs", "plot"))
     parser.add_argument("--tag", default="after")
     args = parser.parse_args(argv)
     if args.part == "kmeans":
         bench_kmeans(args.tag)
     elif args.part == "plot":
         plot()
+    elif args.part == "blobs":
+        bench_blobs()
     else:
         bench_large()
 

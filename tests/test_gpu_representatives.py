@@ -37,11 +37,14 @@ def test_gpu_and_cpu_give_the_same_clusters(d, k, rng):
 
 
 def test_numpy_input_on_the_gpu_backend(rng):
+    # 100 representatives in 8-D: a fringe representative may be isolated in their
+    # graph, and then its points are unlabelled (-1), so ARI 0.99, not 1.
     X, y = blobs(rng, 5000, 8, 3)
     sc = SpectralClustering(3, mode="representatives", n_representatives=100, backend="gpu",
                             random_state=0).fit(X)
     assert isinstance(sc.labels_, np.ndarray) and sc.backend_ == "gpu"
-    assert adjusted_rand_score(y, sc.labels_) == pytest.approx(1.0)
+    assert adjusted_rand_score(y, sc.labels_) >= 0.99
+    assert np.all(sc.labels_[sc.isolated_.get()] == -1)
 
 
 @pytest.mark.parametrize(("n", "d", "m"), [(50_001, 4, 4096), (20_000, 784, 1000),
