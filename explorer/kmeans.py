@@ -38,10 +38,15 @@ PARALLEL_MIN_SAMPLES = 100_000
 #: steps, which once k is in the thousands cost as much as greedy steps over the whole
 #: data (launches, not rows, dominate a step on the GPU): on an H200 at n = 10⁶,
 #: d = 4, one restart, k = 1024, fit 0.65 s with greedy-reduced k-means|| against
-#: 0.55 s greedy k-means++; k = 4096, 3.2 s against 2.6 s. The Lloyd reduction takes
-#: :data:`REDUCTION_ROUNDS` + :data:`REDUCTION_LLOYD_ITER` steps whatever k, so
-#: ``init="auto"`` seeds every
-#: k above this limit by k-means|| (any n: greedy k-means++ is k - 1 steps too).
+#: 0.55 s greedy k-means++; k = 4096, 3.2 s against 2.6 s. The batched reduction
+#: takes :data:`REDUCTION_ROUNDS` + :data:`REDUCTION_LLOYD_ITER` steps whatever k, so
+#: ``init="auto"`` seeds every k above this limit by k-means|| (any n: greedy
+#: k-means++ is k - 1 steps too). On an H200, k = 4096, ``KMeans(n_init=1,
+#: max_iter=1).fit`` (seeding, one step, inertia): n = 10⁷, d = 4, 15.2 s with greedy
+#: k-means++ against 0.47 s; n = 10⁶, d = 784, 7.6 s against 5.4 s, where k-means||'s
+#: candidate rounds are cuBLAS products of ~30 steps' work (an earlier form of the
+#: reduction, pools of 2x the batch without greedy trials;
+#: benchmarks/results/large-kmeans-*.json).
 PARALLEL_MAX_CLUSTERS = 512
 
 #: Batches of :func:`reduce_candidates`'s k-means++ (k / this many centres per batch).
