@@ -252,7 +252,8 @@ def _cmd_run(args, out) -> dict:
         from explorer.metrics import adjusted_rand_score, normalized_mutual_info_score
 
         sc.fit(ds.X)
-        filled += sorted(sc.suggested_params_)
+        filled += [f"{name} (chosen from the representatives)"
+                   for name in sorted(sc.suggested_params_)]
         # Cuts of the representatives' graph; ARI / NMI of every point's label.
         scores = clustering_scores(sc.affinity_matrix_, sc.representative_labels_)
         if ds.y is not None:
