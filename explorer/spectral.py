@@ -452,11 +452,13 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         to build the graph of, the :class:`~explorer.representatives.Representatives`
         or None, the mode)."""
         n, d = Xv.shape
-        m = check_n_representatives(self.n_representatives, n, self.n_clusters)
-        mode, self.mode_why_ = choose_mode(self.mode, n, d, backend=backend.name,
-                                           metric=self.metric, n_representatives=m)
+        given = self.n_representatives
+        mode, self.mode_why_ = choose_mode(
+            self.mode, n, d, backend=backend.name, metric=self.metric,
+            n_representatives=None if isinstance(given, str) else given)
         if mode != "representatives":
             return Xv, None, mode
+        m = check_n_representatives(given, n, self.n_clusters)
         if backend.is_gpu != (array_module(Xv) is not np):
             Xv = backend.xp.asarray(Xv) if backend.is_gpu else to_numpy(Xv)
         reps = extract_representatives(Xv, m, random_state=rng)

@@ -112,7 +112,7 @@ def test_auto_mode_on_the_estimator_says_why(rng, monkeypatch):
 
     X, _ = blobs(rng, 1200, 12, 3)
     sc = SpectralClustering(3, backend="cpu", random_state=0).fit(X)
-    assert sc.mode_ == "exact" and "n=1200 <= 1200 representatives" in sc.mode_why_
+    assert sc.mode_ == "exact" and "n=1200 <= 4096 representatives" in sc.mode_why_
     monkeypatch.setitem(module.EXACT_MAX_WORK, "cpu", 1e6)
     sc = SpectralClustering(3, n_representatives=100, backend="cpu", random_state=0).fit(X)
     assert sc.mode_ == "representatives" and "> 1e+06 (cpu)" in sc.mode_why_
@@ -148,6 +148,15 @@ def test_estimator_errors_name_the_argument(kwargs, error, match, rng):
     X, _ = blobs(rng, 300, 3, 4)
     with pytest.raises(error, match=match):
         SpectralClustering(4, backend="cpu", **kwargs).fit(X)
+
+
+def test_n_representatives_is_checked_only_where_representatives_run(rng):
+    X, _ = blobs(rng, 300, 3, 4)
+    # More representatives than points: exact in auto mode (n <= m), unused in exact.
+    for mode in ("auto", "exact"):
+        sc = SpectralClustering(4, mode=mode, n_representatives=5000, backend="cpu",
+                                random_state=0).fit(X)
+        assert sc.mode_ == "exact" and sc.representatives_ is None
 
 
 def test_cli_runs_the_representatives_mode(tmp_path):
