@@ -307,14 +307,15 @@ def _mode(args, ds) -> str:
     """``--mode`` resolved by the estimator's rule (explorer.representatives.choose_mode),
     so that the edge rule is suggested for the points the graph will be built on."""
     from explorer import resolve_backend
-    from explorer.representatives import check_n_representatives, choose_mode
+    from explorer.representatives import choose_mode
 
     if args.scheduler:
         return "exact" if args.mode == "auto" else args.mode
     n, d = ds.X.shape
-    m = check_n_representatives(args.n_representatives, n, args.n_clusters)
+    m = args.n_representatives
     return choose_mode(args.mode, n, d, backend=resolve_backend(args.backend).name,
-                       metric=args.metric or "auto", n_representatives=m)[0]
+                       metric=args.metric or "auto",
+                       n_representatives=None if isinstance(m, str) else m)[0]
 
 
 def _fit_on_cluster(sc, ds, address, row_chunks) -> dict:
