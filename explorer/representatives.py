@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import memory
 from ._backend import array_module, chunk_rows, to_numpy
 from ._validation import check_choice, check_int, check_random_state
 from .kmeans import KMeans, assign_nearest, row_sq_norms
@@ -148,6 +149,51 @@ def check_n_representatives(value, n: int, n_clusters) -> int:
             "n_clusters, and there are no more than the points)"
         )
     return m
+
+
+#: Share of the free device memory (or of the host's available memory, as
+#: :data:`explorer.memory.CPU_MEMORY_FRACTION`) the representatives' extraction may
+#: take.
+GPU_MEMORY_FRACTION = 0.9
+
+
+def estimate_bytes(n: int, d: int, m: int, *, gpu: bool, move: bool = False,
+                   sample_per_representative: int = SAMPLE_PER_REPRESENTATIVE) -> float:
+    """Peak bytes of :func:`extract_representatives` on n × d data (plus the copy of X
+    to the backend's device when `move`): the sample and its centred copy with the
+    k-means blocks, or the assignment's block of rows with its product block, whichever
+    is larger, besides every row's label."""
+    block_values = 1 << 24 if gpu else 1 << 22  # explorer._backend's block of a product
+    product = max(1024, block_values // max(m, d)) * m * 4.0
+    size = min(n, sample_per_representative * m)
+    fit = 2.0 * size * d * 4 + size * 12.0 + product + m * (d + 1) * 8.0 * 2
+    rows = max(1024, ASSIGN_BLOCK_VALUES["gpu" if gpu else "cpu"] // max(1, d))
+    assign = min(n, rows) * (d * 4.0 + 12.0) + product
+    return (n * d * 4.0 if move else 0.0) + n * 4.0 + m * 8.0 + max(fit, assign)
+
+
+def check_memory(n: int, d: int, m: int, *, gpu: bool, move: bool = False) -> None:
+    """Refuse, before anything is allocated, an extraction that will not fit
+    (:func:`estimate_bytes` against the free device memory or the host's available
+    memory).
+
+    Raises
+    ------
+    explorer.memory.MemoryEstimateError
+    """
+    need = estimate_bytes(n, d, m, gpu=gpu, move=move)
+    what = (f"the representatives' extraction (n={n}, d={d}, m={m}"
+            + (", X copied to the GPU)" if move else ")"))
+    advice = "lower n_representatives or subsample the data"
+    if not gpu:
+        memory.check_allocation(need, what, advice)
+        return
+    free = memory.free_device_bytes()
+    if need > GPU_MEMORY_FRACTION * free:
+        raise memory.MemoryEstimateError(
+            f"{what} needs about {memory.format_bytes(need)}, but only "
+            f"{memory.format_bytes(free)} of GPU memory is free; {advice}",
+            device="GPU", nnz=0.0, need_bytes=need, available_bytes=int(free))
 
 
 def extract_representatives(X, n_representatives: int, *, random_state=None,

@@ -44,6 +44,7 @@ from .representatives import (
     extract_representatives,
     map_labels,
 )
+from .representatives import check_memory as check_representatives_memory
 
 #: Practical limit of ``eigen_max_iter``.
 EIGEN_MAX_ITER_LIMIT = 1_000_000
@@ -459,7 +460,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         if mode != "representatives":
             return Xv, None, mode
         m = check_n_representatives(given, n, self.n_clusters)
-        if backend.is_gpu != (array_module(Xv) is not np):
+        move = backend.is_gpu != (array_module(Xv) is not np)
+        check_representatives_memory(n, d, m, gpu=backend.is_gpu, move=move)
+        if move:
             Xv = backend.xp.asarray(Xv) if backend.is_gpu else to_numpy(Xv)
         reps = extract_representatives(Xv, m, random_state=rng)
         return reps.centers, reps, mode

@@ -159,6 +159,22 @@ def test_n_representatives_is_checked_only_where_representatives_run(rng):
         assert sc.mode_ == "exact" and sc.representatives_ is None
 
 
+def test_memory_is_estimated_before_the_extraction(rng, monkeypatch):
+    import explorer.memory as memory
+    from explorer.representatives import estimate_bytes
+
+    X, _ = blobs(rng, 2000, 3, 4)
+    need = estimate_bytes(2000, 3, 100, gpu=False)
+    # The labels of every row and the larger of the fit's and the assignment's blocks.
+    assert 2000 * 4 < need < 2000 * 3 * 4 * 2 + 2000 * 16 + (1 << 22) * 4 + 10**5
+    assert estimate_bytes(2000, 3, 100, gpu=True, move=True) >= 2000 * 3 * 4 + need
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: int(need))  # 80 % of it
+    with pytest.raises(memory.MemoryEstimateError, match=r"representatives' extraction "
+                       r"\(n=2000, d=3, m=100\) needs about .*lower n_representatives"):
+        SpectralClustering(4, mode="representatives", n_representatives=100,
+                           backend="cpu").fit(X)
+
+
 def test_cli_runs_the_representatives_mode(tmp_path):
     import json
 
