@@ -322,7 +322,11 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
                 raise ValueError("mode='representatives' is not available on Dask arrays "
                                  "(the distributed fit builds the exact graph); allowed "
                                  "there: mode='auto' or 'exact'")
-            return fit_spectral(self, X)
+            fit_spectral(self, X)
+            self.mode_, self.mode_why_ = "exact", "a Dask array: the distributed exact pipeline"
+            self.representatives_ = self.representative_of_ = None
+            self.representative_counts_ = self.representative_labels_ = None
+            return self
         t_start = time.perf_counter()
         options = self._check_params()
         backend = resolve_backend(self.backend)
