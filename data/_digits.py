@@ -179,8 +179,10 @@ def infinite_digits(n, rng, *, rotation=10.0, scale=0.1, shear=0.2, translate=2.
 
 def infinite_digits_gpu(n, rng, **options):
     """:func:`infinite_digits` rendered on the GPU: the same draws from `rng` (on the
-    host), the images resampled by CuPy; X is a CuPy array (y NumPy). For benchmarks
-    of millions of rows, where the host's rendering would take minutes."""
+    host), the images resampled by CuPy (equal to the host's up to float32 rounding of
+    the products; not compared by a test yet); X is a CuPy array (y NumPy). For
+    benchmarks of millions of rows, where the host's rendering would take minutes (an
+    H200 and its host: 10⁶ rows in 1.2 s, 10⁷ in 11 s, most of it the host's draws)."""
     import inspect
 
     import cupy
@@ -192,6 +194,7 @@ def infinite_digits_gpu(n, rng, **options):
 
 def _generate(xp, n, rng, rotation, scale, shear, translate, elastic, gamma, blend,
               originals, spread):
+    """:func:`infinite_digits`'s work, the images rendered by the array module `xp`."""
     rotation = check_float(rotation, "rotation", low=0.0, high=180.0)
     scale = check_float(scale, "scale", low=0.0, high=1.0, high_inclusive=False)
     shear = check_float(shear, "shear", low=0.0)
