@@ -70,3 +70,18 @@ def test_assign_rows_matches_float64(n, d, m, rng, poisoned):
         scale = 1e-5 * ((Xb * Xb).sum(1) + (C64 * C64).sum(1).max() + 1)
         assert np.all(got - part[:, 0] <= scale)
     assert total == pytest.approx(np.maximum(best, 0).sum(), rel=1e-4)
+
+
+def test_infinite_digits_rendered_on_the_gpu_match_the_host(rng):
+    # The same draws; bilinear resampling is continuous, so float32 rounding of the
+    # source coordinates moves a pixel by far less than 1e-4.
+    import cupy
+    from explorer.data import infinite_digits_gpu, load
+
+    seed = int(rng.integers(1000))
+    n = 70_000  # past the 60 000 originals: both affine ranges
+    host = load("infinite-digits", n_samples=n, random_state=seed)
+    X, y = infinite_digits_gpu(n, np.random.default_rng(seed))
+    assert isinstance(X, cupy.ndarray) and X.shape == (n, 784) and X.dtype == np.float32
+    np.testing.assert_array_equal(y, host.y)
+    np.testing.assert_allclose(X.get(), host.X, rtol=0, atol=1e-4)
