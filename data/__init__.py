@@ -12,8 +12,10 @@ else is generated.
 """
 
 from ._dataset import Dataset, DatasetInfo
+from ._digits import infinite_digits_gpu
 from ._files import FORMATS, read
 from ._registry import DATASETS, load
 from .suggest import suggest_params
 
-__all__ = ["DATASETS", "FORMATS", "Dataset", "DatasetInfo", "load", "read", "suggest_params"]
+__all__ = ["DATASETS", "FORMATS", "Dataset", "DatasetInfo", "infinite_digits_gpu", "load", "read",
+           "suggest_params"]

@@ -59,6 +59,16 @@ def _n_clusters(text):
         ) from None
 
 
+def _n_representatives(text):
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--n-representatives must be an integer or 'auto'; got {text!r}") from None
+
+
 def _option(text):
     key, sep, value = text.partition("=")
     if not sep or not key.isidentifier():
@@ -96,12 +106,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--eigen-tol", type=float, help="eigensolver residual tolerance")
     c.add_argument("--eigen-max-iter", type=int, help="eigensolver iteration limit")
     c.add_argument("--n-init", type=int, default=10, help="k-means restarts (default 10)")
+    c.add_argument("--mode", default="auto",
+                   choices=("auto", "exact", "representatives", "landmarks"),
+                   help="exact: the graph of all points; representatives: k-means "
+                   "representatives clustered, labels mapped back (papers/004); landmarks: "
+                   "landmark spectral clustering through --n-landmarks points (papers/002; "
+                   "uses --metric, --sigma); auto: exact or representatives by the pair "
+                   "work n²·d (default)")
+    c.add_argument("--n-representatives", type=_n_representatives, default="auto",
+                   metavar="M", help="representatives of --mode representatives (default "
+                   "auto: min(4096, n))")
     c.add_argument("--random-state", type=int, default=0,
                    help="seed of the eigensolver start and k-means (default 0)")
-    lm = run.add_argument_group("mode (landmarks: explorer.landmarks, papers/002)")
-    lm.add_argument("--mode", default="exact", choices=("exact", "landmarks"),
-                    help="exact: the epsilon-graph of all pairs; landmarks: landmark spectral "
-                         "clustering through --n-landmarks points (uses --metric, --sigma)")
+    lm = run.add_argument_group("mode landmarks (explorer.landmarks, papers/002)")
     lm.add_argument("--n-landmarks", type=int, metavar="P",
                     help="landmarks with --mode landmarks (default min(1000, n))")
     lm.add_argument("--n-nearest-landmarks", type=int, default=5, metavar="R",
@@ -237,7 +254,14 @@ def _cmd_run(args, out) -> dict:
     ds, load_s = _load(args)
     if args.mode == "landmarks":
         return _cmd_run_landmarks(args, out, ds, load_s)
-    graph, filled = _graph_params(args, ds)  # complete: the estimator chooses nothing
+    mode = _mode(args, ds)
+    if mode == "representatives":  # the edge rule is chosen from the representatives
+        graph = {k: v for k, v in (("metric", args.metric), ("sigma", args.sigma),
+                                   ("threshold_sqdist", args.threshold_sqdist),
+                                   ("threshold_sim", args.threshold_sim)) if v is not None}
+        filled = []
+    else:
+        graph, filled = _graph_params(args, ds)  # complete: the estimator chooses nothing
     n_clusters = args.n_clusters
     if n_clusters is None:  # as suggested: the classes of labelled data, else the eigengap
         n_clusters = "auto" if ds.y is None else ds.n_classes
@@ -247,10 +271,21 @@ def _cmd_run(args, out) -> dict:
         hypo_max_nnz_row=args.hypo_max_nnz_row, sp_max_nz_pct=args.sp_max_nz_pct,
         mem_use_rate=args.mem_use_rate, eigen_solver=args.eigen_solver, eigen_tol=args.eigen_tol,
         eigen_max_iter=args.eigen_max_iter, n_init=args.n_init, random_state=args.random_state,
-        backend=args.backend,
+        backend=args.backend, mode=mode, n_representatives=args.n_representatives,
     )
     if args.scheduler:
         scores = _fit_on_cluster(sc, ds, args.scheduler, args.row_chunks)
+    elif mode == "representatives":
+        from explorer.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+        sc.fit(ds.X)
+        filled += [f"{name} (chosen from the representatives)"
+                   for name in sorted(sc.suggested_params_)]
+        # Cuts of the representatives' graph; ARI / NMI of every point's label.
+        scores = clustering_scores(sc.affinity_matrix_, sc.representative_labels_)
+        if ds.y is not None:
+            scores["ari"] = adjusted_rand_score(ds.y, sc.labels_)
+            scores["nmi"] = normalized_mutual_info_score(ds.y, sc.labels_)
     else:
         sc.fit(ds.X)
         scores = clustering_scores(sc.affinity_matrix_, sc.labels_, ds.y)
@@ -258,6 +293,9 @@ def _cmd_run(args, out) -> dict:
     timings = {"data": load_s, **sc.timings_}
 
     _print_data(out, ds, load_s)
+    _row(out, "mode", f"{sc.mode_}: {sc.mode_why_}" + (
+        f"; {len(sc.representatives_)} representatives" if sc.mode_ == "representatives"
+        else ""))
     _print_graph(out, sc.backend_, sc.backend_reason_, g.method, g.method_reason, g.rule,
                  filled, g.stats, g.options)
     residual = float(np.max(sc.eigen_residuals_)) if len(sc.eigen_residuals_) else float("nan")
@@ -274,6 +312,7 @@ def _cmd_run(args, out) -> dict:
         "parameters": {k: v for k, v in sc.get_params().items()},
         "suggested_parameters_used": filled,
         "backend": {"name": sc.backend_, "reason": sc.backend_reason_},
+        "mode": {"name": sc.mode_, "reason": sc.mode_why_},
         "method": {"name": g.method, "reason": g.method_reason},
         "edge_rule": g.rule.describe(),
         "options_used": {k: v for k, v in g.options.to_kwargs().items() if v is not None},
@@ -353,6 +392,21 @@ def _cmd_run_landmarks(args, out, ds, load_s) -> dict:
                           "residual_norms": np.asarray(part.svd.residuals, dtype=float).tolist(),
                           "singular_values": np.asarray(part.singular_values, float).tolist()},
     }
+
+
+def _mode(args, ds) -> str:
+    """``--mode`` resolved by the estimator's rule (explorer.representatives.choose_mode),
+    so that the edge rule is suggested for the points the graph will be built on."""
+    from explorer import resolve_backend
+    from explorer.representatives import choose_mode
+
+    if args.scheduler:
+        return "exact" if args.mode == "auto" else args.mode
+    n, d = ds.X.shape
+    m = args.n_representatives
+    return choose_mode(args.mode, n, d, backend=resolve_backend(args.backend).name,
+                       metric=args.metric or "auto",
+                       n_representatives=None if isinstance(m, str) else m)[0]
 
 
 def _fit_on_cluster(sc, ds, address, row_chunks) -> dict:

@@ -33,13 +33,33 @@ INITS = ("auto", "k-means++", "k-means||", "random")
 #: H200 (n = 5·10⁶, k = d = 64): greedy 112 ms; k-means|| 54 ms once, then 5 ms.
 PARALLEL_MIN_SAMPLES = 100_000
 
-#: ... and up to this many clusters. Each restart's reduction is k greedy steps over
-#: ~10k candidates, which once k is in the thousands cost as much as greedy steps over
-#: the whole data (launches, not rows, dominate a step on the GPU). On an H200 at
-#: n = 10⁶, d = 4, one restart: k = 1024, fit 0.65 s with k-means|| against 0.55 s
-#: greedy; k = 4096, 3.2 s against 2.6 s; at n = 5·10⁶, k = d = 64, 10 restarts,
-#: 0.21 s against 1.49 s. The limit lies between; 512 itself was not measured.
+#: Up to this many clusters a k-means|| restart reduces its ~10k candidates by greedy
+#: k-means++; above, by :func:`reduce_candidates`. The greedy reduction is k sequential
+#: steps, which once k is in the thousands cost as much as greedy steps over the whole
+#: data (launches, not rows, dominate a step on the GPU): on an H200 at n = 10⁶,
+#: d = 4, one restart, k = 1024, fit 0.65 s with greedy-reduced k-means|| against
+#: 0.55 s greedy k-means++; k = 4096, 3.2 s against 2.6 s. The batched reduction
+#: takes :data:`REDUCTION_ROUNDS` + :data:`REDUCTION_LLOYD_ITER` steps whatever k, so
+#: ``init="auto"`` seeds every k above this limit by k-means|| (any n: greedy
+#: k-means++ is k - 1 steps too). On an H200, k = 4096, ``KMeans(n_init=1,
+#: max_iter=1).fit`` (seeding, one step, inertia): n = 10⁷, d = 4, 15.2 s with greedy
+#: k-means++ against 0.47 s; n = 10⁶, d = 784, 7.6 s against 5.4 s, where k-means||'s
+#: candidate rounds are cuBLAS products of ~30 steps' work (an earlier form of the
+#: reduction, pools of 2x the batch without greedy trials;
+#: benchmarks/results/large-kmeans-*.json).
 PARALLEL_MAX_CLUSTERS = 512
+
+#: Batches of :func:`reduce_candidates`'s k-means++ (k / this many centres per batch).
+REDUCTION_ROUNDS = 32
+
+#: Each batch of :func:`reduce_candidates` picks its centres from a pool of this many
+#: times as many candidates drawn by mass: the pool must hold every region still
+#: without a centre, or two picks share one (with 2, on 4096 separated blobs, about
+#: 25 of the 4096 were left without a centre).
+REDUCTION_POOL = 8
+
+#: Weighted Lloyd steps of :func:`reduce_candidates` over the k-means|| candidates.
+REDUCTION_LLOYD_ITER = 10
 
 #: k-means|| sampling rounds (Bahmani et al. 2012 found 5 enough; Spark uses 2).
 PARALLEL_ROUNDS = 5
@@ -76,8 +96,11 @@ class KMeans(ClusterMixin, BaseEstimator):
         default): 5 rounds each draw every point independently with probability
         ``2k · d²(x) / potential``; the ~10k candidates, weighted by the points
         nearest to them, are reduced to k centres by greedy k-means++. The candidates
-        are drawn once per fit and every restart reduces them with draws of its own.
-        ``"auto"``: k-means|| from :data:`PARALLEL_MIN_SAMPLES` samples and up to
+        are drawn once per fit and every restart reduces them with draws of its own;
+        above :data:`PARALLEL_MAX_CLUSTERS` clusters the reduction is
+        :func:`reduce_candidates` (k-means++ in a few batches, then weighted Lloyd
+        steps) instead of k sequential greedy steps.
+        ``"auto"``: k-means|| from :data:`PARALLEL_MIN_SAMPLES` samples or above
         :data:`PARALLEL_MAX_CLUSTERS` clusters, else k-means++. ``"random"``: k
         distinct data points. An array: these initial centres (then a single run).
     n_init : int, default 10
@@ -203,7 +226,7 @@ class KMeans(ClusterMixin, BaseEstimator):
             init = xp.asarray(init, dtype=xp.float64) - mean
             n_init = 1
         elif init == "auto":
-            parallel = n >= PARALLEL_MIN_SAMPLES and k <= PARALLEL_MAX_CLUSTERS
+            parallel = n >= PARALLEL_MIN_SAMPLES or k > PARALLEL_MAX_CLUSTERS
             init = "k-means||" if parallel else "k-means++"
 
         chunk = chunk_rows(xp, max(k, d))
@@ -339,6 +362,8 @@ def _initial_centers(X, x_sq, k, init, rng, xp, pool=None):
     if init == "k-means||":
         candidates, cand_sq, weights = pool
         cm = array_module(candidates)
+        if k > PARALLEL_MAX_CLUSTERS:
+            return xp.asarray(reduce_candidates(candidates, cand_sq, weights, k, rng, cm))
         return xp.asarray(kmeans_plusplus(candidates, cand_sq, k, rng, cm, weights=weights))
     return kmeans_plusplus(X, x_sq, k, rng, xp)
 
@@ -384,6 +409,113 @@ def kmeans_plusplus(X, x_sq, k, rng, xp, *, weights=None):
     return centers
 
 
+def reduce_candidates(C, c_sq, weights, k, rng, xp, *, n_iter=REDUCTION_LLOYD_ITER):
+    """k centres from weighted points: the k-means|| reduction for many clusters.
+
+    Bahmani et al. (2012) recluster the weighted candidates into k by any weighted
+    k-means; greedy k-means++ (:func:`kmeans_plusplus`) takes k sequential steps,
+    which at k in the thousands cost seconds of launches on the GPU. Here k-means++
+    runs in :data:`REDUCTION_ROUNDS` batches. The first centre is drawn by weight;
+    each batch then draws a pool of :data:`REDUCTION_POOL` times its share of the k
+    distinct candidates at once, without replacement, with probability proportional
+    to weight times the squared distance to the nearest centre so far
+    (Efraimidis-Spirakis keys ``log(u) / mass``, the largest win), and picks its
+    share from the pool one by one on the host as greedy k-means++ does (of
+    ``2 + ln k`` draws by mass, the one leaving the least weighted potential in the
+    pool), each pick lowering the pool's distances (drawing the share directly put
+    two centres in one region and none in another far too often). Then `n_iter`
+    weighted Lloyd steps over the candidates move the centres (a centre left without
+    weight stays where it is).
+
+    Parameters
+    ----------
+    C : float32 array of shape (m, d), m >= k (NumPy or CuPy)
+        The candidates.
+    c_sq : array of shape (m,)
+        :func:`row_sq_norms` of C.
+    weights : float64 array of shape (m,)
+        The points each candidate stands for.
+    k : int
+    rng : numpy.random.RandomState
+    xp : module
+        C's array module.
+    n_iter : int
+        Weighted Lloyd steps.
+
+    Returns
+    -------
+    float64 array of shape (k, d), C's module
+    """
+    m, d = C.shape
+    w = xp.asarray(weights, dtype=xp.float64)
+    draws = xp.random.RandomState(int(rng.randint(2**31 - 1)))
+    cumulative = xp.cumsum(w)
+    target = xp.asarray([rng.uniform() * float(cumulative[-1])])
+    first = min(int(xp.searchsorted(cumulative, target)[0]), m - 1)
+    index = xp.asarray([first])
+    closest = sqdist(C, c_sq, C[first : first + 1])[:, 0].astype(xp.float64)
+    taken = xp.zeros(m, dtype=bool)
+    taken[first] = True
+    per_round = -(-(k - 1) // REDUCTION_ROUNDS)
+    trials = 2 + int(np.log(k))
+    chunk = chunk_rows(xp, max(per_round, d))
+    while index.shape[0] < k:
+        b = min(per_round, k - index.shape[0])
+        mass = xp.where(taken, 0.0, closest * w)
+        # A pool of POOL_FACTOR·b rows without replacement, by mass: the largest of
+        # log(u) / mass (rows without mass behind every other, a taken row never).
+        with np.errstate(divide="ignore"):
+            keys = xp.log(draws.random_sample(m)) / xp.where(mass > 0, mass, 1.0)
+        keys[mass <= 0] = -1e300
+        keys[taken] = -xp.inf
+        pool = xp.argsort(-keys)[: min(REDUCTION_POOL * b, m - index.shape[0])]
+        # ... from which b are picked one by one on the host by D² x weight, each pick
+        # lowering the pool's distances (from the pool's Gram matrix, formed on C's
+        # device): two picks rarely share a region.
+        P = C[pool].astype(xp.float64)
+        gram = to_numpy(P @ P.T)
+        sq = np.diag(gram).copy()
+        pool_w = to_numpy(w[pool])
+        pool_d = to_numpy(closest[pool])
+        chosen = []
+        for _ in range(b):
+            pool_mass = pool_d * pool_w
+            pool_mass[chosen] = 0.0
+            total = pool_mass.sum()
+            if total > 0:  # greedy: of `trials` draws, the one leaving the least mass
+                draws_at = np.searchsorted(np.cumsum(pool_mass), rng.uniform(size=trials) * total)
+                tries = np.minimum(draws_at, len(pool_mass) - 1)
+                dist = np.minimum(pool_d[None, :], np.maximum(
+                    sq[None, :] + sq[tries, None] - 2.0 * gram[tries], 0.0))
+                best = int(np.argmin(dist @ pool_w))
+                pick, pool_d = int(tries[best]), dist[best]
+            else:
+                pick = next(i for i in range(len(pool_mass)) if i not in chosen)
+            chosen.append(pick)
+        new = pool[xp.asarray(chosen)]
+        taken[new] = True
+        index = xp.concatenate([index, new])
+        _, dist, _ = assign_nearest(C, c_sq, C[new].astype(xp.float64), chunk, xp,
+                                    want_sums=False)
+        closest = xp.minimum(closest, dist)
+    centers = C[index].astype(xp.float64)
+    chunk = chunk_rows(xp, max(k, d))
+    block = xp.empty((m, d + 1), dtype=xp.float64)
+    block[:, :d] = C
+    block[:, d] = 1.0
+    sp = sparse_module(xp)
+    rows = xp.arange(m + 1, dtype=xp.int32)
+    for _ in range(n_iter):
+        labels, _, _ = assign_nearest(C, c_sq, centers, chunk, xp, want_sums=False)
+        # Weighted one-hot (m × k) transposed times [C, 1]: weighted sums and masses.
+        sums = sp.csr_matrix((w, labels, rows), shape=(m, k)).T @ block
+        mass = sums[:, d]
+        held = mass > 0
+        centers = xp.where(held[:, None], sums[:, :d] / xp.where(held, mass, 1.0)[:, None],
+                           centers)
+    return centers
+
+
 def _oversample(X, x_sq, k, rng, xp):
     """k-means|| candidates (Bahmani et al. 2012): one point drawn uniformly, then
     :data:`PARALLEL_ROUNDS` rounds that each draw every point independently with
@@ -392,8 +524,8 @@ def _oversample(X, x_sq, k, rng, xp):
 
     Returns
     -------
-    candidates : float32 array (m, d), on the host when small (see
-        :data:`HOST_REDUCTION_MAX_WORK`), else on X's device
+    candidates : float32 array (m, d), on the host when a greedy reduction of them is
+        small (see :data:`HOST_REDUCTION_MAX_WORK`), else on X's device
     cand_sq : their squared norms
     weights : float64 array (m,), the number of rows nearest to each candidate
     """
@@ -428,7 +560,7 @@ def _oversample(X, x_sq, k, rng, xp):
     labels, _, _ = assign_nearest(X, x_sq, candidates.astype(xp.float64),
                                   chunk_rows(xp, max(m, d)), xp, want_sums=False)
     weights = xp.bincount(labels, minlength=m).astype(xp.float64)
-    if m * (d + 2 + np.log(k)) <= HOST_REDUCTION_MAX_WORK:
+    if k <= PARALLEL_MAX_CLUSTERS and m * (d + 2 + np.log(k)) <= HOST_REDUCTION_MAX_WORK:
         candidates, weights = to_numpy(candidates), to_numpy(weights)
     cm = array_module(candidates)
     return candidates, row_sq_norms(candidates, cm), weights
@@ -468,16 +600,25 @@ def assign_nearest(X, x_sq, centers, chunk, xp, *, want_sums):
     Notes
     -----
     On the GPU, one fused kernel pass with the centres in registers where that pays
-    (``explorer.kernels.kmeans.fused_step_pays``), else the GEMM path's kernels
-    (``gemm_step``); on the CPU :func:`assign_nearest_by_products`.
+    (``explorer.kernels.kmeans.fused_step_pays``), the tiled kernel for other k at few
+    features (``tiled_step_pays``), else the GEMM path's kernels (``gemm_step``); on
+    the CPU :func:`assign_nearest_by_products`.
     """
     n, d = X.shape
     k = centers.shape[0]
     if xp is not np:
-        from explorer.kernels.kmeans import fused_step_pays, gemm_step, kmeans_step
+        from explorer.kernels.kmeans import (
+            fused_step_pays,
+            gemm_step,
+            kmeans_step,
+            tiled_step,
+            tiled_step_pays,
+        )
 
         if fused_step_pays(k, d):  # one pass over the rows, centres in registers
             return kmeans_step(X, x_sq, centers, want_sums=want_sums)
+        if tiled_step_pays(k, d):  # few features: no n × k block of cross terms
+            return tiled_step(X, x_sq, centers, want_sums=want_sums)
         return gemm_step(X, x_sq, centers, want_sums=want_sums, chunk=chunk)
     return assign_nearest_by_products(X, x_sq, centers, chunk, xp, want_sums=want_sums)
 

@@ -37,6 +37,14 @@ from .embedding import (
 )
 from .graph import BuildOptions, EdgeRule, Graph, build_graph, csr_stats
 from .kmeans import MAX_ITER_LIMIT, N_INIT_LIMIT, KMeans
+from .representatives import (
+    MODES,
+    check_n_representatives,
+    choose_mode,
+    extract_representatives,
+    map_labels,
+)
+from .representatives import check_memory as check_representatives_memory
 
 #: Practical limit of ``eigen_max_iter``.
 EIGEN_MAX_ITER_LIMIT = 1_000_000
@@ -49,11 +57,6 @@ AFFINITIES = ("epsilon", "knn", "mutual_knn", "nearest_neighbors", "precomputed"
 #: The graph kind (:attr:`explorer.EdgeRule.graph`) of each affinity that builds one.
 AFFINITY_GRAPH = {"epsilon": "epsilon", "knn": "knn", "mutual_knn": "mutual_knn",
                   "nearest_neighbors": "knn"}
-
-#: How :class:`SpectralClustering` clusters: the exact ε-graph, or landmark spectral
-#: clustering (:func:`explorer.landmarks.landmark_partition`).
-MODES = ("exact", "landmarks")
-
 
 class SpectralClustering(ClusterMixin, BaseEstimator):
     """Spectral clustering on an ε-neighbourhood similarity graph, on the GPU or the CPU.
@@ -133,14 +136,27 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     random_state : int, numpy.random.RandomState or None
         Seeds the eigensolver's start and k-means.
     backend : {"auto", "gpu", "cpu"}, default "auto"
-    mode : {"exact", "landmarks"}, default "exact"
-        ``"exact"``: the ε-graph of all pairs (above). ``"landmarks"``: landmark
-        spectral clustering (:func:`explorer.landmarks.landmark_partition`, whose Notes
-        say what it approximates): the graph W = Ẑ Ẑᵀ through `n_landmarks` landmarks,
+    mode : {"auto", "exact", "representatives", "landmarks"}, default "auto"
+        ``"exact"``: the ε-graph of all n points. ``"representatives"``: the chain of
+        papers/004 (:mod:`explorer.representatives`): k-means picks
+        `n_representatives` centres of the raw data, the three stages run on the
+        centres (their own edge rule, chosen from them where not given), and every
+        point takes its centre's label. An approximation: points are similar when
+        their representatives are, and every point of a representative's cell gets
+        one label. ``"auto"``: :func:`explorer.representatives.choose_mode`, exact
+        for distance rules on d <= 8 features (grid / kd-tree builds) or while n²·d
+        is at most 2·10¹⁴ on the GPU (10¹⁰ on the CPU), representatives beyond;
+        ``mode_why_`` says which and why (``"auto"`` never picks landmarks: ask for
+        them). Ignored with ``affinity="precomputed"`` and on Dask arrays (always
+        exact there). ``"landmarks"``: landmark spectral clustering
+        (:func:`explorer.landmarks.landmark_partition`, whose Notes say what it
+        approximates): the graph W = Ẑ Ẑᵀ through `n_landmarks` landmarks,
         O(n·p·d) instead of O(n²·d). It uses `metric` (``"auto"``: gaussian; uniform is
         refused), `sigma`, `eigen_tol` / `eigen_max_iter` (the truncated SVD's
         tolerance and block limit) and the k-means parameters; the thresholds and
         builder parameters are unused and ``affinity`` must be ``"epsilon"``.
+    n_representatives : int or "auto", default "auto"
+        m, between max(2, n_clusters) and n_samples; ``"auto"``: min(4096, n).
     n_landmarks : int, optional
         p for ``mode="landmarks"``; default min(1000, n_samples).
     n_nearest_landmarks : int, default 5
@@ -184,11 +200,27 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     eigen_residuals_ : numpy.ndarray of shape (k,)
         ||A v - μ v|| per eigenpair, recomputed after the solver.
     timings_ : dict of str to float
-        Seconds: ``"suggest"`` (only when graph parameters were chosen from the
-        data), ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
+        Seconds: ``"representatives"`` (mode representatives: their k-means,
+        ``"representatives.fit"``, and every point's assignment,
+        ``"representatives.assign"``), ``"suggest"`` (only when graph parameters were chosen
+        from the data), ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
+    mode_ : {"exact", "representatives", "landmarks"}
+    mode_why_ : str
+        Why that mode ran (``mode="auto"``'s rule, or that it was given).
+    representatives_ : ndarray of float32, shape (m, n_features), or None
+        Mode representatives: the k-means centres whose graph was clustered (then
+        `affinity_matrix_`, `graph_`, `embedding_`, `eigenvectors_` are the
+        representatives', m rows; `labels_` and `isolated_` are the points'). None
+        in exact mode, as the three below.
+    representative_of_ : ndarray of int32, shape (n_samples,) or None
+        Each point's representative (row of `representatives_`).
+    representative_counts_ : ndarray of int64, shape (m,) or None
+        Points per representative.
+    representative_labels_ : ndarray of int32, shape (m,) or None
+        Each representative's cluster (−1: isolated in their graph);
+        ``labels_ = representative_labels_[representative_of_]``.
     backend_ : {"gpu", "cpu"}
     backend_reason_ : str
-    mode_ : {"exact", "landmarks"}
     landmarks_ : ndarray of shape (n_landmarks, n_features) or None
         With ``mode="landmarks"``: the landmarks (on the backend's device); there
         ``affinity_matrix_``, ``graph_``, ``graph_stats_`` and ``edge_rule_`` are None
@@ -274,7 +306,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         kmeans_max_iter=300,
         random_state=None,
         backend="auto",
-        mode="exact",
+        mode="auto",
+        n_representatives="auto",
         n_landmarks=None,
         n_nearest_landmarks=5,
     ):
@@ -299,6 +332,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.random_state = random_state
         self.backend = backend
         self.mode = mode
+        self.n_representatives = n_representatives
         self.n_landmarks = n_landmarks
         self.n_nearest_landmarks = n_nearest_landmarks
 
@@ -326,7 +360,16 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             # A Dask array: the distributed pipeline on the Client in scope.
             from .distributed import fit_spectral
 
-            return fit_spectral(self, X)
+            if self.mode in ("representatives", "landmarks"):
+                raise ValueError(f"mode={self.mode!r} is not available on Dask arrays "
+                                 "(the distributed fit builds the exact graph); allowed "
+                                 "there: mode='auto' or 'exact'")
+            fit_spectral(self, X)
+            self.mode_, self.mode_why_ = "exact", "a Dask array: the distributed exact pipeline"
+            self.landmarks_ = None
+            self.representatives_ = self.representative_of_ = None
+            self.representative_counts_ = self.representative_labels_ = None
+            return self
         t_start = time.perf_counter()
         if self.mode == "landmarks":
             return self._fit_landmarks(X, t_start)
@@ -335,7 +378,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
 
         t0 = time.perf_counter()
-        rule = None
+        rule = reps = None
+        mode, self.mode_why_ = "exact", "affinity='precomputed': X is the graph"
         if self.affinity == "precomputed":
             graph = _precomputed_graph(X, backend)
             check_features(self, X, reset=True)
@@ -344,13 +388,15 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             # (check_data); cosine, not translation invariant, takes the data as is.
             Xv = check_data(X, center=self.metric != "cosine")
             check_features(self, X, reset=True)
+            Xv, reps, mode = self._representatives(Xv, backend, rng)
+            t0 = time.perf_counter()
             # The edge rule, built once: explicit values win, the rest is chosen from Xv.
             rule = EdgeRule.suggest(Xv, self.metric, self.sigma, self.threshold_sqdist,
                                     self.threshold_sim, n_clusters=self.n_clusters,
                                     n_neighbors=self.n_neighbors,
                                     graph=AFFINITY_GRAPH[self.affinity],
                                     local_neighbor=self.local_neighbor)
-            if rule.compares == "cosine" and self.metric != "cosine":
+            if rule.compares == "cosine" and self.metric != "cosine" and reps is None:
                 Xv = check_data(X, center=False)  # "auto" chose cosine: as given
             _warn_duplicates(Xv, self.n_clusters)
             t_suggest = time.perf_counter() - t0
@@ -393,6 +439,14 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         if part.n_dropped:
             warn_components(part.n_components, n_isolated, part.n_clusters, part.n_dropped)
         emb, k, labels = part.clustered, part.n_clusters, part.labels
+        self.mode_ = mode
+        self.representatives_ = None if reps is None else reps.centers
+        self.representative_of_ = None if reps is None else reps.labels
+        self.representative_counts_ = None if reps is None else reps.counts
+        self.representative_labels_ = None if reps is None else labels
+        if reps is not None:  # the points take their representative's label
+            labels = map_labels(labels, reps.labels)
+            isolated = isolated[reps.labels]
 
         self.labels_ = _like_input(labels, X)
         self.n_clusters_ = int(k)
@@ -415,9 +469,11 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.eigen_residuals_ = emb.residual_norms
         self.backend_ = graph.backend
         self.backend_reason_ = backend.reason
-        self.mode_ = "exact"
         self.landmarks_ = None
         self.timings_ = {
+            **({"representatives": sum(reps.timings.values()),
+                **{f"representatives.{k}": v for k, v in reps.timings.items()}}
+               if reps is not None else {}),
             **({"suggest": t_suggest} if rule is not None and rule.suggested else {}),
             "graph": t1 - t0,
             **part.timings,
@@ -444,6 +500,26 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         arrays and SciPy matrices, whatever backend ran."""
         return host_state(super().__getstate__())
 
+    def _representatives(self, Xv, backend, rng):
+        """Mode representatives (``mode``, ``mode="auto"``'s rule): the data moved to
+        the backend's device, k-means representatives extracted; returns (the points
+        to build the graph of, the :class:`~explorer.representatives.Representatives`
+        or None, the mode)."""
+        n, d = Xv.shape
+        given = self.n_representatives
+        mode, self.mode_why_ = choose_mode(
+            self.mode, n, d, backend=backend.name, metric=self.metric,
+            n_representatives=None if isinstance(given, str) else given)
+        if mode != "representatives":
+            return Xv, None, mode
+        m = check_n_representatives(given, n, self.n_clusters)
+        move = backend.is_gpu != (array_module(Xv) is not np)
+        check_representatives_memory(n, d, m, gpu=backend.is_gpu, move=move)
+        if move:
+            Xv = backend.xp.asarray(Xv) if backend.is_gpu else to_numpy(Xv)
+        reps = extract_representatives(Xv, m, random_state=rng)
+        return reps.centers, reps, mode
+
     def _check_params(self) -> BuildOptions:
         """Validate the parameters besides the edge rule; return the builder's options."""
         if isinstance(self.n_clusters, str):
@@ -451,6 +527,11 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         else:
             check_int(self.n_clusters, "n_clusters", low=1)
         check_choice(self.affinity, "affinity", AFFINITIES)
+        check_choice(self.mode, "mode", MODES)
+        if isinstance(self.n_representatives, str):
+            check_choice(self.n_representatives, "n_representatives", ("auto",))
+        else:
+            check_int(self.n_representatives, "n_representatives", low=2)
         # The edge rule is validated by EdgeRule.suggest in fit, before any search (and
         # unused on a precomputed graph).
         options = BuildOptions.from_args(self.hypo_max_nnz_row, self.sp_max_nz_pct,
@@ -467,7 +548,6 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
                     "eigen_max_iter", EIGEN_MAX_ITER_LIMIT,
                     "the eigensolvers converge (or stall) long before")
         check_random_state(self.random_state)
-        check_choice(self.mode, "mode", MODES)
         return options
 
     def _fit_landmarks(self, X, t_start):
@@ -509,8 +589,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.eigen_iterations_ = part.iterations
         self.eigen_residuals_ = part.svd.residuals[:k]
         self.backend_, self.backend_reason_ = part.backend, part.backend_reason
-        self.mode_ = "landmarks"
+        self.mode_, self.mode_why_ = "landmarks", "mode='landmarks' given"
         self.landmarks_ = part.landmarks
+        self.representatives_ = self.representative_of_ = None
+        self.representative_counts_ = self.representative_labels_ = None
         # Without the stored affinity: the estimator keeps no n × p matrix (as it keeps
         # no graph), and what it keeps pickles to the host (see __getstate__).
         self.landmark_partition_ = replace(part, affinity=None)

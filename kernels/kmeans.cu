@@ -140,8 +140,11 @@ extern "C" __global__ void nearest_centre(const float* __restrict__ D,     // ro
 // float64 sums while consecutive rows share a label and adds them to the accumulator
 // when the label changes: rows ordered by cluster (as data sets and embeddings often
 // are) cost one atomic per run, shuffled labels one per row and column, which then
-// rarely collide. The accumulator is the block's shared memory when `use_shared`
-// (k (d + 1) doubles; added to `sums` at the end), else `sums` itself.
+// rarely collide. With `order` (the rows sorted by label, a permutation of 0..n-1)
+// the rows are visited in that order, so every run is a whole cluster's share of the
+// warp: about one atomic per cluster and column in all, whatever the labels' order.
+// The accumulator is the block's shared memory when `use_shared` (k (d + 1) doubles;
+// added to `sums` at the end), else `sums` itself.
 //
 // Launch: 1-D grid of whole warps; columns beyond 32 * COLS take further launches
 // with col0 advanced.
@@ -149,6 +152,7 @@ extern "C" __global__ void nearest_centre(const float* __restrict__ D,     // ro
 
 extern "C" __global__ void cluster_sums(const float* __restrict__ X,       // n x d
                                         const int* __restrict__ labels,    // n
+                                        const long long* __restrict__ order,  // n, or null
                                         long long n, int d, int k, int col0,
                                         int use_shared,
                                         double* __restrict__ sums) {       // k x (d+1)
@@ -171,11 +175,14 @@ extern "C" __global__ void cluster_sums(const float* __restrict__ X,       // n 
     int current = -1;
     for (long long base = begin; base < end; base += 32) {
         // 32 labels at once, then handed out by shuffles: one load per 32 rows.
-        const int mine = base + lane < end ? labels[base + lane] : -1;
+        long long my_row = base + lane;
+        if (order != nullptr && my_row < end) my_row = order[my_row];
+        const int mine = base + lane < end ? labels[my_row] : -1;
         const int count = end - base < 32 ? (int)(end - base) : 32;
         for (int i = 0; i < count; ++i) {
             const int label = __shfl_sync(FULL_MASK, mine, i);
-            const float* x = X + (base + i) * d;
+            const long long row = __shfl_sync(FULL_MASK, my_row, i);
+            const float* x = X + row * d;
             if (label != current) {  // the same for every lane of the warp
                 if (current >= 0) {
                     for (int p = 0; p < SUM_COLS; ++p) {

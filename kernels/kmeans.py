@@ -6,6 +6,9 @@ one of two ways:
 - :func:`kmeans_step`, fused: one pass that reads each row once and walks the k
   centres in registers; for the small k·d of an embedding with few clusters (see
   :data:`FUSED_MAX_KD`), and for any k that fits when d <= :data:`FUSED_ANY_K_MAX_D`.
+- :func:`tiled_step`: for few features (d <= :data:`TILED_MAX_D`) and any k, the
+  nearest centres by ``kmeans_tiled.cu`` (rows in registers, centres a tile at a time
+  from shared memory, no n x k block stored), then ``cluster_sums``.
 - :func:`gemm_step`: the cross terms by cuBLAS a block of rows at a time, then one
   kernel for the nearest centres and one for the sums. The CPU's code run on CuPy
   (``explorer.kmeans.assign_nearest_by_products``: argmin, gather, a float64 copy of the
@@ -59,6 +62,56 @@ def fused_step_pays(k: int, d: int) -> bool:
     """Whether explorer.kmeans should use the fused step (see :data:`FUSED_MAX_KD` and
     :data:`FUSED_ANY_K_MAX_D`)."""
     return (k * d <= FUSED_MAX_KD or d <= FUSED_ANY_K_MAX_D) and fused_step_fits(k, d)
+
+
+#: Up to this many features (and where the fused step does not pay), the nearest
+#: centres come from :func:`tiled_step`: the GEMM path's n x k block of cross terms
+#: costs 8 bytes of traffic per centre and row against 2d flops, so below a few dozen
+#: features it runs at memory speed. Measured on an H200 at d = 4 only (n = 10⁷,
+#: k = 4096, one step with sums: 116 ms by the GEMM path, 16.4 ms tiled;
+#: benchmarks/results/large-kmeans-*.json); 32 is the estimate from bytes against
+#: flops (an H200's balance is near 2d flops per 8 bytes at d ≈ 56), not a measurement.
+TILED_MAX_D = 32
+
+#: Threads per block of ``nearest_tiled`` (``TILE`` in kmeans_tiled.cu) and rows per
+#: thread (``ROWS``).
+TILED_BLOCK = 256
+TILED_ROWS = 2
+
+#: Blocks per multiprocessor of ``nearest_tiled``.
+TILED_BLOCKS_PER_SM = 8
+
+
+def tiled_step_pays(k: int, d: int) -> bool:
+    """Whether explorer.kmeans should use :func:`tiled_step` (few features, and the
+    fused step does not pay)."""
+    return d <= TILED_MAX_D and not fused_step_pays(k, d)
+
+
+def tiled_step(X, x_sq, centers, *, want_sums: bool):
+    """:func:`kmeans_step` for d <= :data:`TILED_MAX_D` and any k: ``nearest_tiled``
+    (compiled for this d), then :func:`cluster_sums`.
+
+    Same parameters and results as :func:`kmeans_step`; ties go to the first centre,
+    and the float32 sums compared are those of the fused step.
+    """
+    import cupy
+
+    n, d = X.shape
+    k = centers.shape[0]
+    if not 1 <= d <= TILED_MAX_D:
+        raise ValueError(f"d={d} is out of range for tiled_step; allowed: 1 <= d <= {TILED_MAX_D}")
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    C32, c_sq = _float32_centres(centers)
+    neg2c = cupy.ascontiguousarray(-2.0 * C32)
+    labels = cupy.empty(n, dtype=cupy.int32)
+    mind = cupy.empty(n, dtype=cupy.float32)
+    if n:
+        grid = _blocks(n, TILED_BLOCK * TILED_ROWS, TILED_BLOCKS_PER_SM)
+        launch("kmeans_tiled", "nearest_tiled", (f"-DKM_DIM={d}",), (grid,), (TILED_BLOCK,),
+               (X, cupy.ascontiguousarray(x_sq, dtype=cupy.float32), neg2c, c_sq,
+                np.int64(n), np.int32(k), labels, mind))
+    return labels, mind, cluster_sums(X, labels, k) if want_sums else None
 
 
 def _blocks(items: int, per_block: int, per_sm: int) -> int:
@@ -159,7 +212,16 @@ def gemm_step(X, x_sq, centers, *, want_sums: bool, chunk: int):
     return labels, mind, cluster_sums(X, labels, k) if want_sums else None
 
 
-def cluster_sums(X, labels, k: int):
+#: With atomics straight into global memory (the sums do not fit shared memory), rows
+#: are visited sorted by label from this many features on: unsorted, shuffled labels
+#: cost one float64 atomic per row and column (n·(d + 1)); sorted, about one per
+#: cluster and column, for the price of an argsort of the labels and a gathered read.
+#: Not measured apart: at n = 10⁶, d = 784, k = 4096 (H200) the whole step went from
+#: 142 to 139 ms, the cuBLAS product being most of it.
+SORTED_SUMS_MIN_D = 16
+
+
+def cluster_sums(X, labels, k: int, *, sort=None):
     """float64 sums of the rows of each cluster, with the counts as a last column.
 
     Parameters
@@ -167,6 +229,9 @@ def cluster_sums(X, labels, k: int):
     X : cupy.ndarray of float32, shape (n, d), C-contiguous
     labels : cupy.ndarray of int32, shape (n,), values in [0, k)
     k : int
+    sort : bool or None
+        Visit the rows sorted by label (see :data:`SORTED_SUMS_MIN_D`); None: when
+        the sums go straight to global memory and d >= SORTED_SUMS_MIN_D.
 
     Returns
     -------
@@ -182,11 +247,14 @@ def cluster_sums(X, labels, k: int):
     # MAX_SUMS_BYTES), else atomics straight into the result.
     shared = k * (d + 1) * 8
     use_shared = shared <= MAX_SUMS_BYTES
+    if sort is None:
+        sort = not use_shared and d >= SORTED_SUMS_MIN_D
+    order = cupy.argsort(labels).astype(cupy.int64, copy=False) if sort else np.uint64(0)
     # A warp's run of rows should be at least 32 long.
     grid = _blocks(-(-n // 32), PASS_BLOCK // 32, SUMS_BLOCKS_PER_SM)
     for col0 in range(0, d + 1, 32 * SUM_COLS):
         launch("kmeans", "cluster_sums", (), (grid,), (PASS_BLOCK,),
-               (X, labels, np.int64(n), np.int32(d), np.int32(k), np.int32(col0),
+               (X, labels, order, np.int64(n), np.int32(d), np.int32(k), np.int32(col0),
                 np.int32(use_shared), sums),
                shared_mem=shared if use_shared else 0)
     return sums

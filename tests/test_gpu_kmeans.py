@@ -200,3 +200,67 @@ def test_kmeans_parallel_seeding_on_the_gpu(k, d, rng):
     C = cupy.asnumpy(gpu.cluster_centers_).astype(np.float64)
     assert gpu.inertia_ == pytest.approx(float(((X - C[cupy.asnumpy(gpu.labels_)]) ** 2).sum()),
                                          rel=1e-6)
+
+
+@pytest.mark.parametrize(("n", "d", "k"), [
+    (1, 1, 1), (1_000, 3, 5), (20_011, 4, 4096), (9_999, 16, 700), (5_003, 32, 300),
+    (700, 7, 1500),  # more centres than rows, a partial last tile
+])
+def test_tiled_step_matches_float64(n, d, k, rng, poisoned):
+    import cupy
+    from explorer.kernels.kmeans import tiled_step
+
+    X, C, x_sq = step_inputs(rng, n, d, k)
+    for want_sums in (True, False):
+        out = tiled_step(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(C),
+                         want_sums=want_sums)
+        check_step(X, C, *(None if a is None else a.get() for a in out))
+
+
+def test_tiled_step_takes_over_at_few_features_and_many_centres():
+    from explorer.kernels.kmeans import TILED_MAX_D, fused_step_pays, tiled_step_pays
+
+    assert tiled_step_pays(4096, 4) and not fused_step_pays(4096, 4)
+    assert not tiled_step_pays(1024, 3)  # the fused step's
+    assert tiled_step_pays(2048, TILED_MAX_D) and not tiled_step_pays(2048, TILED_MAX_D + 1)
+
+
+@pytest.mark.parametrize(("n", "d", "k"), [(30_000, 40, 2000), (4_000, 300, 64)])
+def test_cluster_sums_sorted_and_unsorted_agree(n, d, k, rng, poisoned):
+    import cupy
+    from explorer.kernels.kmeans import cluster_sums
+
+    X = (rng.standard_normal((n, d)) * 10 + 1e3).astype(np.float32)
+    labels = rng.integers(0, k, size=n).astype(np.int32)
+    want = np.zeros((k, d + 1))
+    np.add.at(want[:, :d], labels, X.astype(np.float64))
+    np.add.at(want[:, d], labels, 1.0)
+    for sort in (True, False):
+        got = cluster_sums(cupy.asarray(X), cupy.asarray(labels), k, sort=sort).get()
+        np.testing.assert_array_equal(got[:, d], want[:, d])
+        np.testing.assert_allclose(got[:, :d], want[:, :d], rtol=1e-13, atol=1e-9)
+
+
+def test_kmeans_at_k_4096_seeds_by_kmeans_parallel_and_fits_blobs(rng):
+    # k above PARALLEL_MAX_CLUSTERS: init="auto" takes k-means|| with the batched
+    # reduction. On as many separated blobs as k, each blob left without a centre
+    # costs as much as all the others together, so count them: greedy k-means++ finds
+    # every blob; the batched reduction may miss a handful of the 4096.
+    import cupy
+
+    k, d = 4096, 4
+    centres = rng.uniform(-1000, 1000, size=(k, d))
+    X = (centres[rng.integers(k, size=40 * k)] + rng.standard_normal((40 * k, d))).astype(
+        np.float32)
+
+    def blobs_found(km):
+        C = cupy.asnumpy(km.cluster_centers_).astype(np.float64)
+        nearest = np.concatenate([((C[s : s + 512, None, :] - centres[None]) ** 2).sum(-1)
+                                  .argmin(1) for s in range(0, k, 512)])
+        return len(np.unique(nearest))
+
+    fast = KMeans(k, n_init=1, max_iter=20, random_state=0).fit(cupy.asarray(X))
+    greedy = KMeans(k, init="k-means++", n_init=1, max_iter=20, random_state=0).fit(
+        cupy.asarray(X))
+    assert blobs_found(greedy) == k
+    assert blobs_found(fast) >= k - 8

@@ -198,10 +198,71 @@ def test_auto_seeding_switches_to_kmeans_parallel_on_large_data(rng, monkeypatch
     large = KMeans(6, n_init=2, random_state=5).fit(X)
     parallel = KMeans(6, init="k-means||", n_init=2, random_state=5).fit(X)
     np.testing.assert_array_equal(large.cluster_centers_, parallel.cluster_centers_)
-    # Many clusters: greedy again (the reduction's steps would cost as much).
+    # Many clusters: k-means|| whatever n, its candidates reduced by Lloyd steps (the
+    # greedy reduction's k steps would cost as much as greedy seeding's).
+    monkeypatch.setattr(kmeans_module, "PARALLEL_MIN_SAMPLES", 10**6)
     monkeypatch.setattr(kmeans_module, "PARALLEL_MAX_CLUSTERS", 5)
     many = KMeans(6, n_init=2, random_state=5).fit(X)
-    np.testing.assert_array_equal(many.cluster_centers_, greedy.cluster_centers_)
+    lloyd = KMeans(6, init="k-means||", n_init=2, random_state=5).fit(X)
+    np.testing.assert_array_equal(many.cluster_centers_, lloyd.cluster_centers_)
+    assert not np.array_equal(many.cluster_centers_, parallel.cluster_centers_)
+
+
+def test_batched_reduction_starts_from_distinct_weighted_candidates(rng):
+    m, d, k = 400, 3, 37
+    C = (rng.standard_normal((m, d)) * 3).astype(np.float32)
+    w = rng.integers(0, 3, size=m).astype(np.float64)  # about a third weightless
+    c_sq = np.einsum("ij,ij->i", C, C)
+    got = kmeans_module.reduce_candidates(C, c_sq, w, k, np.random.RandomState(3), np,
+                                        n_iter=0)
+    rows = {tuple(r): i for i, r in enumerate(C.astype(np.float64))}
+    picked = [rows[tuple(c)] for c in got]  # every centre is a candidate ...
+    assert len(set(picked)) == k  # ... a distinct one ...
+    assert np.all(w[picked] > 0)  # ... of positive weight while there are enough
+
+
+def test_batched_reduction_ends_at_weighted_means(rng):
+    # Enough Lloyd steps on well separated groups reach a fixed point: each centre is
+    # the weighted mean (float64) of the candidates nearest to it.
+    k, d = 6, 2
+    centres = rng.uniform(-50, 50, size=(k, d))
+    C = (centres[np.repeat(np.arange(k), 40)] + rng.standard_normal((40 * k, d))).astype(
+        np.float32)
+    w = rng.uniform(0.5, 3.0, size=len(C))
+    got = kmeans_module.reduce_candidates(C, np.einsum("ij,ij->i", C, C), w, k,
+                                        np.random.RandomState(1), np, n_iter=50)
+    C64 = C.astype(np.float64)
+    lab = ((C64[:, None, :] - got[None]) ** 2).sum(-1).argmin(1)
+    for j in range(k):
+        mine = lab == j
+        assert mine.any()
+        want = (C64[mine] * w[mine, None]).sum(0) / w[mine].sum()
+        np.testing.assert_allclose(got[j], want, rtol=1e-9, atol=1e-9)
+
+
+def test_batched_reduction_with_fewer_weighted_candidates_than_k(rng):
+    C = rng.standard_normal((30, 2)).astype(np.float32)
+    w = np.zeros(30)
+    w[:4] = 1.0
+    got = kmeans_module.reduce_candidates(C, np.einsum("ij,ij->i", C, C), w, 6,
+                                        np.random.RandomState(0), np)
+    assert got.shape == (6, 2) and np.isfinite(got).all()
+    # The four weighted candidates are each their own centre's whole mass.
+    for row in C[:4].astype(np.float64):
+        assert np.min(np.abs(got - row).sum(1)) < 1e-6
+
+
+def test_many_clusters_fit_well_with_the_lloyd_reduction(rng, monkeypatch):
+    # Well separated blobs, one per cluster: k-means|| with the Lloyd reduction finds
+    # (nearly) every blob, as greedy k-means++ does.
+    monkeypatch.setattr(kmeans_module, "PARALLEL_MAX_CLUSTERS", 8)
+    k, d = 40, 3
+    centres = rng.uniform(-100, 100, size=(k, d))
+    X = (centres[np.repeat(np.arange(k), 50)] + rng.standard_normal((50 * k, d))).astype(
+        np.float32)
+    km = KMeans(k, n_init=1, random_state=int(rng.integers(1000))).fit(X)
+    greedy = KMeans(k, init="k-means++", n_init=1, random_state=0).fit(X)
+    assert km.inertia_ <= 1.5 * greedy.inertia_
 
 
 def test_kmeans_parallel_with_fewer_distinct_points_than_clusters(rng):

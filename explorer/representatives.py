@@ -1,0 +1,294 @@
+"""The representatives chain of papers/004 (Fig. 1): k-means picks m representatives of
+the raw data, spectral clustering runs on the representatives only, and every point
+takes the label of its representative.
+
+What it approximates: the ε-graph of all n points is replaced by the graph of the m
+k-means centres, so two points are "similar" when their representatives are. Clusters
+narrower than the representatives' spacing, and boundaries that cut through a
+representative's cell, are lost: every point of a cell gets one label. The paper does
+not weight the representatives' graph by how many points each stands for, and neither
+does this module (the graph, its Laplacian and the final k-means treat every
+representative alike); ``counts`` are reported for the caller.
+
+:func:`choose_mode` is the rule of ``SpectralClustering(mode="auto")``;
+:func:`extract_representatives` the first step of ``mode="representatives"``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import memory
+from ._backend import array_module, chunk_rows, to_numpy
+from ._validation import check_choice, check_int, check_random_state
+from .kmeans import KMeans, assign_nearest, row_sq_norms
+
+#: The estimator's ``mode`` choices (``"landmarks"``: :mod:`explorer.landmarks`, only
+#: when asked for; the auto rule chooses between the other two).
+MODES = ("auto", "exact", "representatives", "landmarks")
+
+#: ``n_representatives="auto"``: this many, or n when smaller.
+DEFAULT_REPRESENTATIVES = 4096
+
+#: The representatives' k-means is fitted on a uniform sample of this many rows per
+#: representative (all rows when n is smaller), then every row is assigned to its
+#: nearest representative once: Lloyd's steps cost sample × m × d each, the
+#: assignment n × m × d once.
+SAMPLE_PER_REPRESENTATIVE = 32
+
+#: Lloyd iterations of the representatives' k-means (their quality matters less than
+#: the final clustering's: each stands for a cell of points).
+REPRESENTATIVE_MAX_ITER = 30
+
+#: ... stopping earlier when at most this fraction of the sample changes label.
+REPRESENTATIVE_TOL = 1e-3
+
+#: ``mode="auto"``: the exact ε-graph pipeline while the pair work n²·d of its
+#: all-pairs builders stays below this, per backend (the GPU's GEMM builder took
+#: 0.27 s at n = 240 000, d = 784 on an H200, n²·d = 4.5·10¹³; on two shared CPU
+#: cores the brute-force build of 20 000 × 10 blobs, n²·d = 4·10⁹, took 22 s).
+EXACT_MAX_WORK = {"gpu": 2e14, "cpu": 1e10}
+
+#: Seeding of the representatives' k-means: k distinct rows of the sample, placed in
+#: proportion to the data's density, at no cost. On 16 000 × 10 blobs, m = 500, CPU:
+#: seeding 0.19 s and inertia 68 322 after Lloyd, against 6.3 s and 68 205 for greedy
+#: k-means++ and 1.7 s and 68 119 for k-means||.
+REPRESENTATIVE_INIT = "random"
+
+#: ``mode="auto"``: distance rules on at most this many features stay exact whatever
+#: n (the GPU grid and the CPU kd-tree visit neighbouring cells only, O(n ·
+#: neighbours); explorer.graph's ``GRID_D``).
+EXACT_MAX_LOW_D = 8
+
+
+def choose_mode(mode, n: int, d: int, *, backend: str, metric: str = "auto",
+                n_representatives: int | None = None) -> tuple[str, str]:
+    """The pipeline for `mode` on n × d data, and why.
+
+    Parameters
+    ----------
+    mode : {"auto", "exact", "representatives"}
+    n, d : int
+        The data's shape.
+    backend : {"gpu", "cpu"}
+        Where the fit runs (the work limits differ, :data:`EXACT_MAX_WORK`).
+    metric : str
+        The estimator's metric: ``"cosine"`` never takes the low-d grid.
+    n_representatives : int, optional
+        m; when n <= m the representatives would be the points themselves.
+
+    Returns
+    -------
+    (mode, reason) : tuple of str
+        ``"exact"`` or ``"representatives"`` (``"landmarks"`` only when given).
+    """
+    mode = check_choice(mode, "mode", MODES)
+    if mode != "auto":
+        return mode, f"mode={mode!r} given"
+    m = DEFAULT_REPRESENTATIVES if n_representatives is None else n_representatives
+    if n <= m:
+        return "exact", f"n={n} <= {m} representatives: the exact graph is as small"
+    if d <= EXACT_MAX_LOW_D and metric != "cosine":
+        return "exact", (f"d={d} <= {EXACT_MAX_LOW_D}: the exact ε-graph visits neighbouring "
+                         "cells only (grid / kd-tree), O(n · neighbours)")
+    work = float(n) * n * d
+    limit = EXACT_MAX_WORK[backend]
+    if work <= limit:
+        return "exact", f"pair work n²·d = {work:.2g} <= {limit:.0e} ({backend}): exact ε-graph"
+    return "representatives", (
+        f"pair work n²·d = {work:.2g} > {limit:.0e} ({backend}): k-means representatives "
+        f"(m={m}), spectral clustering of their graph, labels mapped back (papers/004)")
+
+
+@dataclass
+class Representatives:
+    """What :func:`extract_representatives` produced.
+
+    Attributes
+    ----------
+    centers : ndarray of float32, shape (m, d)
+        The representatives (k-means centres), on the data's device.
+    labels : ndarray of int32, shape (n,)
+        The representative of each point (nearest centre), on the data's device.
+    counts : ndarray of int64, shape (m,)
+        Points per representative.
+    sample_size : int
+        Rows the k-means was fitted on.
+    n_iter : int
+        Its Lloyd iterations.
+    mean_sqdist : float
+        Mean squared distance of a point to its representative (float64).
+    timings : dict of str to float
+        Seconds: ``"fit"`` (the sample's k-means), ``"assign"`` (every row).
+    """
+
+    centers: object
+    labels: object
+    counts: object
+    sample_size: int
+    n_iter: int
+    mean_sqdist: float
+    timings: dict = field(default_factory=dict)
+
+
+def check_n_representatives(value, n: int, n_clusters) -> int:
+    """m for ``n_representatives=value`` on n points: ``"auto"`` is
+    ``min(DEFAULT_REPRESENTATIVES, n)``; an int must lie in [max(2, k), n] (k: a fixed
+    `n_clusters`; the spectral step clusters the representatives into k)."""
+    if isinstance(value, str):
+        check_choice(value, "n_representatives", ("auto",))
+        return min(DEFAULT_REPRESENTATIVES, n)
+    low = max(2, n_clusters if isinstance(n_clusters, int) else 2)
+    m = check_int(value, "n_representatives", low=2)
+    if not low <= m <= n:
+        raise ValueError(
+            f"n_representatives={m} is out of range; allowed: max(2, n_clusters) = {low} <= "
+            f"n_representatives <= n_samples = {n} (the representatives are clustered into "
+            "n_clusters, and there are no more than the points)"
+        )
+    return m
+
+
+#: Share of the free device memory (or of the host's available memory, as
+#: :data:`explorer.memory.CPU_MEMORY_FRACTION`) the representatives' extraction may
+#: take.
+GPU_MEMORY_FRACTION = 0.9
+
+
+def estimate_bytes(n: int, d: int, m: int, *, gpu: bool, move: bool = False,
+                   sample_per_representative: int = SAMPLE_PER_REPRESENTATIVE) -> float:
+    """Peak bytes of :func:`extract_representatives` on n × d data (plus the copy of X
+    to the backend's device when `move`): the sample and its centred copy with the
+    k-means blocks, or the assignment's block of rows with its product block, whichever
+    is larger, besides every row's label."""
+    block_values = 1 << 24 if gpu else 1 << 22  # explorer._backend's block of a product
+    product = max(1024, block_values // max(m, d)) * m * 4.0
+    size = min(n, sample_per_representative * m)
+    fit = 2.0 * size * d * 4 + size * 12.0 + product + m * (d + 1) * 8.0 * 2
+    rows = max(1024, ASSIGN_BLOCK_VALUES["gpu" if gpu else "cpu"] // max(1, d))
+    assign = min(n, rows) * (d * 4.0 + 12.0) + product
+    return (n * d * 4.0 if move else 0.0) + n * 4.0 + m * 8.0 + max(fit, assign)
+
+
+def check_memory(n: int, d: int, m: int, *, gpu: bool, move: bool = False) -> None:
+    """Refuse, before anything is allocated, an extraction that will not fit
+    (:func:`estimate_bytes` against the free device memory or the host's available
+    memory).
+
+    Raises
+    ------
+    explorer.memory.MemoryEstimateError
+    """
+    need = estimate_bytes(n, d, m, gpu=gpu, move=move)
+    what = (f"the representatives' extraction (n={n}, d={d}, m={m}"
+            + (", X copied to the GPU)" if move else ")"))
+    advice = "lower n_representatives or subsample the data"
+    if not gpu:
+        memory.check_allocation(need, what, advice)
+        return
+    free = memory.free_device_bytes()
+    if need > GPU_MEMORY_FRACTION * free:
+        raise memory.MemoryEstimateError(
+            f"{what} needs about {memory.format_bytes(need)}, but only "
+            f"{memory.format_bytes(free)} of GPU memory is free; {advice}",
+            device="GPU", nnz=0.0, need_bytes=need, available_bytes=int(free))
+
+
+def extract_representatives(X, n_representatives: int, *, random_state=None,
+                            sample_per_representative: int = SAMPLE_PER_REPRESENTATIVE,
+                            max_iter: int = REPRESENTATIVE_MAX_ITER) -> Representatives:
+    """m k-means representatives of the rows of `X`, and each row's representative.
+
+    The k-means (:class:`explorer.KMeans`, one run from :data:`REPRESENTATIVE_INIT`,
+    at most `max_iter` Lloyd steps) is fitted on
+    a uniform sample of ``sample_per_representative · m`` distinct rows (all rows when
+    n is smaller), then every row is assigned to its nearest centre, a block of rows
+    at a time.
+
+    Parameters
+    ----------
+    X : float32 ndarray of shape (n, d), NumPy or CuPy
+        Validated data (:func:`explorer._validation.check_data`).
+    n_representatives : int
+        m, 1 <= m <= n.
+    random_state : int, numpy.random.RandomState or None
+    sample_per_representative : int
+    max_iter : int
+
+    Returns
+    -------
+    Representatives
+    """
+    xp = array_module(X)
+    n, d = X.shape
+    m = check_int(n_representatives, "n_representatives", low=1, high=n)
+    per = check_int(sample_per_representative, "sample_per_representative", low=1)
+    rng = check_random_state(random_state)
+    t0 = time.perf_counter()
+    size = min(n, per * m)
+    if size < n:
+        # Distinct rows in increasing order (a sorted gather); a few draws repeat, so
+        # draw a little more and trim.
+        rows = np.unique(rng.randint(0, n, size=size + size // 8 + 16))
+        rows = np.sort(rng.permutation(rows)[:size]) if rows.size > size else rows
+        sample = X[xp.asarray(rows)]
+    else:
+        sample = X
+    km = KMeans(m, init=REPRESENTATIVE_INIT, n_init=1, max_iter=max_iter,
+                tol=REPRESENTATIVE_TOL, random_state=rng).fit(sample)
+    centers = xp.ascontiguousarray(km.cluster_centers_, dtype=xp.float32)
+    t1 = time.perf_counter()
+    labels, total = assign_rows(X, centers)
+    counts = xp.bincount(labels, minlength=m).astype(xp.int64)
+    mean_sqdist = total / n
+    return Representatives(
+        centers=centers, labels=labels, counts=counts, sample_size=int(sample.shape[0]),
+        n_iter=int(km.n_iter_), mean_sqdist=mean_sqdist,
+        timings={"fit": t1 - t0, "assign": time.perf_counter() - t1},
+    )
+
+
+#: Rows per block of :func:`assign_rows` (bounds its centred float32 copy).
+ASSIGN_BLOCK_VALUES = {"cpu": 1 << 24, "gpu": 1 << 28}
+
+
+def assign_rows(X, centers):
+    """Nearest centre of every row of `X`, and the float64 sum of the squared distances.
+
+    Blocks of rows are centred on the centres' mean before the float32 distances (as
+    :meth:`explorer.KMeans.predict` centres), without a copy of the whole of X.
+
+    Parameters
+    ----------
+    X : float32 ndarray of shape (n, d), NumPy or CuPy
+    centers : float32 ndarray of shape (m, d), same module
+
+    Returns
+    -------
+    labels : int32 ndarray of shape (n,)
+    total_sqdist : float
+    """
+    xp = array_module(X)
+    n, d = X.shape
+    shift = centers.astype(xp.float64).mean(axis=0).astype(xp.float32)
+    C = (centers - shift).astype(xp.float64)
+    inner = chunk_rows(xp, max(C.shape[0], d))
+    block = max(inner, ASSIGN_BLOCK_VALUES["cpu" if xp is np else "gpu"] // max(1, d))
+    labels = xp.empty(n, dtype=xp.int32)
+    total = xp.zeros((), dtype=xp.float64)
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        Xb = X[start:stop] - shift
+        lab, mind, _ = assign_nearest(Xb, row_sq_norms(Xb, xp), C, inner, xp, want_sums=False)
+        labels[start:stop] = lab
+        total += mind.sum(dtype=xp.float64)
+    return labels, float(to_numpy(total))
+
+
+def map_labels(rep_labels, assignment):
+    """Every point's label: its representative's (``rep_labels[assignment]``), −1 where
+    the representative is unclustered."""
+    return rep_labels[assignment]

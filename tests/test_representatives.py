@@ -1,0 +1,194 @@
+"""The representatives chain (explorer.representatives, SpectralClustering(mode=...)) on
+the CPU: against the exact pipeline on easy data, the mapping of labels back to every
+point against a NumPy reference, the auto rule and the errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer import SpectralClustering
+from explorer.metrics import adjusted_rand_score
+from explorer.representatives import (
+    DEFAULT_REPRESENTATIVES,
+    EXACT_MAX_WORK,
+    assign_rows,
+    check_n_representatives,
+    choose_mode,
+    extract_representatives,
+)
+
+
+def blobs(rng, n, d, k, spread=0.5):
+    centres = rng.uniform(-10, 10, size=(k, d))
+    y = rng.integers(0, k, size=n)
+    return (centres[y] + spread * rng.standard_normal((n, d))).astype(np.float32), y
+
+
+def test_representatives_agree_with_the_exact_pipeline_on_easy_data(rng):
+    X, y = blobs(rng, 3000, 2, 4)
+    seed = int(rng.integers(1000))
+    exact = SpectralClustering(4, mode="exact", backend="cpu", random_state=seed).fit(X)
+    reps = SpectralClustering(4, mode="representatives", n_representatives=300,
+                              backend="cpu", random_state=seed).fit(X)
+    assert exact.mode_ == "exact" and reps.mode_ == "representatives"
+    assert exact.representatives_ is None and reps.representatives_.shape == (300, 2)
+    assert reps.affinity_matrix_.shape == (300, 300)
+    assert adjusted_rand_score(exact.labels_, reps.labels_) >= 0.98
+    assert abs(adjusted_rand_score(y, exact.labels_) - adjusted_rand_score(y, reps.labels_)) \
+        <= 0.02
+    assert "representatives" in reps.timings_ and "representatives" not in exact.timings_
+
+
+def test_every_point_takes_its_representatives_label(rng):
+    X, _ = blobs(rng, 2000, 5, 3, spread=1.0)
+    sc = SpectralClustering(3, mode="representatives", n_representatives=150, backend="cpu",
+                            random_state=int(rng.integers(1000))).fit(X)
+    C = sc.representatives_.astype(np.float64)
+    # The nearest representative in float64; rows near a tie may go either way.
+    D = ((X.astype(np.float64)[:, None, :] - C[None]) ** 2).sum(-1)
+    order = np.sort(D, axis=1)
+    clear = order[:, 1] - order[:, 0] > 1e-4 * (1 + order[:, 0])
+    assert clear.mean() > 0.99
+    np.testing.assert_array_equal(sc.representative_of_[clear], D[clear].argmin(1))
+    got = D[np.arange(len(X)), sc.representative_of_]
+    np.testing.assert_allclose(got, order[:, 0], rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(sc.labels_, sc.representative_labels_[sc.representative_of_])
+    np.testing.assert_array_equal(sc.representative_counts_,
+                                  np.bincount(sc.representative_of_, minlength=150))
+    np.testing.assert_array_equal(sc.isolated_, sc.representative_labels_[
+        sc.representative_of_] == -1)
+    assert sc.labels_.shape == (2000,) and sc.labels_.dtype == np.int32
+
+
+def test_extract_representatives_fits_a_sample_and_assigns_every_row(rng):
+    X, _ = blobs(rng, 5000, 3, 4)
+    reps = extract_representatives(X, 40, random_state=0, sample_per_representative=10)
+    assert reps.sample_size == 400
+    assert reps.centers.shape == (40, 3) and reps.centers.dtype == np.float32
+    assert reps.counts.sum() == 5000 and set(reps.timings) == {"fit", "assign"}
+    D = ((X.astype(np.float64)[:, None, :] - reps.centers.astype(np.float64)[None]) ** 2).sum(-1)
+    assert reps.mean_sqdist == pytest.approx(D.min(1).mean(), rel=1e-4)
+    same = extract_representatives(X, 40, random_state=0, sample_per_representative=10)
+    np.testing.assert_array_equal(reps.labels, same.labels)
+    # All rows when the sample would not be smaller.
+    assert extract_representatives(X[:300], 40, random_state=0).sample_size == 300
+
+
+def test_assign_rows_in_blocks_far_from_the_origin(rng, monkeypatch):
+    import explorer.representatives as module
+
+    monkeypatch.setitem(module.ASSIGN_BLOCK_VALUES, "cpu", 3 * 100)  # blocks of 1024 rows
+    C = (rng.standard_normal((7, 3)) * 5 + 1e4).astype(np.float32)
+    X = (C[rng.integers(0, 7, size=3000)] + rng.standard_normal((3000, 3))).astype(np.float32)
+    labels, total = assign_rows(X, C)
+    D = ((X.astype(np.float64)[:, None, :] - C.astype(np.float64)[None]) ** 2).sum(-1)
+    order = np.sort(D, axis=1)
+    clear = order[:, 1] - order[:, 0] > 1e-2
+    np.testing.assert_array_equal(labels[clear], D[clear].argmin(1))
+    assert total == pytest.approx(order[:, 0].sum(), rel=1e-3)
+
+
+def test_auto_mode_rule():
+    # Few features with a distance rule: exact whatever n (grid / kd-tree).
+    assert choose_mode("auto", 10**8, 4, backend="gpu")[0] == "exact"
+    # ... not with the cosine metric.
+    mode, why = choose_mode("auto", 10**7, 4, backend="gpu", metric="cosine")
+    assert mode == "representatives" and "n²·d" in why
+    # Many features: by the pair work, per backend.
+    assert choose_mode("auto", 240_000, 784, backend="gpu")[0] == "exact"
+    assert choose_mode("auto", 10**6, 784, backend="gpu")[0] == "representatives"
+    n_cpu = int((EXACT_MAX_WORK["cpu"] / 64) ** 0.5)
+    assert choose_mode("auto", n_cpu, 64, backend="cpu")[0] == "exact"
+    assert choose_mode("auto", 2 * n_cpu, 64, backend="cpu")[0] == "representatives"
+    # No more points than representatives: exact.
+    assert choose_mode("auto", 3000, 784, backend="cpu", n_representatives=3000)[0] == "exact"
+    assert choose_mode("representatives", 10, 2, backend="cpu") == (
+        "representatives", "mode='representatives' given")
+
+
+def test_auto_mode_on_the_estimator_says_why(rng, monkeypatch):
+    import explorer.representatives as module
+
+    X, _ = blobs(rng, 1200, 12, 3)
+    sc = SpectralClustering(3, backend="cpu", random_state=0).fit(X)
+    assert sc.mode_ == "exact" and "n=1200 <= 4096 representatives" in sc.mode_why_
+    monkeypatch.setitem(module.EXACT_MAX_WORK, "cpu", 1e6)
+    sc = SpectralClustering(3, n_representatives=100, backend="cpu", random_state=0).fit(X)
+    assert sc.mode_ == "representatives" and "> 1e+06 (cpu)" in sc.mode_why_
+    assert sc.representatives_.shape == (100, 12)
+
+
+def test_n_representatives_auto_and_errors():
+    assert check_n_representatives("auto", 10**6, 10) == DEFAULT_REPRESENTATIVES
+    assert check_n_representatives("auto", 500, 10) == 500
+    with pytest.raises(ValueError, match=r"n_representatives=5 is out of range; allowed: "
+                                         r"max\(2, n_clusters\) = 10"):
+        check_n_representatives(5, 1000, 10)
+    with pytest.raises(ValueError, match=r"n_representatives=1001 .*n_samples = 1000"):
+        check_n_representatives(1001, 1000, 3)
+    with pytest.raises(ValueError, match=r"n_representatives=1 is out of range"):
+        check_n_representatives(1, 1000, "auto")
+    with pytest.raises(ValueError, match="n_representatives"):
+        check_n_representatives("many", 1000, 3)
+    with pytest.raises(TypeError, match="n_representatives must be an integer"):
+        check_n_representatives(2.5, 1000, 3)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"mode": "fast"}, ValueError, "mode"),
+    ({"n_representatives": 1}, ValueError, r"n_representatives=1 is out of range"),
+    ({"n_representatives": "lots"}, ValueError, "n_representatives"),
+    ({"mode": "representatives", "n_representatives": 5000}, ValueError,
+     r"n_representatives=5000 .*n_samples = 300"),
+    ({"mode": "representatives", "n_representatives": 3}, ValueError,
+     r"max\(2, n_clusters\) = 4"),
+])
+def test_estimator_errors_name_the_argument(kwargs, error, match, rng):
+    X, _ = blobs(rng, 300, 3, 4)
+    with pytest.raises(error, match=match):
+        SpectralClustering(4, backend="cpu", **kwargs).fit(X)
+
+
+def test_n_representatives_is_checked_only_where_representatives_run(rng):
+    X, _ = blobs(rng, 300, 3, 4)
+    # More representatives than points: exact in auto mode (n <= m), unused in exact.
+    for mode in ("auto", "exact"):
+        sc = SpectralClustering(4, mode=mode, n_representatives=5000, backend="cpu",
+                                random_state=0).fit(X)
+        assert sc.mode_ == "exact" and sc.representatives_ is None
+
+
+def test_memory_is_estimated_before_the_extraction(rng, monkeypatch):
+    import explorer.memory as memory
+    from explorer.representatives import estimate_bytes
+
+    X, _ = blobs(rng, 2000, 3, 4)
+    need = estimate_bytes(2000, 3, 100, gpu=False)
+    # The labels of every row and the larger of the fit's and the assignment's blocks.
+    assert 2000 * 4 < need < 2000 * 3 * 4 * 2 + 2000 * 16 + (1 << 22) * 4 + 10**5
+    assert estimate_bytes(2000, 3, 100, gpu=True, move=True) >= 2000 * 3 * 4 + need
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: int(need))  # 80 % of it
+    with pytest.raises(memory.MemoryEstimateError, match=r"representatives' extraction "
+                       r"\(n=2000, d=3, m=100\) needs about .*lower n_representatives"):
+        SpectralClustering(4, mode="representatives", n_representatives=100,
+                           backend="cpu").fit(X)
+
+
+def test_cli_runs_the_representatives_mode(tmp_path):
+    import json
+
+    from explorer.cli import main
+
+    out = tmp_path / "run.json"
+    assert main(["run", "blobs", "--n-samples", "2000", "--backend", "cpu", "--mode",
+                 "representatives", "--n-representatives", "150", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["mode"]["name"] == "representatives"
+    assert result["parameters"]["n_representatives"] == 150
+    assert result["scores"]["ari"] > 0.9
+    assert result["stats"]["n"] == 150
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "blobs", "--n-samples", "500", "--backend", "cpu",
+              "--n-representatives", "lots"])
+    assert exc.value.code == 2
