@@ -194,7 +194,8 @@ def jaccard_levels(indptr, indices, *, tau: float = DEFAULT_TAU, seed: int = 0):
     parents, rounds = [], []
     n = indptr.shape[0] - 1
     while n >= MIN_LEVEL_ROWS and len(parents) < MAX_LEVELS:
-        group, r = cluster_level(indptr, indices, min_sim, seed + len(parents))
+        level_seed = (seed + len(parents)) & 0xFFFFFFFF
+        group, r = cluster_level(indptr, indices, min_sim, level_seed)
         parent, indptr, indices = coarsen(indptr, indices, group)
         g = indptr.shape[0] - 1
         parents.append(parent)

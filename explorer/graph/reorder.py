@@ -301,7 +301,10 @@ def spatial_order(X, xp):
     lo, hi = X.min(axis=0), X.max(axis=0)
     span = xp.where(hi > lo, hi - lo, 1.0)
     Q = xp.floor((X - lo) / span * ((1 << bits) - 1)).astype(xp.uint64)
-    return xp.argsort(_morton(Q, bits, xp)).astype(xp.int64)
+    codes = _morton(Q, bits, xp)
+    # Stable, so that equal codes keep the rows' order (CuPy's sort is stable).
+    order = np.argsort(codes, kind="stable") if xp is np else xp.argsort(codes)
+    return order.astype(xp.int64)
 
 
 def rcm_order(csr, xp):
