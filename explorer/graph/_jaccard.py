@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._backend import array_module, sparse_module
+from .._csr import row_blocks
 
 #: Default Jaccard distance threshold τ (paper 003, Table 1: τ = 0.6).
 DEFAULT_TAU = 0.6
@@ -50,6 +51,9 @@ MAX_LEVELS = 32
 
 #: Rows of a level below which the levels end (their order is then the ids').
 MIN_LEVEL_ROWS = 2
+
+#: Entries per block of the coarsening.
+COARSEN_BLOCK = 1 << 27
 
 #: Edge-list entries per chunk of the NumPy intersections (the sparse row products).
 _CHUNK_ENTRIES = 1 << 22
@@ -158,20 +162,28 @@ def coarsen(indptr, indices, group):
     """Number the groups 0..G-1 in the order of their leaders and build the coarse
     pattern (groups adjacent when any of their rows are; sorted columns, no diagonal).
 
+    The entries are taken :data:`COARSEN_BLOCK` at a time, each block's coarse edges
+    made unique before they are kept, so the work arrays stay small whatever nnz.
+
     Returns
     -------
     parent : int64 array of shape (n,)
         The group number of each row.
-    coarse_indptr, coarse_indices : int64 arrays
+    coarse_indptr, coarse_indices : int32 arrays (int64 when they do not fit)
     """
     xp = array_module(indptr)
     leaders_sorted, parent = xp.unique(group, return_inverse=True)
     parent = parent.reshape(-1).astype(xp.int64)
     g = int(leaders_sorted.shape[0])
-    rows = parent[entry_rows(indptr, xp)]
-    cols = parent[indices.astype(xp.int64)]
-    keep = rows != cols
-    key = xp.unique(rows[keep] * g + cols[keep])
+    parts = []
+    for r0, r1, e0, e1 in row_blocks(indptr, COARSEN_BLOCK):
+        if e1 == e0:
+            continue
+        rows = parent[r0 + entry_rows(indptr[r0:r1 + 1] - indptr[r0], xp)]
+        cols = parent[indices[e0:e1].astype(xp.int64)]
+        keep = rows != cols
+        parts.append(xp.unique(rows[keep] * g + cols[keep]))
+    key = xp.unique(xp.concatenate(parts)) if parts else xp.zeros(0, dtype=xp.int64)
     counts = xp.bincount(key // g, minlength=g)
     small = max(g, int(key.shape[0])) < 2**31  # int32 indices when they fit
     dtype = xp.int32 if small else xp.int64

@@ -48,6 +48,7 @@ from ..memory import (
     free_device_bytes,
 )
 from . import _jaccard
+from ._jaccard import entry_rows
 from ._traffic import DEFAULT_TILE, SpmmTraffic, spmm_traffic
 
 __all__ = [
@@ -175,10 +176,11 @@ def _csr_of(graph_or_csr):
     return csr
 
 
-#: Peak bytes per stored entry of the work arrays: :func:`permute` (entry rows, sources,
-#: columns, sort keys and order in int64, the new values and columns) and a Jaccard
-#: level's coarsening (entry rows, groups of both ends, keys and the sort's copy).
-BYTES_PER_ENTRY = {"permute": 48, "jaccard": 40}
+#: Peak bytes per stored entry of the work arrays: :func:`permute` (entry rows, sources
+#: and columns in int64, the new values and columns, the sort's buffer) and a Jaccard
+#: level (its coarse pattern, at most one int64 key per entry, and the first level's
+#: copy of it; the coarsening's blocks are bounded).
+BYTES_PER_ENTRY = {"permute": 40, "jaccard": 24}
 
 
 def check_reorder_memory(csr, what: str) -> None:
@@ -257,14 +259,22 @@ def permute(csr, perm):
     deg = (ptr[1:] - ptr[:-1])[perm]
     new_ptr = xp.zeros(n + 1, dtype=ptr.dtype)
     xp.cumsum(deg, out=new_ptr[1:])
-    rows = _jaccard.entry_rows(new_ptr, xp)
+    rows = entry_rows(new_ptr, xp)
     src = xp.arange(nnz, dtype=xp.int64) - new_ptr[rows].astype(xp.int64) \
         + ptr[perm[rows]].astype(xp.int64)
-    cols = inv[csr.indices[src]]
-    # Sort the columns within each row: one global sort of row * n + column keys.
-    order = xp.argsort(rows * n + cols)
-    out = csr_from_arrays(csr.data[src[order]], cols[order].astype(csr.indices.dtype), new_ptr,
-                          csr.shape, canonical=True)
+    cols = inv[csr.indices[src]].astype(csr.indices.dtype)
+    out = csr_from_arrays(csr.data[src], cols, new_ptr, csr.shape, canonical=False)
+    del rows, src, cols
+    if xp is np or csr.indices.dtype == np.int32:
+        out.has_sorted_indices = False  # sort_indices() skips a matrix flagged sorted
+        out.sort_indices()  # SciPy's per-row sort; cuSPARSE's csrsort (int32 only)
+    else:
+        # int64 on the GPU: one sort of row * n + column keys.
+        keys = entry_rows(new_ptr, xp) * n + out.indices.astype(xp.int64)
+        order = xp.argsort(keys)
+        out = csr_from_arrays(out.data[order], out.indices[order], new_ptr, csr.shape,
+                              canonical=False)
+    out.has_canonical_format = True
     return out
 
 
