@@ -40,8 +40,10 @@ import numpy as np
 from .._backend import array_module, sparse_module
 from .._csr import row_blocks
 
-#: Default Jaccard distance threshold τ (paper 003, Table 1: τ = 0.6).
-DEFAULT_TAU = 0.6
+#: Default Jaccard distance threshold τ. Paper 003 ran τ = 0.6 (its Table 1); with many
+#: leaders per round 0.6 took 32 rounds on the first level of a 2·10⁴-row syn4d graph
+#: against 7 at 0.8, for the same traffic after reordering (1.31x against 1.33x the floor).
+DEFAULT_TAU = 0.8
 
 #: A level that keeps more than this fraction of its rows as groups ends the levels.
 SHRINK_LIMIT = 0.8
@@ -158,6 +160,18 @@ def cluster_level(indptr, indices, min_sim: float, seed: int):
     return gpu_level(n, indptr, indices, min_sim, seed)
 
 
+def sorted_unique(a, xp):
+    """The distinct values of `a`, ascending: a sort and a comparison of neighbours
+    (NumPy 2.4's ``unique`` took 7 s for 2.4·10⁶ int64 keys that sort in 0.1 s)."""
+    s = xp.sort(a)
+    if s.shape[0] < 2:
+        return s
+    keep = xp.empty(s.shape[0], dtype=bool)
+    keep[0] = True
+    xp.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
 def coarsen(indptr, indices, group):
     """Number the groups 0..G-1 in the order of their leaders and build the coarse
     pattern (groups adjacent when any of their rows are; sorted columns, no diagonal).
@@ -172,9 +186,12 @@ def coarsen(indptr, indices, group):
     coarse_indptr, coarse_indices : int32 arrays (int64 when they do not fit)
     """
     xp = array_module(indptr)
-    leaders_sorted, parent = xp.unique(group, return_inverse=True)
-    parent = parent.reshape(-1).astype(xp.int64)
-    g = int(leaders_sorted.shape[0])
+    n = group.shape[0]
+    is_leader = xp.zeros(n, dtype=xp.int64)
+    is_leader[group] = 1
+    number = xp.cumsum(is_leader) - 1  # the groups numbered in their leaders' order
+    parent = number[group]
+    g = int(number[-1]) + 1 if n else 0
     parts = []
     for r0, r1, e0, e1 in row_blocks(indptr, COARSEN_BLOCK):
         if e1 == e0:
@@ -182,13 +199,13 @@ def coarsen(indptr, indices, group):
         rows = parent[r0 + entry_rows(indptr[r0:r1 + 1] - indptr[r0], xp)]
         cols = parent[indices[e0:e1].astype(xp.int64)]
         keep = rows != cols
-        parts.append(xp.unique(rows[keep] * g + cols[keep]))
-    key = xp.unique(xp.concatenate(parts)) if parts else xp.zeros(0, dtype=xp.int64)
+        parts.append(sorted_unique(rows[keep] * g + cols[keep], xp))
+    key = sorted_unique(xp.concatenate(parts), xp) if parts else xp.zeros(0, dtype=xp.int64)
     counts = xp.bincount(key // g, minlength=g)
     small = max(g, int(key.shape[0])) < 2**31  # int32 indices when they fit
     dtype = xp.int32 if small else xp.int64
     coarse_indptr = xp.zeros(g + 1, dtype=dtype)
-    xp.cumsum(counts, out=coarse_indptr[1:])
+    coarse_indptr[1:] = xp.cumsum(counts)
     return parent, coarse_indptr, (key % g).astype(dtype)
 
 

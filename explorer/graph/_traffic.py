@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._backend import array_module, to_numpy
+from ._jaccard import sorted_unique
 
 #: Rows per tile of the reuse model (a few thread blocks' rows in flight on one SM).
 DEFAULT_TILE = 256
@@ -141,7 +142,7 @@ def spmm_traffic(csr, *, block: int = 8, tile: int = DEFAULT_TILE,
             inv[xp.asarray(perm)] = xp.arange(n, dtype=xp.int64)
             cols = inv[cols]
         keys = xp.asarray(np.repeat(which, lengths)) * n + cols
-        distinct = int(xp.unique(keys).shape[0])
+        distinct = int(sorted_unique(keys, xp).shape[0])
     per_tile = distinct / chosen.size
     row = x_row_bytes(block)
     index_bytes = csr.indices.dtype.itemsize

@@ -145,7 +145,7 @@ class RowOrder:
     def describe(self) -> str:
         """One line: the method, the traffic before and after, the time."""
         if self.perm is None:
-            return f"rows kept in their order ({self.reason})"
+            return "rows kept in their order"
         return (f"{self.method} order: traffic {self.before.ratio:.2f}x -> "
                 f"{self.after.ratio:.2f}x the floor, {self.seconds:.3f} s")
 
@@ -258,7 +258,7 @@ def permute(csr, perm):
     ptr = csr.indptr
     deg = (ptr[1:] - ptr[:-1])[perm]
     new_ptr = xp.zeros(n + 1, dtype=ptr.dtype)
-    xp.cumsum(deg, out=new_ptr[1:])
+    new_ptr[1:] = xp.cumsum(deg)
     rows = entry_rows(new_ptr, xp)
     src = xp.arange(nnz, dtype=xp.int64) - new_ptr[rows].astype(xp.int64) \
         + ptr[perm[rows]].astype(xp.int64)
