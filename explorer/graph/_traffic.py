@@ -55,7 +55,8 @@ class SpmmTraffic:
     y_bytes : float
         Y written.
     floor_bytes : float
-        The same with every row of X fetched once.
+        The same with every row of X that A references fetched once (for a symmetric
+        pattern, one per non-empty row).
     """
 
     n: int
@@ -149,5 +150,9 @@ def spmm_traffic(csr, *, block: int = 8, tile: int = DEFAULT_TILE,
     matrix_bytes = float(nnz * (value_bytes + index_bytes) + (n + 1) * csr.indptr.dtype.itemsize)
     y_bytes = float(n * block * 4)
     x_bytes = per_tile * n_tiles * row
-    floor = matrix_bytes + y_bytes + min(float(n * row), x_bytes)
+    # Every column referenced fetched once: the non-empty rows of a symmetric pattern.
+    referenced = int(xp.count_nonzero(csr.indptr[1:] != csr.indptr[:-1]))
+    floor_x = float(referenced * row)
+    x_bytes = max(x_bytes, floor_x)  # a sample cannot make it cheaper than the floor
+    floor = matrix_bytes + y_bytes + floor_x
     return SpmmTraffic(n, nnz, block, tile, per_tile, matrix_bytes, x_bytes, y_bytes, floor)
