@@ -20,13 +20,17 @@
 //
 // One warp per row, ROWS_PER_BLOCK rows per block. The column lists are sorted (canonical
 // CSR): each lane takes entries of cols(j) and binary-searches them in cols(i).
-// PTR_T and IDX_T are the index types of indptr and indices (int or long long).
+// PTR64 / IDX64 (0 or 1): indptr / indices are long long instead of int.
 
-#ifndef PTR_T
-#define PTR_T int
+#if defined(PTR64) && PTR64
+typedef long long PTR_T;
+#else
+typedef int PTR_T;
 #endif
-#ifndef IDX_T
-#define IDX_T int
+#if defined(IDX64) && IDX64
+typedef long long IDX_T;
+#else
+typedef int IDX_T;
 #endif
 
 #define FULL_MASK 0xffffffffu

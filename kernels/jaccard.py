@@ -17,9 +17,8 @@ MAX_ROUNDS = 10_000
 
 
 def _defines(indptr, indices) -> tuple:
-    ptr = "long long" if indptr.dtype == np.int64 else "int"
-    idx = "long long" if indices.dtype == np.int64 else "int"
-    return (f"-DPTR_T={ptr}", f"-DIDX_T={idx}")
+    return (f"-DPTR64={int(indptr.dtype == np.int64)}",
+            f"-DIDX64={int(indices.dtype == np.int64)}")
 
 
 def _grid(n: int) -> tuple:
