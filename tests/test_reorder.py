@@ -17,6 +17,7 @@ from explorer.graph.reorder import (
     METHODS,
     RowOrder,
     choose_order,
+    label_order,
     permute,
     row_order,
     spmm_traffic,
@@ -225,11 +226,12 @@ def test_partition_labels_equal_with_and_without(rng, reorder):
     np.testing.assert_allclose(np.linalg.svd(q1.T @ q2, compute_uv=False), 1.0, atol=1e-3)
 
 
+@pytest.mark.filterwarnings("ignore:the graph has .* connected components")
 def test_estimator_spatial_labels_equal(rng):
     X, _ = blobs_graph(rng, 1500)
     t = blobs_threshold(1500, degree=150)
     kw = dict(sigma=float(np.sqrt(t / 8)), threshold_sqdist=t, backend="cpu", random_state=0,
-              eigen_solver="chebyshev")
+              eigen_solver="chebyshev", eigen_tol=1e-6)
     base = SpectralClustering(3, **kw).fit(X)
     sc = SpectralClustering(3, reorder="spatial", **kw).fit(X)
     assert sc.reorder_.method == "spatial" and sc.reorder_.reordered
@@ -244,3 +246,20 @@ def test_given_row_order_is_used(rng):
     assert part.reorder is order
     base = partition_graph(g.csr, 3, random_state=0)
     np.testing.assert_array_equal(part.labels, base.labels)
+
+
+def test_label_order_groups_clusters(rng):
+    labels = rng.integers(-1, 4, 500)
+    within = rng.permutation(500)
+    for w in (None, within):
+        perm = label_order(labels, w)
+        assert_permutation(perm, 500)
+        seen = labels[perm]
+        key = np.where(seen < 0, 4, seen)
+        assert np.all(np.diff(key) >= 0)
+        # Within a cluster, the order of `within` (or the given order).
+        ref = np.arange(500) if w is None else w
+        rank = np.empty(500, dtype=np.int64)
+        rank[ref] = np.arange(500)
+        for c in np.unique(key):
+            assert np.all(np.diff(rank[perm[key == c]]) > 0)

@@ -20,7 +20,8 @@ columns share the fetched rows of the dense block. Users' rows come in any order
     :data:`SPATIAL_MAX_DIMS` features, the coordinates on the leading principal axes
     of a sample.
 
-:func:`permute` applies an order symmetrically (P A Pᵀ), :func:`spmm_traffic` measures
+:func:`permute` applies an order symmetrically (P A Pᵀ), :func:`label_order` groups rows
+by cluster (within any order), :func:`spmm_traffic` measures
 what it changed (bytes per product against the floor), and :func:`choose_order` with
 ``method="auto"`` decides whether reordering pays before the eigensolver runs and says
 why.
@@ -59,6 +60,7 @@ __all__ = [
     "RowOrder",
     "SpmmTraffic",
     "choose_order",
+    "label_order",
     "permute",
     "row_order",
     "spmm_traffic",
@@ -276,6 +278,32 @@ def permute(csr, perm):
                               canonical=False)
     out.has_canonical_format = True
     return out
+
+
+def label_order(labels, within=None):
+    """The permutation that groups rows by cluster (the spy plot's "permuted by
+    cluster" view): clusters in label order, unlabelled rows (-1) last, and within a
+    cluster the order of `within` (a permutation such as :attr:`RowOrder.perm`; default
+    the given order).
+
+    Parameters
+    ----------
+    labels : int array of shape (n,)
+        NumPy or CuPy; the permutation is on the same device.
+    within : int array of shape (n,), optional
+
+    Returns
+    -------
+    perm : int64 array of shape (n,)
+    """
+    xp = array_module(labels)
+    labels = xp.asarray(labels).astype(xp.int64)
+    n = labels.shape[0]
+    base = xp.arange(n, dtype=xp.int64) if within is None else check_permutation(within, n, xp)
+    key = labels[base]
+    key = xp.where(key < 0, int(key.max()) + 1 if n else 0, key)
+    position = xp.arange(n, dtype=xp.int64)
+    return base[xp.argsort(key * n + position)]
 
 
 def _morton(Q, bits: int, xp):
