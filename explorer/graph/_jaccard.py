@@ -155,7 +155,7 @@ def cluster_level(indptr, indices, min_sim: float, seed: int):
         return xp.zeros(0, dtype=xp.int32), 0
     if xp is np:
         return cluster_level_numpy(indptr, indices, min_sim, seed)
-    from explorer.kernels.jaccard import cluster_level as gpu_level
+    from ..kernels.jaccard import cluster_level as gpu_level
 
     return gpu_level(n, indptr, indices, min_sim, seed)
 

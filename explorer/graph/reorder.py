@@ -82,19 +82,27 @@ SPATIAL_MAX_DIMS = 4
 #: Rows sampled for those axes.
 SPATIAL_SAMPLE = 10_000
 
-#: Effective bandwidth of a product's memory traffic, bytes per second, by device: the
-#: rule turns the traffic model's bytes into seconds with it.
-BANDWIDTH = {"gpu": 3.0e12, "cpu": 1.0e10}
+#: Bytes of the traffic model per second of product, by device: the rule turns the
+#: model's bytes into seconds with it. CPU: measured, syn4d 2·10⁵ rows (32 nonzeros per
+#: row), b = 8, SciPy, 2 shared cores: 0.167 s for 2.6·10⁸ model bytes (given order),
+#: 0.10-0.11 s for 0.9-1.1·10⁸ (reordered). GPU: an estimate (a syn4d 5·10⁷ Chebyshev
+#: embedding, ~200 products, took 2.1 s on an H200 in the given order: ≈ 4·10¹³ model
+#: bytes per second of embedding); benchmarks/reorder.py measures it.
+BANDWIDTH = {"gpu": 4.0e12, "cpu": 1.5e9}
 
-#: Traffic over the floor an order is expected to reach on a kNN-like graph
-#: (the ratio of :class:`SpmmTraffic` after reordering).
-AFTER_RATIO = {"jaccard": 1.6, "rcm": 1.5, "spatial": 1.3}
+#: Traffic over the floor an order is expected to reach (:class:`SpmmTraffic` ratio after
+#: reordering), measured on syn4d 2·10⁵ (tile 256): Morton 1.35, Jaccard 1.43, RCM 1.73
+#: (2·10⁴: 1.22, 1.33, 1.40).
+AFTER_RATIO = {"jaccard": 1.45, "rcm": 1.7, "spatial": 1.35}
 
-#: Estimated cost of each order in seconds: ``a * n + b * nnz`` per device, the symmetric
-#: permutation included.
+#: Cost of each order in seconds, ``a * n + b * nnz`` by device, the symmetric permutation
+#: (CPU: 2.5e-7 s per entry) included. CPU: measured on 2 shared cores (Jaccard τ = 0.8,
+#: 5·10⁴ rows and 2.1·10⁶ entries: 1.8 s; RCM 2·10⁵ rows, 6.5·10⁶ entries: 0.24 s;
+#: Morton 5·10⁴ rows: 0.06 s). GPU: estimates (RCM is SciPy's on the host, the matrix
+#: copied there); benchmarks/reorder.py measures them.
 REORDER_COST = {
-    "gpu": {"jaccard": (2e-8, 1.5e-9), "rcm": (1e-7, 2e-8), "spatial": (2e-9, 3e-10)},
-    "cpu": {"jaccard": (2e-6, 2e-7), "rcm": (1e-7, 3e-8), "spatial": (3e-7, 3e-8)},
+    "gpu": {"jaccard": (2e-8, 2e-9), "rcm": (1e-7, 4e-8), "spatial": (2e-9, 3e-10)},
+    "cpu": {"jaccard": (0.0, 1.1e-6), "rcm": (0.0, 2.9e-7), "spatial": (1.2e-6, 2.5e-7)},
 }
 
 
