@@ -263,3 +263,15 @@ def test_label_order_groups_clusters(rng):
         rank[ref] = np.arange(500)
         for c in np.unique(key):
             assert np.all(np.diff(rank[perm[key == c]]) > 0)
+
+
+def test_unsorted_columns_give_the_same_order(rng):
+    A = random_graph(rng, 400, 8)
+    shuffled = A.copy()
+    for i in range(400):  # reverse every row's columns
+        a, b = shuffled.indptr[i], shuffled.indptr[i + 1]
+        shuffled.indices[a:b] = shuffled.indices[a:b][::-1].copy()
+        shuffled.data[a:b] = shuffled.data[a:b][::-1].copy()
+    shuffled.has_sorted_indices = False
+    np.testing.assert_array_equal(row_order(shuffled, "jaccard").perm,
+                                  row_order(A, "jaccard").perm)

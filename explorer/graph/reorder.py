@@ -383,8 +383,9 @@ def row_order(graph_or_csr, method="jaccard", X=None, *, tau=_jaccard.DEFAULT_TA
     Parameters
     ----------
     graph_or_csr : explorer.Graph or scipy/cupyx CSR matrix of shape (n, n)
-        Symmetric pattern, sorted columns (as the builders return it). A CuPy matrix
-        is reordered on its GPU (RCM on the host).
+        A symmetric pattern without a diagonal, as the builders return it (the
+        Jaccard formula relies on both; on another matrix the result is still a
+        permutation). A CuPy matrix is reordered on its GPU (RCM on the host).
     method : {"jaccard", "rcm", "spatial"}, default "jaccard"
         See the module's description.
     X : array of shape (n, d), optional
@@ -429,6 +430,8 @@ def _compute(csr, method, X, tau, seed, block, tile, before, reason) -> RowOrder
     t0 = time.perf_counter()
     if method == "jaccard":
         check_reorder_memory(csr, "jaccard")
+        if not csr.has_sorted_indices:  # the intersections binary-search the columns
+            csr = csr.sorted_indices()
         parents, rounds = _jaccard.jaccard_levels(csr.indptr, csr.indices, tau=tau, seed=seed)
         perm = _jaccard.dendrogram_order(parents, n, xp)
         info = {"tau": tau, "seed": seed, "rounds": rounds,
