@@ -6,6 +6,8 @@ same labels with and without reordering."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -275,3 +277,18 @@ def test_unsorted_columns_give_the_same_order(rng):
     shuffled.has_sorted_indices = False
     np.testing.assert_array_equal(row_order(shuffled, "jaccard").perm,
                                   row_order(A, "jaccard").perm)
+
+
+def test_cli_reorder_prints_and_records_the_order(capsys, tmp_path):
+    from explorer import cli
+
+    path = tmp_path / "r.json"
+    code = cli.main(["run", "syn4d", "--n-samples", "3000", "--backend", "cpu",
+                     "--eigen-solver", "chebyshev", "--reorder", "jaccard", "--json", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "row order" in out and "jaccard order" in out
+    result = json.loads(path.read_text())
+    assert result["reorder"]["method"] == "jaccard"
+    assert result["reorder"]["after"]["ratio"] < result["reorder"]["before"]["ratio"]
+    assert "reorder" in result["timings"] and result["scores"]["ari"] > 0.99
