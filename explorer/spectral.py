@@ -287,6 +287,11 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             # A Dask array: the distributed pipeline on the Client in scope.
             from .distributed import fit_spectral
 
+            if self.reorder is not None:
+                raise ValueError(
+                    f"reorder={self.reorder!r} is for a single-process fit; a Dask array is "
+                    "embedded in its row blocks as built (use reorder=None)")
+
             return fit_spectral(self, X)
         t_start = time.perf_counter()
         options = self._check_params()

@@ -292,3 +292,10 @@ def test_cli_reorder_prints_and_records_the_order(capsys, tmp_path):
     assert result["reorder"]["method"] == "jaccard"
     assert result["reorder"]["after"]["ratio"] < result["reorder"]["before"]["ratio"]
     assert "reorder" in result["timings"] and result["scores"]["ari"] > 0.99
+
+
+def test_dask_fit_refuses_reorder(rng):
+    da = pytest.importorskip("dask.array")
+    X = da.from_array(rng.random((200, 2)).astype(np.float32), chunks=(100, 2))
+    with pytest.raises(ValueError, match="reorder='rcm' is for a single-process fit"):
+        SpectralClustering(2, reorder="rcm").fit(X)
