@@ -21,7 +21,9 @@ the GPU (the grid builder for syn4d, GEMM for infinite digits), then for each va
   graph and why.
 
 RCM runs on the host (SciPy; cupyx has none) and is skipped above ``--rcm-max-rows``.
-Writes ``<out>/reorder.json`` (``reorder-small.json`` with ``--small``) after every shape.
+Writes ``<out>/reorder.json`` (``reorder-small.json`` with ``--small``,
+``reorder-cpu.json`` with ``--cpu``; ``--name`` to choose) after every shape. ``--cpu``
+runs everything with NumPy/SciPy (host clock; the CPU graph builder).
 
 Usage::
 
@@ -52,22 +54,32 @@ SHAPES = {
     "syn4d-2e5": {"data": "syn4d", "n": 200_000, "method": "grid", "k": 4},
     "digits-20k": {"data": "infinite-digits", "n": 20_000, "method": "gemm", "k": 10,
                    "params": {"metric": "cosine", "threshold_sim": 0.8}},
+    # --cpu smoke run
+    "syn4d-5e4": {"data": "syn4d", "n": 50_000, "method": "grid", "k": 4},
+    "digits-5k": {"data": "infinite-digits", "n": 5_000, "method": "gemm", "k": 10,
+                  "params": {"metric": "cosine", "threshold_sim": 0.8}},
 }
 FULL = ("syn4d-1e7", "syn4d-5e7", "digits-240k")
 SMALL = ("syn4d-2e5", "digits-20k")
 VARIANTS = ("none", "spatial", "rcm", "jaccard", "jaccard-tau0.6")
 
 
-def events(fn):
-    """(seconds between CUDA events around ``fn()``, its result)."""
-    import cupy
+#: The array module of the run: CuPy, or NumPy with ``--cpu``.
+xp = None
 
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+
+def events(fn):
+    """(seconds of ``fn()``: CUDA events on the GPU, the host clock with --cpu; its result)."""
+    if xp is np:
+        t0 = time.perf_counter()
+        out = fn()
+        return time.perf_counter() - t0, out
+    start, end = xp.cuda.Event(), xp.cuda.Event()
     start.record()
     out = fn()
     end.record()
     end.synchronize()
-    return cupy.cuda.get_elapsed_time(start, end) / 1e3, out
+    return xp.cuda.get_elapsed_time(start, end) / 1e3, out
 
 
 def median_of(fn, repeats, warmup=1):
@@ -78,21 +90,18 @@ def median_of(fn, repeats, warmup=1):
 
 
 def copy_bandwidth() -> float:
-    """Bytes per second (read + write) of a 1 GiB device-to-device copy."""
-    import cupy
-
-    src = cupy.ones(1 << 28, dtype=cupy.float32)
-    dst = cupy.empty_like(src)
-    t, _ = median_of(lambda: dst.data.copy_from_device_async(src.data, src.nbytes), 5)
+    """Bytes per second (read + write) of a 1 GiB copy (device to device on the GPU)."""
+    src = xp.ones(1 << 28, dtype=xp.float32)
+    dst = xp.empty_like(src)
+    t, _ = median_of(lambda: xp.copyto(dst, src), 5)
     return 2 * src.nbytes / t
 
 
 def warm_kernels():
-    """Compile the Jaccard kernels and CuPy's sorts on a small graph."""
-    import cupy
-    import cupyx.scipy.sparse as csp
+    """Compile the Jaccard kernels and the sorts on a small graph."""
     import scipy.sparse as sp
 
+    from explorer._backend import sparse_module
     from explorer.graph.reorder import permute, row_order
 
     A = sp.random(2000, 2000, density=0.01, random_state=0, format="csr", dtype=np.float32)
@@ -100,17 +109,22 @@ def warm_kernels():
     A.setdiag(0)
     A.eliminate_zeros()
     A.sort_indices()
-    G = csp.csr_matrix(A)
-    X = cupy.random.random((2000, 3), dtype=cupy.float32)
+    G = sparse_module(xp).csr_matrix(A)
+    X = xp.asarray(np.random.default_rng(0).random((2000, 3), dtype=np.float32))
     for m in ("jaccard", "spatial"):
         permute(G, row_order(G, m, X=X).perm)
 
 
+def free_memory() -> None:
+    if xp is not np:
+        xp.get_default_memory_pool().free_all_blocks()
+
+
 def run_shape(name, spec, args, bandwidth):
-    import cupy
     from explorer.data import load
 
     from explorer import KMeans, spectral_embedding
+    from explorer._backend import to_numpy
     from explorer.embedding.chebyshev import default_block
     from explorer.graph import build_graph
     from explorer.graph.reorder import choose_order, permute, row_order, spmm_traffic
@@ -120,7 +134,7 @@ def run_shape(name, spec, args, bandwidth):
     t0 = time.perf_counter()
     ds = load(spec["data"], n_samples=spec["n"], random_state=0)
     shuffle = np.random.default_rng(1).permutation(spec["n"])
-    X = cupy.asarray(ds.X[shuffle])
+    X = xp.asarray(ds.X[shuffle])
     y = None if ds.y is None else np.asarray(ds.y)[shuffle]
     params = spec.get("params") or {key: ds.suggested[key] for key in
                                     ("metric", "sigma", "threshold_sqdist", "threshold_sim")
@@ -128,7 +142,9 @@ def run_shape(name, spec, args, bandwidth):
     del ds
     out["data_s"] = time.perf_counter() - t0
     out["params"] = params
-    t_graph, g = events(lambda: build_graph(X, method=spec["method"], backend="gpu", **params))
+    method = spec["method"] if xp is not np else "auto"
+    backend = "gpu" if xp is not np else "cpu"
+    t_graph, g = events(lambda: build_graph(X, method=method, backend=backend, **params))
     csr = g.csr
     n, nnz, k = csr.shape[0], int(csr.nnz), spec["k"]
     block = default_block(k, n)
@@ -141,8 +157,7 @@ def run_shape(name, spec, args, bandwidth):
     del auto
 
     variants, base_labels = {}, None
-    rng = cupy.random.default_rng(0)
-    Y = rng.random((n, block), dtype=cupy.float32)
+    Y = xp.asarray(np.random.default_rng(0).random((n, block), dtype=np.float32))
     for i, variant in enumerate(args.variants):
         rec = {}
         method, tau = variant, None
@@ -178,10 +193,10 @@ def run_shape(name, spec, args, bandwidth):
                    eigenvalues=emb.eigenvalues.tolist())
         rec["total_s"] = rec["order_s"] + rec["permute_s"] + rec["embedding_s"]
         U = emb.embedding if order is None else order.to_original(emb.embedding)
-        keep = cupy.flatnonzero(~cupy.isnan(U[:, 0]))
-        labels = cupy.full(n, -1, dtype=cupy.int32)
+        keep = xp.flatnonzero(~xp.isnan(U[:, 0]))
+        labels = xp.full(n, -1, dtype=xp.int32)
         labels[keep] = KMeans(k, n_init=1, random_state=0).fit(U[keep]).labels_
-        labels = labels.get()
+        labels = to_numpy(labels)
         if base_labels is None:
             base_labels = labels
         rec["labels_equal"] = bool(np.array_equal(labels, base_labels))
@@ -195,7 +210,7 @@ def run_shape(name, spec, args, bandwidth):
               f"({rec['products']} products), total {rec['total_s']:.3f} s, "
               f"labels equal {rec['labels_equal']}", flush=True)
         del B, emb, U
-        cupy.get_default_memory_pool().free_all_blocks()
+        free_memory()
     out["variants"] = variants
     return out
 
@@ -209,15 +224,30 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=10, help="SpMM runs (median)")
     parser.add_argument("--embed-repeats", type=int, default=3, help="embedding runs (median)")
     parser.add_argument("--rcm-max-rows", type=int, default=12_000_000)
+    parser.add_argument("--cpu", action="store_true",
+                        help="NumPy/SciPy on the host (host-clock timings; a check of this "
+                             "script without a GPU, or CPU figures)")
+    parser.add_argument("--name", help="result file stem (default reorder, reorder-small, "
+                                       "reorder-cpu)")
     args = parser.parse_args(argv)
+    global xp
+    if args.cpu:
+        xp = np
+    else:
+        import cupy
+
+        xp = cupy
     shapes = args.shapes or (SMALL if args.small else FULL)
     env = environment_info()
-    result = {"benchmark": "reorder", "device": device_name(env), "environment": env,
+    device = "CPU" if args.cpu else device_name(env)
+    result = {"benchmark": "reorder", "device": device, "environment": env,
               "protocol": __doc__, "shapes": {}}
     warm_kernels()
     result["copy_bandwidth_Bps"] = bandwidth = copy_bandwidth()
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / ("reorder-small.json" if args.small else "reorder.json")
+    stem = args.name or ("reorder-cpu" if args.cpu else
+                         "reorder-small" if args.small else "reorder")
+    path = args.out / f"{stem}.json"
     for name in shapes:
         result["shapes"][name] = run_shape(name, SHAPES[name], args, bandwidth)
         path.write_text(json.dumps(plain(result), indent=1, allow_nan=False) + "\n")
