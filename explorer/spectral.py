@@ -117,7 +117,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     reorder : {None, "auto", "jaccard", "rcm", "spatial"}, default None
         Run the eigensolver on the graph with its rows reordered for faster products
         (:func:`explorer.partition_graph`, `reorder`; ``"spatial"`` orders the points
-        along a Morton curve); the labels are those without reordering.
+        along a Morton curve); the labels are those without reordering, to the
+        eigensolver's tolerance (its random start block is drawn in the new order).
 
     Attributes
     ----------
