@@ -522,7 +522,7 @@ def choose_order(graph_or_csr, method="auto", X=None, *, n_products=EXPECTED_PRO
         return RowOrder(perm=None, method="none", reason="kept: the eigensolver takes no sparse "
                         "products", seconds=0.0, before=None, after=None)
     before = spmm_traffic(csr, block=block, tile=tile)
-    low_d = X is not None and xp.asarray(X).ndim == 2 and X.shape[1] <= SPATIAL_AUTO_MAX_DIMS
+    low_d = X is not None and np.ndim(X) == 2 and np.shape(X)[1] <= SPATIAL_AUTO_MAX_DIMS
     candidates = [m for m in ("spatial", "jaccard", "rcm") if m != "spatial" or low_d]
     net = {}
     for m in candidates:
