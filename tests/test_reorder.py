@@ -22,6 +22,7 @@ from explorer.graph.reorder import (
     label_order,
     permute,
     row_order,
+    spatial_order,
     spmm_traffic,
 )
 from explorer.testing import check_canonical
@@ -299,3 +300,15 @@ def test_dask_fit_refuses_reorder(rng):
     X = da.from_array(rng.random((200, 2)).astype(np.float32), chunks=(100, 2))
     with pytest.raises(ValueError, match="reorder='rcm' is for a single-process fit"):
         SpectralClustering(2, reorder="rcm").fit(X)
+
+
+def test_spatial_order_of_many_features_follows_the_principal_axes(rng):
+    # 12-D points on a line (plus noise): the Morton order of the leading axes sorts them
+    # along it.
+    t = rng.random(3000)
+    direction = rng.standard_normal(12)
+    X = (np.outer(t, direction) + 1e-4 * rng.standard_normal((3000, 12))).astype(np.float32)
+    perm = spatial_order(X, np)
+    assert_permutation(perm, 3000)
+    along = t[perm]
+    assert abs(np.corrcoef(along, np.arange(3000))[0, 1]) > 0.99

@@ -335,7 +335,8 @@ def spatial_order(X, xp):
 
     Up to :data:`SPATIAL_MAX_DIMS` features the coordinates themselves; beyond, the
     coordinates on the leading principal axes of a seeded sample of
-    :data:`SPATIAL_SAMPLE` rows. Each is quantised to ``63 // d`` bits over its range.
+    :data:`SPATIAL_SAMPLE` rows. They are quantised to ``63 // d`` bits (at most 21)
+    over the largest coordinate range, one scale for all.
     """
     X = xp.asarray(X)
     n, d = X.shape
@@ -358,9 +359,12 @@ def spatial_order(X, xp):
         d = X.shape[1]
     X = X.astype(xp.float64)
     bits = min(21, 63 // d)
-    lo, hi = X.min(axis=0), X.max(axis=0)
-    span = xp.where(hi > lo, hi - lo, 1.0)
-    Q = xp.floor((X - lo) / span * ((1 << bits) - 1)).astype(xp.uint64)
+    # One scale for every axis (the largest range), so that the cells are cubes and a
+    # short axis (noise) does not weigh like a long one.
+    lo = X.min(axis=0)
+    span = float((X.max(axis=0) - lo).max()) if n else 0.0
+    span = span if span > 0 else 1.0
+    Q = xp.floor((X - lo) * (((1 << bits) - 1) / span)).astype(xp.uint64)
     codes = _morton(Q, bits, xp)
     # Stable, so that equal codes keep the rows' order (CuPy's sort is stable).
     order = np.argsort(codes, kind="stable") if xp is np else xp.argsort(codes)
