@@ -35,7 +35,11 @@ from .embedding import (
     isolated_vertices,
     spectral_embedding,
 )
+from .embedding.chebyshev import default_block
+from .embedding.solvers import resolve_solver
 from .graph import BuildOptions, EdgeRule, Graph, build_graph, csr_stats
+from .graph.reorder import CHOICES as REORDER_CHOICES
+from .graph.reorder import EXPECTED_PRODUCTS, RowOrder, choose_order, permute
 from .kmeans import MAX_ITER_LIMIT, N_INIT_LIMIT, KMeans
 from .representatives import (
     MODES,
@@ -161,6 +165,11 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         p for ``mode="landmarks"``; default min(1000, n_samples).
     n_nearest_landmarks : int, default 5
         r for ``mode="landmarks"``: the landmarks each point is joined to.
+    reorder : {None, "auto", "jaccard", "rcm", "spatial"}, default None
+        Run the eigensolver on the graph with its rows reordered for faster products
+        (:func:`explorer.partition_graph`, `reorder`; ``"spatial"`` orders the points
+        along a Morton curve); the labels are those without reordering, to the
+        eigensolver's tolerance (its random start block is drawn in the new order).
 
     Attributes
     ----------
@@ -226,6 +235,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         ``affinity_matrix_``, ``graph_``, ``graph_stats_`` and ``edge_rule_`` are None
         (no n × n graph exists) and ``landmark_partition_`` holds the
         :class:`explorer.landmarks.LandmarkPartition`.
+    reorder_ : explorer.graph.reorder.RowOrder or None
+        The row order the eigensolver ran in and why (None: `reorder` was None).
     n_features_in_ : int
         Columns of X (with ``affinity="precomputed"``, n_samples).
     feature_names_in_ : ndarray of str objects, shape (n_features_in_,)
@@ -310,6 +321,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         n_representatives="auto",
         n_landmarks=None,
         n_nearest_landmarks=5,
+        reorder=None,
     ):
         self.n_clusters = n_clusters
         self.affinity = affinity
@@ -335,6 +347,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.n_representatives = n_representatives
         self.n_landmarks = n_landmarks
         self.n_nearest_landmarks = n_nearest_landmarks
+        self.reorder = reorder
 
     def fit(self, X, y=None):
         """Cluster the rows of `X` (NumPy or CuPy, n_samples × n_features), or with
@@ -360,13 +373,17 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             # A Dask array: the distributed pipeline on the Client in scope.
             from .distributed import fit_spectral
 
+            if self.reorder is not None:
+                raise ValueError(
+                    f"reorder={self.reorder!r} is for a single-process fit; a Dask array is "
+                    "embedded in its row blocks as built (use reorder=None)")
             if self.mode in ("representatives", "landmarks"):
                 raise ValueError(f"mode={self.mode!r} is not available on Dask arrays "
                                  "(the distributed fit builds the exact graph); allowed "
                                  "there: mode='auto' or 'exact'")
             fit_spectral(self, X)
             self.mode_, self.mode_why_ = "exact", "a Dask array: the distributed exact pipeline"
-            self.landmarks_ = None
+            self.landmarks_ = self.reorder_ = None
             self.representatives_ = self.representative_of_ = None
             self.representative_counts_ = self.representative_labels_ = None
             return self
@@ -435,6 +452,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             kmeans_max_iter=self.kmeans_max_iter,
             random_state=rng,
             isolated=isolated,
+            reorder=self.reorder,
+            reorder_points=None if rule is None else Xv,
         )
         if part.n_dropped:
             warn_components(part.n_components, n_isolated, part.n_clusters, part.n_dropped)
@@ -470,6 +489,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.backend_ = graph.backend
         self.backend_reason_ = backend.reason
         self.landmarks_ = None
+        self.reorder_ = part.reorder
         self.timings_ = {
             **({"representatives": sum(reps.timings.values()),
                 **{f"representatives.{k}": v for k, v in reps.timings.items()}}
@@ -548,6 +568,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
                     "eigen_max_iter", EIGEN_MAX_ITER_LIMIT,
                     "the eigensolvers converge (or stall) long before")
         check_random_state(self.random_state)
+        if self.reorder is not None:
+            check_choice(self.reorder, "reorder", REORDER_CHOICES)
         return options
 
     def _fit_landmarks(self, X, t_start):
@@ -591,6 +613,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.backend_, self.backend_reason_ = part.backend, part.backend_reason
         self.mode_, self.mode_why_ = "landmarks", "mode='landmarks' given"
         self.landmarks_ = part.landmarks
+        self.reorder_ = None  # no graph to reorder: the products are the CSRC ones
         self.representatives_ = self.representative_of_ = None
         self.representative_counts_ = self.representative_labels_ = None
         # Without the stored affinity: the estimator keeps no n × p matrix (as it keeps
@@ -628,7 +651,12 @@ class GraphPartition:
     n_dropped : int
         Vertices of the components beyond the k largest (label −1).
     timings : dict of str to float
-        Seconds: ``"embedding"`` (with the components rule) and ``"kmeans"``.
+        Seconds: ``"embedding"`` (with the components rule; the reordering included)
+        and ``"kmeans"``; ``"reorder"`` (choosing and computing the order, and
+        permuting the matrix) when `reorder` was asked for.
+    reorder : explorer.graph.reorder.RowOrder or None
+        The row order the embedding ran in (``perm`` None: the rule kept the given
+        order; the reason says why); None when no reordering was asked for.
     """
 
     labels: object
@@ -640,6 +668,7 @@ class GraphPartition:
     n_components: int | None
     n_dropped: int
     timings: dict = field(default_factory=dict)
+    reorder: RowOrder | None = None
 
 
 def partition_graph(
@@ -657,6 +686,8 @@ def partition_graph(
     random_state=None,
     isolated=None,
     on_kmeans: Callable[[int], None] | None = None,
+    reorder=None,
+    reorder_points=None,
 ) -> GraphPartition:
     """Spectral clustering of a built similarity graph: the eigenvectors of its
     normalised Laplacian, then k-means on their unit rows (the last two stages of
@@ -694,6 +725,17 @@ def partition_graph(
         The vertices without an edge, when already known.
     on_kmeans : callable, optional
         Called with k between the two stages (a progress hook).
+    reorder : {None, "auto", "jaccard", "rcm", "spatial"} or RowOrder, default None
+        Run the eigensolver on the graph with its rows reordered
+        (:mod:`explorer.graph.reorder`): ``"auto"`` when
+        :func:`~explorer.graph.reorder.choose_order`'s rule says the products saved
+        pay for it, a method name always, a :class:`~explorer.graph.reorder.RowOrder`
+        as given. The eigenvectors come back in the given order and k-means runs
+        there, so the labels are those without reordering (to the eigensolver's
+        tolerance: its random start block is drawn in the new order).
+    reorder_points : array of shape (n, d), optional
+        The points the graph was built from: ``"spatial"`` needs them, and they make
+        it a candidate of ``"auto"``.
 
     Returns
     -------
@@ -731,6 +773,7 @@ def partition_graph(
             "another solver"
         )
     n_eigenpairs = check_int(n_eigenpairs, "n_eigenpairs", low=1, allow_none=True)
+    _check_reorder(reorder, reorder_points)
     isolated = isolated_vertices(csr) if isolated is None else isolated
     n_kept = n - int(xp.count_nonzero(isolated))
     if not auto and n_clusters > n_kept:
@@ -760,8 +803,20 @@ def partition_graph(
         # answer, exact where an iterative solver may not resolve the zeros from the
         # next eigenvalues (explorer.spectral_embedding, Notes).
         solver = "components"
-    emb = spectral_embedding(embedded, m, solver=solver, tol=tol,
-                             max_iter=eigen_max_iter, random_state=rng)
+    t_order = time.perf_counter()
+    order = _order_rows(embedded, reorder, reorder_points, solver, m, n_kept, xp)
+    if order is not None and order.reordered:
+        permuted = permute(embedded, order.perm)
+        t_order = time.perf_counter() - t_order
+        emb = spectral_embedding(permuted, m, solver=solver, tol=tol,
+                                 max_iter=eigen_max_iter, random_state=rng)
+        emb = replace(emb, embedding=order.to_original(emb.embedding),
+                      vectors=order.to_original(emb.vectors),
+                      isolated=order.to_original(emb.isolated))
+    else:
+        t_order = time.perf_counter() - t_order
+        emb = spectral_embedding(embedded, m, solver=solver, tol=tol,
+                                 max_iter=eigen_max_iter, random_state=rng)
     suggested = eigengap_k(emb.eigenvalues)
     k = suggested if auto else n_clusters
     used = emb.truncate(k)
@@ -774,11 +829,41 @@ def partition_graph(
                 random_state=rng).fit(used.embedding[keep])
     labels = xp.full(n, -1, dtype=xp.int32)
     labels[keep] = km.labels_
+    timings = {"embedding": t1 - t0, "kmeans": time.perf_counter() - t1}
+    if order is not None:
+        timings["reorder"] = t_order
     return GraphPartition(
         labels=labels, n_clusters=int(k), n_clusters_suggested=int(suggested), embedding=emb,
         clustered=used, kmeans=km, n_components=n_components, n_dropped=int(n_dropped),
-        timings={"embedding": t1 - t0, "kmeans": time.perf_counter() - t1},
+        timings=timings, reorder=order,
     )
+
+
+def _check_reorder(reorder, points):
+    """Validate `partition_graph`'s `reorder` (and its points) before any work."""
+    if reorder is None or isinstance(reorder, RowOrder):
+        return
+    check_choice(reorder, "reorder", REORDER_CHOICES)
+    if reorder == "spatial" and points is None:
+        raise ValueError("reorder='spatial' needs the points the graph was built from "
+                         "(reorder_points); use 'auto', 'jaccard' or 'rcm' for a graph alone")
+
+
+def _order_rows(csr, reorder, points, solver, m, n_kept, xp):
+    """The row order `partition_graph` embeds in (None: none asked for).
+
+    The rule's inputs: the block products the solver takes (none for the dense and
+    components solvers; :data:`~explorer.graph.reorder.EXPECTED_PRODUCTS` for the
+    iterative ones) and its block width."""
+    if reorder is None:
+        return None
+    if isinstance(reorder, RowOrder):
+        return reorder
+    used = ("components" if solver == "components"
+            else resolve_solver(solver, n_kept, min(m, n_kept), xp))
+    products = 0 if used in ("dense", "components") else EXPECTED_PRODUCTS
+    return choose_order(csr, reorder, points, n_products=products,
+                        block=default_block(m, csr.shape[0]))
 
 
 def zero_weights_message(rule, nnz: int) -> str:

@@ -289,7 +289,8 @@ def test_estimator_mode_landmarks(rng):
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"mode": "fast"}, r"mode='fast' is not allowed; use one of 'auto', 'exact', 'representatives', 'landmarks'"),
+    ({"mode": "fast"},
+     r"mode='fast' is not allowed; use one of 'auto', 'exact', 'representatives', 'landmarks'"),
     ({"mode": "landmarks", "affinity": "precomputed"},
      r"affinity='precomputed' is not allowed with mode='landmarks'"),
     ({"mode": "landmarks", "metric": "uniform"}, r"metric='uniform' is not allowed"),
