@@ -25,12 +25,19 @@ from ._validation import (
     check_random_state,
     is_sparse,
 )
-from .components import components_besides_isolated, keep_largest_components
+from .components import (
+    component_labels,
+    components_besides_isolated,
+    largest_components,
+    restrict_to,
+)
 from .embedding import (
     EIGENGAP_TOL,
     SOLVERS,
     Embedding,
     auto_k_max,
+    components_embedding,
+    components_reason,
     eigengap_k,
     isolated_vertices,
     spectral_embedding,
@@ -551,12 +558,13 @@ def partition_graph(
         )
 
     t0 = time.perf_counter()
-    embedded, n_dropped = csr, 0
+    split, n_dropped = None, 0
     if not auto:
         # More components than k: the k largest are the clusters (see
-        # explorer.graph._components); the others' vertices get label -1.
-        embedded, n_components, n_dropped = keep_largest_components(
-            csr, n_clusters, isolated=isolated, n_components=n_components)
+        # explorer.components); the others' vertices get label -1.
+        split = largest_components(csr, n_clusters, isolated=isolated,
+                                   n_components=n_components)
+        n_components, n_dropped = split.n_components, split.n_dropped
     n_kept -= n_dropped
     if auto:
         m = auto_k_max(n_kept)
@@ -565,14 +573,20 @@ def partition_graph(
     else:
         m = min(n_kept, max(n_clusters, n_eigenpairs or 1))
     tol = EIGENGAP_TOL if auto and eigen_tol is None else eigen_tol
-    solver = eigen_solver
-    if solver == "auto" and not auto and m == n_clusters and n_components >= n_clusters:
+    exactly_k = not auto and n_components >= n_clusters
+    if exactly_k and eigen_solver in ("auto", "components") and m == n_clusters:
         # The embedded graph has exactly k components: their indicators are the
         # answer, exact where an iterative solver may not resolve the zeros from the
         # next eigenvalues (explorer.spectral_embedding, Notes).
-        solver = "components"
-    emb = spectral_embedding(embedded, m, solver=solver, tol=tol,
-                             max_iter=eigen_max_iter, random_state=rng)
+        emb = components_embedding(csr, n_clusters, labels=split.labels, kept=split.kept)
+        emb.solver_why = components_reason(eigen_solver, n_clusters)
+    else:
+        embedded = csr if split is None or split.kept is None else restrict_to(csr, split.kept)
+        labels = None
+        if exactly_k and eigen_solver != "dense":  # the solver starts from the indicators
+            labels = component_labels(csr) if split.labels is None else split.labels
+        emb = spectral_embedding(embedded, m, solver=eigen_solver, tol=tol,
+                                 max_iter=eigen_max_iter, random_state=rng, components=labels)
     suggested = eigengap_k(emb.eigenvalues)
     k = suggested if auto else n_clusters
     used = emb.truncate(k)
