@@ -351,8 +351,11 @@ def components_embedding(csr, n_components, *, labels=None, kept=None):
     xp = array_module(csr)
     n = csr.shape[0]
     t0 = _now(xp)
-    laplacian.check_symmetric(csr, xp)
-    degree = row_sums(csr, xp)
+    # float64 values on csr's index arrays, once: the symmetry check and the residuals'
+    # product would otherwise each widen a copy of their own (cuSPARSE wants one dtype).
+    S = with_values(csr, csr.data.astype(xp.float64))
+    laplacian.check_symmetric(S, xp)
+    degree = row_sums(S, xp)
     isolated = degree <= 0
     if kept is not None:
         isolated |= ~kept
@@ -370,7 +373,7 @@ def components_embedding(csr, n_components, *, labels=None, kept=None):
     labels = component_labels(csr) if labels is None else labels
     mu, V = indicator_vectors(labels[keep], k, degree, xp)
     t2 = _now(xp)
-    A = _ScaledGraph(csr, dinv, keep)
+    A = _ScaledGraph(S, dinv, keep)
     embedding, vectors, residuals = finish_eigenvectors(A, mu, V, dinv, keep, n, xp,
                                                         "components", None, None)
     t3 = _now(xp)
