@@ -419,14 +419,12 @@ def build_rows(X, rule: EdgeRule, r0: int, r1: int, method: str):
     pv = PairValues(X, rule)
     rows = np.arange(r0, r1)
     if method == "kdtree":
-        tree = _tree(X)
-        X64 = np.asarray(X[r0:r1], dtype=np.float64)
-        lists = tree.query_ball_point(X64, rule.radius * (1.0 + KD_MARGIN))
-        lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=r1 - r0)
-        local = np.repeat(np.arange(r1 - r0), lengths)
-        j = np.fromiter((c for x in lists for c in x), dtype=np.int64,
-                        count=int(lengths.sum()))
-        pairs = [(local, j)]
+        # Both trees' pairs within the widened radius, as arrays (a dual-tree query in
+        # C++; the per-row lists of query_ball_point cost a Python step per entry).
+        found = _tree(X[r0:r1]).sparse_distance_matrix(
+            _tree(X), rule.radius * (1.0 + KD_MARGIN), output_type="ndarray")
+        pairs = [(found["i"].astype(np.int64), found["j"].astype(np.int64))]
+        del found
     else:
         pairs = _Candidates(X, rule, pv).of_rows(rows)
     parts_r, parts_c, parts_v = [], [], []
@@ -441,7 +439,8 @@ def build_rows(X, rule: EdgeRule, r0: int, r1: int, method: str):
     cols = np.concatenate(parts_c) if parts_c else np.empty(0, np.int64)
     compared = np.concatenate(parts_v) if parts_v else np.empty(0)
     weights = pv.weights(compared).astype(np.float32)
-    order = np.lexsort((cols, local))
+    # One sort of int64 keys (row, column), not a lexsort of two arrays.
+    order = np.argsort(local.astype(np.int64) * np.int64(n) + cols)
     nnz = int(order.size)
     idx = index_dtype(nnz, n)
     indptr = np.zeros(r1 - r0 + 1, dtype=idx)
