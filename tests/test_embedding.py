@@ -496,3 +496,11 @@ def test_solver_reasons_are_given(rng):
     assert small.solver == "dense" and "solved densely" in small.solver_why
     forced = spectral_embedding(connected, 2, solver="lanczos", random_state=0)
     assert forced.solver_why == "eigen_solver='lanczos' asked for"
+
+
+def test_more_known_components_than_eigenpairs_are_not_a_start(rng):
+    csr, _ = blob_graph(rng, [400, 300, 350], radius=0.9)
+    labels = component_labels(csr)
+    emb = spectral_embedding(csr, 2, solver="chebyshev", components=labels, random_state=0)
+    assert emb.solver == "chebyshev" and emb.iterations > 0
+    np.testing.assert_allclose(emb.eigenvalues, 0.0, atol=1e-6)

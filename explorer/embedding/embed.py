@@ -160,7 +160,8 @@ def spectral_embedding(
         (:func:`explorer.partition_graph` has, for a graph with at least k components).
         Their indicators D^1/2 1_c are exact eigenvectors of eigenvalue 1: LOBPCG and
         Chebyshev start from them, and Lanczos returns them without iterating when
-        they are all that is asked for. Without them, a graph of exactly k components
+        they are all that is asked for (ignored when there are more than
+        `n_components` of them). Without them, a graph of exactly k components
         made the iterative solvers resolve a k-fold eigenvalue from the next ones
         (within 1e-6 of it on path-like clusters): LOBPCG took 178 iterations (40 s)
         on moons 2·10⁴ and Lanczos found one of the two zeros.
@@ -281,8 +282,9 @@ def spectral_embedding(
     start = None
     if components is not None:
         found = int(xp.unique(components[keep]).shape[0])
-        start = indicator_vectors(components[keep], found, degree, xp)[1]
-        start = start / column_norms(start, xp)
+        if found <= n_components:  # more would not fit the block (and any k would do)
+            start = indicator_vectors(components[keep], found, degree, xp)[1]
+            start = start / column_norms(start, xp)
     mu, V, iterations, tol_used = solvers.solve(used, A, n_components, degree=degree, tol=tol,
                                                 max_iter=max_iter, rng=rng, xp=xp, start=start)
     t2 = _now(xp)
