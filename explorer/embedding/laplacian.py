@@ -262,7 +262,11 @@ def scale_symmetric(S, dinv, xp, *, inplace=False):
         raise ValueError(f"inplace scaling needs float64 values; got {S.dtype}")
     data = S.data if inplace else xp.empty(S.data.shape, dtype=xp.float64)
     for r0, r1, e0, e1 in row_blocks(S.indptr):
-        block = S.data[e0:e1] * dinv[block_rows(S, r0, r1, e0, e1, xp)]
+        if xp is np:  # each row's factor repeated along it: no row ids, no gather
+            row_factor = np.repeat(dinv[r0:r1], np.diff(S.indptr[r0 : r1 + 1]))
+        else:
+            row_factor = dinv[block_rows(S, r0, r1, e0, e1, xp)]
+        block = S.data[e0:e1] * row_factor
         block *= dinv[S.indices[e0:e1]]
         data[e0:e1] = block
     return S if inplace else with_values(S, data)
