@@ -15,7 +15,13 @@ Variants: ``chebyshev`` (explorer.embedding.chebyshev at its default tolerance; 
 float32 with the row-major block), ``chebyshev-col`` (GPU: column-major block),
 ``chebyshev-1e-5`` (tighter tolerance); ``lobpcg`` (explorer.embedding.lobpcg, our own
 LOBPCG), ``lanczos`` (explorer.embedding.lanczos: ``cupyx``/``scipy`` ``eigsh``), ``lobpcg-cupyx``
-/ ``lobpcg-scipy`` (the library LOBPCG, block k + 2, started like ours). The baselines run
+/ ``lobpcg-scipy`` (the library LOBPCG, block k + 2, started like ours), ``eigsh-cupyx`` /
+``eigsh-scipy`` (the library's Lanczos on A itself, no operator around it: issue 22's
+GPU peer), and on the CPU scikit-learn's two solvers as its SpectralClustering runs them:
+``sklearn-arpack`` (shift-invert ARPACK about 1 on -L_sym) and ``sklearn-amg`` (LOBPCG
+with pyamg's smoothed-aggregation preconditioner; only where pyamg is installed). The
+shapes: Syn1M, Syn5M and Digits60K (60 000 deformed digits of 28×28 with their suggested
+cosine graph, issue 22) on the GPU. The baselines run
 at the tolerance of benchmarks/paper_tables.py (1e-3 on Syn1M, 1e-4 on Syn5M). Past
 ``--budget`` seconds a baseline's remaining repeats are skipped (recorded as such).
 
@@ -30,7 +36,7 @@ the GPU, eigen-cpu.json / eigen-cpu-small.json on the CPU).
 
 Usage::
 
-    python benchmarks/eigen.py                              # GPU: Syn1M, Syn5M (< 3 min)
+    python benchmarks/eigen.py                              # GPU: Syn1M, Syn5M, Digits60K
     python benchmarks/eigen.py --cpu --small                # CPU smoke test (~20 s)
     python benchmarks/eigen.py --cpu --shapes Moons20K Syn200K --repeats 1
 """
@@ -65,8 +71,14 @@ SHAPES = {
     # --small: a smoke test of every code path in about 20 s on two cores.
     "Syn20K": {"data": "syn4d", "n": 20_000, "k": 4, "baseline_tol": 1e-4, "params": None},
     "Moons5K": {"data": "moons", "n": 5_000, "k": 2, "baseline_tol": 1e-4, "params": None},
+    # Issue 22's GPU graph: 60 000 digits of 28×28 (MNIST's shape), the data's suggested
+    # cosine graph, built by the GPU's "auto" (GEMM tiles); on the CPU the digits.
+    "Digits60K": {"data": "infinite-digits", "n": 60_000, "k": 10, "baseline_tol": 1e-4,
+                  "params": None, "method": "auto"},
+    "Digits": {"data": "digits", "n": None, "k": 10, "baseline_tol": 1e-4, "params": None,
+               "method": "auto"},
 }
-GPU_SHAPES = ("Syn1M", "Syn5M")
+GPU_SHAPES = ("Syn1M", "Syn5M", "Digits60K")
 CPU_SHAPES = ("Moons20K", "Syn200K")
 SMALL_SHAPES = ("Moons5K", "Syn20K")
 
@@ -147,12 +159,57 @@ def variants(xp, gpu: bool):
         out.append(("chebyshev-col", chebyshev("col"), cheb.DEFAULT_TOL))
     else:
         out.append(("chebyshev-float32", chebyshev("row", "float32"), cheb.DEFAULT_TOL))
+    def library_eigsh(A, k, degree, tol, seed):
+        # The library's Lanczos on the matrix itself (no counting operator around it).
+        v0 = xp.random.RandomState(seed).standard_normal(A.shape[0])
+        mu, V = sl.eigsh(A, k=k, which="LA", tol=tol, v0=v0)
+        order = xp.argsort(-mu)
+        return mu[order], V[:, order], {}
+
+    def sklearn_arpack(A, k, degree, tol, seed):
+        # scikit-learn's eigen_solver="arpack": shift-invert ARPACK about 1 on -L_sym
+        # (sklearn/manifold/_spectral_embedding.py), an LU factorisation of L + I first.
+        import scipy.sparse as sps
+        from scipy.sparse.linalg import eigsh
+
+        L = sps.identity(A.shape[0], format="csr") - A
+        v0 = np.random.RandomState(seed).uniform(-1, 1, A.shape[0])
+        lam, V = eigsh(-L, k=k, sigma=1.0, which="LM", tol=tol, v0=v0)
+        order = np.argsort(-lam)  # -λ descending: the smallest λ of L_sym first
+        return 1.0 + lam[order], V[:, order], {}
+
+    def sklearn_amg(A, k, degree, tol, seed):
+        # scikit-learn's eigen_solver="amg": LOBPCG on L_sym + 1e-5 I preconditioned
+        # by pyamg's smoothed aggregation, block k + 1 started from D^1/2 1.
+        import scipy.sparse as sps
+        from pyamg import smoothed_aggregation_solver
+        from scipy.sparse.linalg import lobpcg as scipy_lobpcg
+
+        L = (sps.identity(A.shape[0], format="csr") * (1 + 1e-5) - A).tocsr()
+        M = smoothed_aggregation_solver(L).aspreconditioner()
+        X = np.random.RandomState(seed).standard_normal((A.shape[0], k + 1))
+        X[:, 0] = np.sqrt(degree)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lam, V = scipy_lobpcg(L, X, M=M, tol=tol, largest=False)
+        order = np.argsort(lam)[:k]
+        return 1.0 + 1e-5 - lam[order], V[:, order], {}
+
     out += [
         ("chebyshev-1e-5", chebyshev("row"), 1e-5),
         ("lobpcg", lobpcg, None),
         ("lanczos", lanczos, None),
         ("lobpcg-cupyx" if gpu else "lobpcg-scipy", library_lobpcg, None),
+        ("eigsh-cupyx" if gpu else "eigsh-scipy", library_eigsh, None),
     ]
+    if not gpu:
+        out.append(("sklearn-arpack", sklearn_arpack, None))
+        try:
+            import pyamg  # noqa: F401
+        except ImportError:
+            pass
+        else:
+            out.append(("sklearn-amg", sklearn_amg, None))
     return out
 
 
@@ -165,10 +222,10 @@ def load_shape(name, backend):
     spec = SHAPES[name]
     t0 = time.perf_counter()
     ds = data.load(spec["data"], n_samples=spec["n"], random_state=0)
-    params = spec["params"] or {key: ds.suggested[key]
-                                for key in ("metric", "sigma", "threshold_sqdist")}
+    params = spec["params"] or {key: value for key, value in ds.suggested.items()
+                                if key != "n_clusters"}
     t1 = time.perf_counter()
-    method = "grid" if backend == "gpu" else "auto"
+    method = spec.get("method") or ("grid" if backend == "gpu" else "auto")
     graph = build_graph(ds.X, method=method, backend=backend, **params)
     t2 = time.perf_counter()
     return ds, params, graph, {"data_s": t1 - t0, "graph_s": t2 - t1, "method": graph.method}
@@ -285,8 +342,8 @@ def run_shape(name, backend, xp, args, deadline, warm):
     clock.free()
     n_kept = int(keep.shape[0])
     result = {
-        "data": spec["data"], "n": spec["n"], "k": spec["k"], "params": params, **setup,
-        "nnz": int(A.nnz), "nnz_per_row": A.nnz / n_kept, "isolated": spec["n"] - n_kept,
+        "data": spec["data"], "n": ds.n, "k": spec["k"], "params": params, **setup,
+        "nnz": int(A.nnz), "nnz_per_row": A.nnz / n_kept, "isolated": ds.n - n_kept,
         "product_ms": product_times(A, xp, clock, clock.gpu), "variants": {},
     }
     for label, solve, tol in variants(xp, clock.gpu):

@@ -117,7 +117,8 @@ def row_sums(A, xp):
 
     A float32 sum of a long row loses digits the statistics show. The values are
     widened a block of rows at a time (each block a CSR matrix of its own, summed by a
-    product with ones), so no float64 copy of the whole matrix is made.
+    product with ones), so no float64 copy of the whole matrix is made; float64 values
+    are used as they are.
     """
     n_rows, n_cols = A.shape
     out = xp.zeros(n_rows, dtype=xp.float64)
@@ -125,7 +126,7 @@ def row_sums(A, xp):
     for r0, r1, e0, e1 in row_blocks(A.indptr):
         if e1 == e0:
             continue
-        block = csr_from_arrays(A.data[e0:e1].astype(xp.float64), A.indices[e0:e1],
+        block = csr_from_arrays(A.data[e0:e1].astype(xp.float64, copy=False), A.indices[e0:e1],
                                 A.indptr[r0 : r1 + 1] - A.indptr.dtype.type(e0),
                                 (r1 - r0, n_cols), canonical=A.has_canonical_format)
         out[r0:r1] = block @ ones

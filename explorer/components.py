@@ -27,6 +27,8 @@ points), and the estimator says so.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
@@ -36,10 +38,13 @@ from ._csr import block_rows, row_blocks, row_sums, with_values
 
 __all__ = [
     "COMPONENTS_BLOCK",
+    "ComponentSplit",
     "component_labels",
     "components_besides_isolated",
     "count_components",
     "keep_largest_components",
+    "largest_components",
+    "restrict_to",
 ]
 
 #: Edges converted to int32 at once for the device union-find, whose kernel reads int32
@@ -121,8 +126,23 @@ def count_components(csr, *, block: int | None = None) -> int:
     return int(xp.count_nonzero(roots == xp.arange(n, dtype=xp.int32)))
 
 
-def keep_largest_components(csr, k: int, *, isolated=None, n_components=None):
-    """The graph restricted to its `k` largest components, when it has more than `k`.
+class ComponentSplit(NamedTuple):
+    """The k largest components of a graph: :func:`largest_components`'s answer."""
+
+    #: Component label of every vertex (as :func:`component_labels`); None when the
+    #: graph was known to have at most k components and was not labelled.
+    labels: object
+    #: Vertices of the k largest components (bool, on the graph's device); None when
+    #: nothing is dropped (at most k components outside the isolated vertices).
+    kept: object
+    #: Components outside the isolated vertices.
+    n_components: int
+    #: Vertices of the components left out.
+    n_dropped: int
+
+
+def largest_components(csr, k: int, *, isolated=None, n_components=None) -> ComponentSplit:
+    """Label a graph's components once and pick its `k` largest.
 
     Parameters
     ----------
@@ -139,16 +159,11 @@ def keep_largest_components(csr, k: int, *, isolated=None, n_components=None):
 
     Returns
     -------
-    restricted : CSR matrix
-        `csr` itself when it has at most `k` components outside the isolated vertices;
-        else the same pattern (shared index arrays) with the weights of every edge
-        outside the `k` largest components (by vertex count; ties to the component
-        met first in vertex order) set to 0, so those vertices have degree 0 and the
-        embedding leaves them out.
-    n_components : int
-        Components outside the isolated vertices.
-    n_dropped : int
-        Vertices of the components left out.
+    ComponentSplit
+        ``kept`` is None when the graph has at most `k` components outside the
+        isolated vertices; else it marks the `k` largest (by vertex count; ties to the
+        component met first in vertex order). ``labels`` lets the caller reuse the one
+        labelling (:func:`explorer.embedding.components_embedding`).
 
     Notes
     -----
@@ -157,24 +172,65 @@ def keep_largest_components(csr, k: int, *, isolated=None, n_components=None):
     sort is stable, so each component's first vertex is found the same way there.
     """
     if n_components is not None and n_components <= k:
-        return csr, n_components, 0
+        return ComponentSplit(None, None, int(n_components), 0)
     xp = array_module(csr)
     in_graph = ~isolated if isolated is not None else row_sums(csr, xp) > 0
     labels = component_labels(csr)
     found, first, counts = xp.unique(labels[in_graph], return_index=True, return_counts=True)
     n_components = int(found.shape[0])
     if n_components <= k:
-        return csr, n_components, 0
+        return ComponentSplit(labels, None, n_components, 0)
     found, first, counts = to_numpy(found), to_numpy(first), to_numpy(counts)
     # Largest first; among equal sizes the component met first in vertex order.
     order = np.lexsort((first, -counts))[:k]
     kept = xp.isin(labels, xp.asarray(found[order])) & in_graph
+    n_dropped = int(in_graph.sum()) - int(kept.sum())
+    return ComponentSplit(labels, kept, n_components, n_dropped)
+
+
+def restrict_to(csr, kept):
+    """`csr`'s pattern (shared index arrays) with every edge outside the vertices
+    `kept` given weight 0, so those vertices have degree 0.
+
+    Parameters
+    ----------
+    csr : scipy.sparse or cupyx.scipy.sparse CSR matrix
+    kept : bool array of shape (n,)
+        A union of whole components (:attr:`ComponentSplit.kept`): an edge joins two
+        kept vertices or none, so each entry is decided by its row alone.
+    """
+    xp = array_module(csr)
     data = xp.empty(csr.data.shape, dtype=csr.dtype)
     for r0, r1, e0, e1 in row_blocks(csr.indptr):
-        both = kept[block_rows(csr, r0, r1, e0, e1, xp)] & kept[csr.indices[e0:e1]]
+        both = kept[block_rows(csr, r0, r1, e0, e1, xp)]
         data[e0:e1] = xp.where(both, csr.data[e0:e1], 0)
-    n_dropped = int(in_graph.sum()) - int(kept.sum())
-    return with_values(csr, data), n_components, n_dropped
+    return with_values(csr, data)
+
+
+def keep_largest_components(csr, k: int, *, isolated=None, n_components=None):
+    """The graph restricted to its `k` largest components, when it has more than `k`.
+
+    Parameters
+    ----------
+    csr, k, isolated, n_components
+        As :func:`largest_components`.
+
+    Returns
+    -------
+    restricted : CSR matrix
+        `csr` itself when it has at most `k` components outside the isolated vertices;
+        else the same pattern (shared index arrays) with the weights of every edge
+        outside the `k` largest components set to 0 (:func:`restrict_to`), so those
+        vertices have degree 0 and the embedding leaves them out.
+    n_components : int
+        Components outside the isolated vertices.
+    n_dropped : int
+        Vertices of the components left out.
+    """
+    split = largest_components(csr, k, isolated=isolated, n_components=n_components)
+    if split.kept is None:
+        return csr, split.n_components, 0
+    return restrict_to(csr, split.kept), split.n_components, split.n_dropped
 
 
 def components_besides_isolated(stats):

@@ -9,6 +9,7 @@ lower. In the cut scores they belong to no cluster (see :func:`normalized_cut`).
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn import metrics as _sk
 
 from ._backend import array_module, sparse_module, to_numpy
@@ -161,10 +162,12 @@ def _cut_terms(csr, labels):
     cluster = xp.full(n, -1, dtype=xp.int64)
     cluster[clustered] = inverse.ravel()
 
+    csr = csr.tocsr()
+    if xp is np:
+        return _cut_terms_host(csr, cluster, clustered, k)
     # A block of rows at a time: per-entry temporaries (row ids, cluster ids, float64
     # weights, masks) for the whole matrix would be several copies of it (17.7 GB each
     # at 2.2·10⁹ nonzeros).
-    csr = csr.tocsr()
     cut, vol = np.zeros(k), np.zeros(k)
     for r0, r1, e0, e1 in row_blocks(csr.indptr):
         w = csr.data[e0:e1].astype(xp.float64)
@@ -175,6 +178,28 @@ def _cut_terms(csr, labels):
         cut += cut_sums(cu[crossing], w[crossing], k, xp)
         vol += cut_sums(cu[own], w[own], k, xp)
     size = cut_sums(cluster[clustered], xp.ones(int(clustered.sum()), dtype=xp.float64), k, xp)
+    return cut, vol, size
+
+
+def _cut_terms_host(csr, cluster, clustered, k):
+    """:func:`_cut_terms` on the CPU by two sparse products, without per-entry
+    temporaries: P = S E (E the n × k cluster indicator) gives each row's weight into
+    each cluster in one C++ pass; a row's weight inside its own cluster is P[i, c_i],
+    its crossing weight its degree minus that (the same entries summed in the same
+    order, so a row with no crossing edge gives exactly 0). On moons 10⁵ (2.7·10⁷
+    nonzeros, 2 shared cores) the row-block passes took 9 s, most of the app's scores.
+    Scratch: a float64 copy of the values (8 B per nonzero) and n × k products."""
+    n = csr.shape[0]
+    rows = np.flatnonzero(clustered)
+    E = sp.csr_matrix((np.ones(rows.shape[0]), (rows, cluster[rows])), shape=(n, k))
+    S = sp.csr_matrix((csr.data.astype(np.float64), csr.indices, csr.indptr), shape=csr.shape)
+    degree = S @ np.ones(n)
+    P = (S @ E).tocsr()
+    own = np.asarray(P.multiply(E).sum(axis=1)).ravel()
+    c = cluster[rows]
+    vol = np.bincount(c, weights=degree[rows], minlength=k)
+    cut = np.bincount(c, weights=degree[rows] - own[rows], minlength=k)
+    size = np.bincount(c, minlength=k).astype(np.float64)
     return cut, vol, size
 
 

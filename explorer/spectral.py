@@ -25,12 +25,19 @@ from ._validation import (
     check_random_state,
     is_sparse,
 )
-from .components import components_besides_isolated, keep_largest_components
+from .components import (
+    component_labels,
+    components_besides_isolated,
+    largest_components,
+    restrict_to,
+)
 from .embedding import (
     EIGENGAP_TOL,
     SOLVERS,
     Embedding,
     auto_k_max,
+    components_embedding,
+    components_reason,
     eigengap_k,
     isolated_vertices,
     spectral_embedding,
@@ -783,12 +790,13 @@ def partition_graph(
         )
 
     t0 = time.perf_counter()
-    embedded, n_dropped = csr, 0
+    split, n_dropped = None, 0
     if not auto:
         # More components than k: the k largest are the clusters (see
-        # explorer.graph._components); the others' vertices get label -1.
-        embedded, n_components, n_dropped = keep_largest_components(
-            csr, n_clusters, isolated=isolated, n_components=n_components)
+        # explorer.components); the others' vertices get label -1.
+        split = largest_components(csr, n_clusters, isolated=isolated,
+                                   n_components=n_components)
+        n_components, n_dropped = split.n_components, split.n_dropped
     n_kept -= n_dropped
     if auto:
         m = auto_k_max(n_kept)
@@ -797,26 +805,38 @@ def partition_graph(
     else:
         m = min(n_kept, max(n_clusters, n_eigenpairs or 1))
     tol = EIGENGAP_TOL if auto and eigen_tol is None else eigen_tol
-    solver = eigen_solver
-    if solver == "auto" and not auto and m == n_clusters and n_components >= n_clusters:
+    exactly_k = not auto and n_components >= n_clusters
+    if exactly_k and eigen_solver in ("auto", "components") and m == n_clusters:
         # The embedded graph has exactly k components: their indicators are the
         # answer, exact where an iterative solver may not resolve the zeros from the
         # next eigenvalues (explorer.spectral_embedding, Notes).
-        solver = "components"
-    t_order = time.perf_counter()
-    order = _order_rows(embedded, reorder, reorder_points, solver, m, n_kept, xp)
-    if order is not None and order.reordered:
-        permuted = permute(embedded, order.perm)
-        t_order = time.perf_counter() - t_order
-        emb = spectral_embedding(permuted, m, solver=solver, tol=tol,
-                                 max_iter=eigen_max_iter, random_state=rng)
-        emb = replace(emb, embedding=order.to_original(emb.embedding),
-                      vectors=order.to_original(emb.vectors),
-                      isolated=order.to_original(emb.isolated))
+        emb = components_embedding(csr, n_clusters, labels=split.labels, kept=split.kept)
+        emb.solver_why = components_reason(eigen_solver, n_clusters)
+        # No products to speed up: a method is not run (the order kept, and why); a
+        # given RowOrder is recorded as given (the indicators do not depend on it).
+        order = reorder if reorder is None or isinstance(reorder, RowOrder) else RowOrder(
+            perm=None, method="none", seconds=0.0, before=None, after=None,
+            reason="kept: the components embedding takes no sparse products")
+        t_order = 0.0
     else:
+        embedded = csr if split is None or split.kept is None else restrict_to(csr, split.kept)
+        labels = None
+        if exactly_k and eigen_solver != "dense":  # the solver starts from the indicators
+            labels = component_labels(csr) if split.labels is None else split.labels
+        t_order = time.perf_counter()
+        order = _order_rows(embedded, reorder, reorder_points, eigen_solver, m, n_kept, xp)
         t_order = time.perf_counter() - t_order
-        emb = spectral_embedding(embedded, m, solver=solver, tol=tol,
-                                 max_iter=eigen_max_iter, random_state=rng)
+        if order is not None and order.reordered:
+            t_permute = time.perf_counter()
+            embedded = permute(embedded, order.perm)
+            labels = None if labels is None else labels[order.perm]
+            t_order += time.perf_counter() - t_permute
+        emb = spectral_embedding(embedded, m, solver=eigen_solver, tol=tol,
+                                 max_iter=eigen_max_iter, random_state=rng, components=labels)
+        if order is not None and order.reordered:
+            emb = replace(emb, embedding=order.to_original(emb.embedding),
+                          vectors=order.to_original(emb.vectors),
+                          isolated=order.to_original(emb.isolated))
     suggested = eigengap_k(emb.eigenvalues)
     k = suggested if auto else n_clusters
     used = emb.truncate(k)

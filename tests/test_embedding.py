@@ -9,10 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
 
+from explorer.components import component_labels, largest_components, restrict_to
 from explorer.embedding import (
     DENSE_MAX_N,
     Embedding,
     auto_k_max,
+    components_embedding,
     eigengap_k,
     isolated_vertices,
     spectral_embedding,
@@ -233,16 +235,19 @@ def test_iterative_solvers_leave_isolated_vertices_out(solver, rng):
     assert emb.residual_norms.max() <= 2e-9
 
 
-@pytest.mark.parametrize("stored_zero", [None, "dropped row", "kept row"])
+@pytest.mark.parametrize("stored_zero", [None, "dropped pair", "dropped row", "kept row"])
 def test_the_matrix_without_isolated_vertices(stored_zero, rng):
-    # Both ways of forming it: renumbering the columns when the dropped rows store
-    # nothing, compacting when an explicit zero is stored in a dropped row or column.
+    # All ways of forming it: renumbering the columns when the dropped rows store
+    # nothing, gathering the kept rows when only dropped rows store (zeros between
+    # dropped vertices: a dropped component), compacting when an explicit zero is
+    # stored between a dropped and a kept vertex.
     from explorer.embedding import laplacian
 
     csr, truth = blob_graph(rng, [150, 120], n_isolated=6)
     iso = np.flatnonzero(truth == -1)
     kept_vertex = int(np.flatnonzero(truth >= 0)[0])
-    extra = {None: [], "dropped row": [(iso[0], kept_vertex), (kept_vertex, iso[0])],
+    extra = {None: [], "dropped pair": [(iso[0], iso[1]), (iso[1], iso[0])],
+             "dropped row": [(iso[0], kept_vertex), (kept_vertex, iso[0])],
              "kept row": [(kept_vertex, iso[1])]}[stored_zero]
     coo = csr.tocoo()
     rows = np.concatenate([coo.row, [r for r, _ in extra]]).astype(np.int64)
@@ -429,3 +434,73 @@ def test_cupy_matches_scipy(solver, rng):
     keep = truth != -1
     cos = principal_cosines(cupy.asnumpy(gpu.vectors)[keep], cpu.vectors[keep])
     assert cos.min() > 1 - 1e-6
+
+
+# ------------------------------------------------------ components: one labelling
+
+
+def test_components_embedding_equals_the_solver_on_the_restricted_graph(rng):
+    """The fast path (no A formed, the labels and kept vertices given) is the
+    components solver on the graph with the dropped components' weights zeroed."""
+    csr, truth = blob_graph(rng, [150, 60, 120, 80], radius=0.9, n_isolated=3)
+    split = largest_components(csr, 2)
+    assert split.n_components == 4 and split.n_dropped == 140
+    fast = components_embedding(csr, 2, labels=split.labels, kept=split.kept)
+    slow = spectral_embedding(restrict_to(csr, split.kept), 2, solver="dense")
+    assert fast.solver == "components" and fast.iterations is None
+    np.testing.assert_array_equal(fast.isolated, (truth == -1) | (truth == 1) | (truth == 3))
+    np.testing.assert_array_equal(fast.eigenvalues, 0.0)
+    assert fast.residual_norms.max() < 1e-12
+    kept = ~fast.isolated
+    # The same invariant subspace: the rows are one point per component, orthogonal.
+    np.testing.assert_allclose(np.abs(fast.embedding[kept] @ fast.embedding[kept].T),
+                               np.abs(slow.embedding[kept] @ slow.embedding[kept].T), atol=1e-6)
+    assert np.isnan(fast.embedding[~kept]).all()
+    # Labelled here when not given: the same answer.
+    again = components_embedding(restrict_to(csr, split.kept), 2)
+    np.testing.assert_array_equal(again.embedding, fast.embedding)
+    assert "exactly k=2" in fast.solver_why or "components" in fast.solver_why
+
+
+def test_components_embedding_refuses_the_wrong_count(rng):
+    csr, _ = blob_graph(rng, [60, 50, 40], radius=0.9)
+    with pytest.raises(ValueError, match="needs exactly n_components=2 connected components"):
+        components_embedding(csr, 2)
+
+
+@pytest.mark.parametrize("solver", ["lanczos", "lobpcg", "chebyshev"])
+def test_iterative_solvers_start_from_known_components(rng, solver):
+    """With exactly k components known, the iterative solvers start from their exact
+    indicators: converged at once, zero eigenvalues to rounding, whatever the
+    clustering of the next eigenvalues (the long thin rectangles make them tiny)."""
+    csr, truth = blob_graph(rng, [400, 300, 350], box=(12.0, 1.0), radius=0.5)
+    labels = component_labels(csr)
+    emb = spectral_embedding(csr, 3, solver=solver, components=labels, random_state=0)
+    assert emb.solver == solver
+    assert emb.iterations <= (3 if solver == "chebyshev" else 1) * 40
+    if solver != "chebyshev":
+        assert emb.iterations == 0
+    np.testing.assert_allclose(emb.eigenvalues, 0.0, atol=1e-10)
+    assert emb.residual_norms.max() < 1e-8
+    rows = emb.embedding
+    for c in range(3):  # one point per component
+        inside = rows[truth == c]
+        np.testing.assert_allclose(inside, np.broadcast_to(inside[:1], inside.shape), atol=1e-6)
+
+
+def test_solver_reasons_are_given(rng):
+    connected, _ = blob_graph(rng, [1200], box=RECT)
+    auto = spectral_embedding(connected, 2, random_state=0)
+    assert auto.solver == "chebyshev" and auto.solver_why.startswith("auto: 1200 vertices")
+    small = spectral_embedding(blob_graph(rng, [15], radius=3.0)[0], 2, solver="lobpcg")
+    assert small.solver == "dense" and "solved densely" in small.solver_why
+    forced = spectral_embedding(connected, 2, solver="lanczos", random_state=0)
+    assert forced.solver_why == "eigen_solver='lanczos' asked for"
+
+
+def test_more_known_components_than_eigenpairs_are_not_a_start(rng):
+    csr, _ = blob_graph(rng, [400, 300, 350], radius=0.9)
+    labels = component_labels(csr)
+    emb = spectral_embedding(csr, 2, solver="chebyshev", components=labels, random_state=0)
+    assert emb.solver == "chebyshev" and emb.iterations > 0
+    np.testing.assert_allclose(emb.eigenvalues, 0.0, atol=1e-6)

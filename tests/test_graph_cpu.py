@@ -242,3 +242,27 @@ def test_memory_guard_refuses_a_graph_that_cannot_fit(rng, method):
                          available=10 * 2**20)
     check_cpu_memory(3000, cpu.row_counter(X, params, method), params,
                      available=64 * 2**30)  # fits: no error
+
+
+@pytest.mark.parametrize("method", CPU_METHODS)
+@pytest.mark.parametrize("kind", KIND_NAMES)
+def test_threaded_exact_step_and_sorted_assembly_equal_reference(rng, method, kind, monkeypatch):
+    """Tasks of 7 pairs spread over the threads, pairs sorted and assembled in one
+    counting pass: the reference CSR bit for bit."""
+    if method == "kdtree" and kind == "cosine":
+        pytest.skip("a kd-tree serves distance rules only")
+    X = tricky_data(rng, 300, 3, "blobs")
+    params = rule_from_pairs(kind, X, 0.3, False)
+    monkeypatch.setattr(cpu, "_PAIR_TASK", 7)
+    assert_identical(build(X, params, method).csr, reference_csr(X, params))
+
+
+def test_sort_pairs_orders_by_row_then_column(rng):
+    n = 1000
+    i = rng.integers(0, n - 1, 5000)
+    j = i + 1 + rng.integers(0, 50, 5000) % (n - 1 - i)
+    pairs = np.unique(np.stack([i, j], 1), axis=0)
+    shuffled = pairs[rng.permutation(len(pairs))]
+    si, sj = cpu.sort_pairs(n, shuffled[:, 0], shuffled[:, 1])
+    assert si.dtype == sj.dtype == np.int32
+    assert np.array_equal(np.stack([si, sj], 1), pairs)

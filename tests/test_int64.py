@@ -224,7 +224,10 @@ def test_bad_weights_of_an_int64_graph_are_refused(value, message, graph):
 
 def test_spectral_clustering_of_an_int64_graph_equals_int32(rng, monkeypatch, spy_dtypes):
     X, y = clustered_points(rng)
-    want = SpectralClustering(3, **RULE, backend="cpu", random_state=0).fit(X)
+    # Chebyshev, not "auto" (which takes the components' indicators without forming A):
+    # the spies see A formed and filtered on int64 indices.
+    fit = dict(eigen_solver="chebyshev", backend="cpu", random_state=0)
+    want = SpectralClustering(3, **RULE, **fit).fit(X)
 
     def build_int64(*args, **kwargs):
         g = build_graph(*args, **kwargs)
@@ -233,7 +236,7 @@ def test_spectral_clustering_of_an_int64_graph_equals_int32(rng, monkeypatch, sp
 
     monkeypatch.setattr(explorer.spectral, "build_graph", build_int64)
     del spy_dtypes[:]
-    got = SpectralClustering(3, **RULE, backend="cpu", random_state=0).fit(X)
+    got = SpectralClustering(3, **RULE, **fit).fit(X)
     assert got.affinity_matrix_.indices.dtype == np.int64
     assert spy_dtypes and all(i == p == np.int64 for _, i, p in spy_dtypes), spy_dtypes
     np.testing.assert_array_equal(got.labels_, want.labels_)

@@ -8,6 +8,7 @@ import time
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._backend import column_norms
 from .._validation import check_choice, check_int
 from ..embedding import EIGENGAP_TOL, Embedding, auto_k_max, eigengap_k, solvers
 from ..embedding.components import indicator_vectors
@@ -92,8 +93,17 @@ def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_i
         mu, V = indicator_vectors(components[keep], k, degree[keep], np)
         iterations = tol_used = None
     else:
+        start = None
+        if components is not None and used != "dense":
+            # As explorer.spectral_embedding's `components`: with exactly k components
+            # left, the iterative solver starts from their exact indicators.
+            found = np.unique(components[keep]).shape[0]
+            if found == k:
+                start = indicator_vectors(components[keep], k, degree[keep], np)[1]
+                start = start / column_norms(start, np)
         mu, V, iterations, tol_used = solvers.solve(used, A, k, degree=degree[keep], tol=tol,
-                                                    max_iter=max_iter, rng=rng, xp=np)
+                                                    max_iter=max_iter, rng=rng, xp=np,
+                                                    start=start)
     t2 = time.perf_counter()
     embedding, vectors, residuals = finish_eigenvectors(A, mu, V, dinv, keep, n, np, used,
                                                         iterations, tol_used, stacklevel=3)

@@ -23,11 +23,11 @@ lower-level API the benchmarks call (to time one solver on one A formed once).
 """
 
 from .eigengap import AUTO_K_MAX, EIGENGAP_TOL, auto_k_max, eigengap_k
-from .embed import Embedding, spectral_embedding
+from .embed import Embedding, components_embedding, spectral_embedding
 from .lanczos import ConvergenceError
 from .laplacian import isolated_vertices
 from .lobpcg import DEFAULT_MAX_ITER as DEFAULT_LOBPCG_MAX_ITER
-from .solvers import DEFAULT_TOL, DENSE_MAX_N, SOLVERS
+from .solvers import DEFAULT_TOL, DENSE_MAX_N, SOLVERS, components_reason
 
 __all__ = [
     "AUTO_K_MAX",
@@ -38,6 +38,8 @@ __all__ = [
     "SOLVERS",
     "ConvergenceError",
     "Embedding",
+    "components_embedding",
+    "components_reason",
     "auto_k_max",
     "eigengap_k",
     "isolated_vertices",

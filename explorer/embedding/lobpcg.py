@@ -30,7 +30,7 @@ def extra_vectors(k: int) -> int:
     return min(k, max(2, k // 4))
 
 
-def lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp):
+def lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp, start=None):
     """The k largest eigenpairs of A by block LOBPCG, stopping on the k wanted pairs.
 
     Parameters
@@ -51,6 +51,9 @@ def lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp):
         Draws one seed for the random block (drawn on A's device).
     xp : module
         The array module of `A`.
+    start : ndarray of shape (m, j), optional
+        Known eigenvectors of eigenvalue 1 (the indicators D^1/2 1_c of the graph's
+        components): the block's first j vectors instead of D^1/2 1.
 
     Returns
     -------
@@ -76,7 +79,10 @@ def lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp):
     m = A.shape[0]
     block = k + extra_vectors(k)
     X = xp.random.RandomState(rng.randint(2**31 - 1)).standard_normal((m, block))
-    X[:, 0] = xp.sqrt(degree)
+    if start is None:
+        X[:, 0] = xp.sqrt(degree)
+    else:
+        X[:, : start.shape[1]] = start[:, :block]
     X = svqb(X, xp)
     slabs = row_slabs(A)  # once: past 2**30 entries each product goes slab by slab
     AX = matmul(A, X, slabs)

@@ -1,0 +1,223 @@
+"""CPU pipeline against scikit-learn, side by side in one process.
+
+    python benchmarks/cpu.py              # -> benchmarks/results/cpu.json
+    python benchmarks/cpu.py --quick      # 5·10³ rows and the digits only (a smoke run)
+    python benchmarks/cpu.py --sizes 5000 20000 --out cpu-small
+
+Rows: the built-in shapes ``moons``, ``circles``, ``blobs`` at 5·10³, 2·10⁴, 10⁵ and
+10⁶ points and scikit-learn's digits (1797 × 64), each with its true k. Columns:
+
+* ``ours``: :class:`explorer.SpectralClustering` with its defaults on the CPU backend
+  (the parameters suggested from the data, the suggestion's time included), as a user
+  who gives only k runs it;
+* ``ours-knn``: the same with ``affinity="knn", n_neighbors=10`` (skipped, with the
+  reason printed and recorded, while the estimator has no ``affinity`` parameter);
+* ``sklearn-arpack`` and ``sklearn-amg``: scikit-learn's
+  ``SpectralClustering(affinity="nearest_neighbors", n_neighbors=10)`` with
+  ``eigen_solver="arpack"`` and ``"amg"`` (the latter only where pyamg is installed;
+  arpack only up to ``--arpack-max-n`` rows, past which it takes minutes);
+* ``app-run`` (10⁵ rows only): the app's Run through the library calls it makes: the
+  data's suggested graph (:func:`explorer.build_graph`), then
+  :func:`explorer.spectral.partition_graph` with the app's spectrum rule, then the
+  scores (:func:`explorer.metrics.clustering_scores`).
+
+Each cell: wall time (median of ``--repeats`` runs; one run from 10⁵ rows) and the
+adjusted Rand index against the true labels (label -1, points left unclustered,
+counts as a cluster of its own). Protocol: one process; one uncounted warm-up of every
+column on the first row (imports, caches, first-touch allocation). The JSON names the
+cores this process may use and the load average before and after each row: on a
+shared machine the times are noisy, and the lead re-runs this on a quiet one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+from _common import environment_info, plain, write_result
+from sklearn.metrics import adjusted_rand_score
+
+import explorer
+from explorer import SpectralClustering, build_graph, datasets
+from explorer.components import components_besides_isolated
+from explorer.metrics import clustering_scores
+from explorer.spectral import partition_graph
+
+SHAPES = ("moons", "circles", "blobs")
+SIZES = (5_000, 20_000, 100_000, 1_000_000)
+#: The app computes this many eigenpairs up to SPECTRUM_AUTO_MAX_N rows (to draw the
+#: spectrum), one beyond (explorer/ui/_run.py's rule, restated here).
+APP_SPECTRUM_MIN, APP_SPECTRUM_AUTO_MAX_N = 10, 20_000
+APP_RUN_N = 100_000
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def has_knn_mode() -> bool:
+    params = SpectralClustering().get_params()
+    return "affinity" in params and "n_neighbors" in params
+
+
+def has_pyamg() -> bool:
+    try:
+        import pyamg  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def ours(X, k):
+    sc = SpectralClustering(n_clusters=k, random_state=0, backend="cpu").fit(X)
+    return sc.labels_, {"timings": dict(sc.timings_), "solver": sc.eigen_solver_,
+                        "suggested": {p: getattr(sc, p + "_", None)
+                                      for p in ("metric", "sigma", "threshold_sqdist",
+                                                "threshold_sim")},
+                        "nnz": int(sc.affinity_matrix_.nnz)}
+
+
+def ours_knn(X, k):
+    sc = SpectralClustering(n_clusters=k, affinity="knn", n_neighbors=10, random_state=0,
+                            backend="cpu").fit(X)
+    return sc.labels_, {"timings": dict(sc.timings_), "solver": sc.eigen_solver_,
+                        "nnz": int(sc.affinity_matrix_.nnz)}
+
+
+def sklearn_solver(solver):
+    def run(X, k):
+        from sklearn.cluster import SpectralClustering as SK
+
+        sc = SK(n_clusters=k, affinity="nearest_neighbors", n_neighbors=10,
+                eigen_solver=solver, random_state=0).fit(X)
+        return sc.labels_, {}
+    return run
+
+
+def app_run(ds):
+    """The app's Run: its graph from the data's suggestion, then partition_graph."""
+    k = ds.n_classes
+    graph_kwargs = {p: v for p, v in ds.suggested.items() if p != "n_clusters"}
+
+    def run(X, _k):
+        t0 = time.perf_counter()
+        graph = build_graph(X, **graph_kwargs, backend="cpu")
+        t1 = time.perf_counter()
+        spectrum = APP_SPECTRUM_MIN if graph.n <= APP_SPECTRUM_AUTO_MAX_N else 1
+        part = partition_graph(graph.csr, k, n_eigenpairs=spectrum,
+                               n_components=components_besides_isolated(graph.stats),
+                               random_state=0)
+        t2 = time.perf_counter()
+        clustering_scores(graph.csr, np.asarray(part.labels, dtype=np.int64), ds.y)
+        t3 = time.perf_counter()
+        return part.labels, {"timings": {"graph": t1 - t0, **part.timings,
+                                         "scores": t3 - t2},
+                             "solver": part.embedding.solver,
+                             "solver_why": part.embedding.solver_why,
+                             "graph_params": graph_kwargs, "nnz": int(graph.csr.nnz)}
+    return run
+
+
+def measure(fn, X, y, k, repeats):
+    times, labels, info = [], None, {}
+    for _ in range(repeats):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t0 = time.perf_counter()
+            labels, info = fn(X, k)
+            times.append(time.perf_counter() - t0)
+    labels = np.asarray(labels)
+    return {"seconds": statistics.median(times), "runs": times,
+            "ari": float(adjusted_rand_score(y, labels)),
+            "unclustered": int(np.count_nonzero(labels == -1)), **info}
+
+
+def columns(args, n):
+    cols = {"ours": ours}
+    if has_knn_mode():
+        cols["ours-knn"] = ours_knn
+    if n <= args.arpack_max_n:
+        cols["sklearn-arpack"] = sklearn_solver("arpack")
+    if has_pyamg():
+        cols["sklearn-amg"] = sklearn_solver("amg")
+    return cols
+
+
+def skipped(args, n):
+    out = {}
+    if not has_knn_mode():
+        out["ours-knn"] = ("SpectralClustering has no n_neighbors parameter yet (the kNN mode "
+                           "of issue 16 is not merged)")
+    if n > args.arpack_max_n:
+        out["sklearn-arpack"] = f"n={n} > --arpack-max-n={args.arpack_max_n}"
+    if not has_pyamg():
+        out["sklearn-amg"] = "pyamg is not installed (pip install pyamg)"
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="5·10³ rows and the digits only")
+    ap.add_argument("--sizes", type=int, nargs="+", default=None)
+    ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=SHAPES)
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="timed runs per cell below 10⁵ rows (one from there)")
+    ap.add_argument("--arpack-max-n", type=int, default=100_000)
+    ap.add_argument("--out", default=None, help="result name (default cpu, cpu-quick)")
+    args = ap.parse_args(argv)
+    sizes = args.sizes or ((5_000,) if args.quick else SIZES)
+    rows = [(s, n) for n in sizes for s in args.shapes] + [("digits", None)]
+    for name, why in skipped(args, 0).items():
+        print(f"skip {name}: {why}", flush=True)
+
+    results = []
+    warm = False
+    for name, n in rows:
+        ds = datasets.load(name, n_samples=n, random_state=0)
+        X, y, k = ds.X, ds.y, ds.n_classes
+        cols = columns(args, ds.n)
+        if not warm:  # one uncounted run of every column on the first (small) row
+            for fn in cols.values():
+                measure(fn, X, y, k, 1)
+            warm = True
+        repeats = args.repeats if ds.n < 100_000 else 1
+        row = {"data": name, "n": ds.n, "d": ds.d, "k": k, "repeats": repeats,
+               "load_before": os.getloadavg(), "skipped": skipped(args, ds.n), "cells": {}}
+        for col, fn in cols.items():
+            row["cells"][col] = cell = measure(fn, X, y, k, repeats)
+            print(f"{name:8s} n={ds.n:>8d} {col:15s} {cell['seconds']:8.2f} s  "
+                  f"ARI {cell['ari']:.3f}", flush=True)
+        if ds.n == APP_RUN_N and name != "digits":
+            row["cells"]["app-run"] = cell = measure(app_run(ds), X, y, k, 1)
+            print(f"{name:8s} n={ds.n:>8d} {'app-run':15s} {cell['seconds']:8.2f} s  "
+                  f"ARI {cell['ari']:.3f}", flush=True)
+        row["load_after"] = os.getloadavg()
+        results.append(row)
+
+    payload = {
+        "benchmark": "cpu",
+        "command": " ".join([os.path.basename(sys.argv[0])] + (argv or sys.argv[1:])),
+        "cores": cores(),
+        "environment": environment_info(),
+        "explorer_version": getattr(explorer, "__version__", None),
+        "pyamg": has_pyamg(),
+        "knn_mode": has_knn_mode(),
+        "protocol": ("one process; one uncounted warm-up of every column on the first row; "
+                     "median of the timed runs; ARI against the true labels (-1 counts as a "
+                     "label)"),
+        "rows": results,
+    }
+    out = args.out or ("cpu-quick" if args.quick else "cpu")
+    print("wrote", write_result(out, plain(payload)))
+
+
+if __name__ == "__main__":
+    main()
