@@ -11,7 +11,8 @@
 #                      the four shapes, k-means alone (fast.json; ~4 minutes)
 # Time limits (seconds): TEST_TIMEOUT (default 300), BENCH_BUDGET (default 420, the
 # benchmark stops starting new work past it), BENCH_TIMEOUT (default 540, hard stop).
-# TEST_K: a pytest -k expression to run only some GPU tests; BENCH_ARGS: more options
+# TEST_K: a pytest -k expression to run only some GPU tests; PYTEST_ARGS: more pytest
+# options (e.g. "-n 3 --dist loadfile": pytest-xdist is on the device image); BENCH_ARGS: more options
 # for benchmarks/paper_tables.py (e.g. "--shapes Syn5M --name paper-tables-syn5m").
 set -u
 OUT=${1:?usage: benchmarks/device.sh OUT [--quick|--full|--fast] [--no-tests] [--no-bench]}
@@ -59,8 +60,9 @@ fi
 if [[ -d .device-site ]]; then export PYTHONPATH="$PWD/.device-site${PYTHONPATH:+:$PYTHONPATH}"; fi
 
 if [[ $TESTS == 1 ]]; then
+  # shellcheck disable=SC2086  # PYTEST_ARGS is a list of options
   timeout -k 10 "${TEST_TIMEOUT:-300}" "$PY" -m pytest -m gpu -q -rfE -p no:cacheprovider --continue-on-collection-errors \
-    --durations=15 --junitxml="$OUT/gpu-tests.xml" ${TEST_K:+-k "$TEST_K"} tests \
+    --durations=15 --junitxml="$OUT/gpu-tests.xml" ${TEST_K:+-k "$TEST_K"} ${PYTEST_ARGS:-} tests \
     > "$OUT/gpu-tests.log" 2>&1
   echo "pytest exit status $?" >> "$OUT/gpu-tests.log"
 fi
