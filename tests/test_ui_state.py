@@ -27,8 +27,9 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 # The app's packages are optional (a GPU server often has none): skip, saying why.
 pytest.importorskip("param", reason="the app's state classes need param (pip install -e '.[app]')")
 
-import explorer  # noqa: E402
 import param  # noqa: E402
+
+import explorer  # noqa: E402
 from explorer._backend import gpu_status  # noqa: E402
 from explorer.ui import _export  # noqa: E402
 from explorer.ui._errors import describe_error  # noqa: E402
