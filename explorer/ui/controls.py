@@ -47,6 +47,48 @@ def _alert(text_param, obj, alert_type="danger"):
     return alert
 
 
+class LabelledCheckbox(pn.viewable.Viewer):
+    """A checkbox whose label toggles it too, bound to a boolean parameter.
+
+    Panel's Checkbox draws its label as a plain ``div`` beside the input, which a click
+    does not reach; Bokeh's checkbox group draws ``<label><input> text</label>``, so this
+    is a group of one option whose value is the parameter (checked: ``[label]``).
+
+    Parameters
+    ----------
+    obj : param.Parameterized
+    name : str
+        The boolean parameter of `obj` it shows and sets.
+    label : str
+    """
+
+    value = param.Boolean(default=False)
+
+    def __init__(self, obj, name: str, label: str, **params):
+        super().__init__(value=bool(getattr(obj, name)), **params)
+        self.label = label
+        self.widget = pn.widgets.CheckBoxGroup(options=[label], inline=True,
+                                               value=[label] if self.value else [], **_WIDE)
+        self.widget.param.watch(lambda e: setattr(self, "value", label in e.new), "value")
+        self.param.watch(lambda e: setattr(obj, name, e.new), "value")
+        self.param.watch(self._show, "value")
+        obj.param.watch(lambda e: setattr(self, "value", bool(e.new)), name)
+
+    def _show(self, event) -> None:
+        self.widget.value = [self.label] if event.new else []
+
+    @property
+    def disabled(self) -> bool:
+        return self.widget.disabled
+
+    @disabled.setter
+    def disabled(self, value: bool) -> None:
+        self.widget.disabled = value
+
+    def __panel__(self):
+        return self.widget
+
+
 class LogSlider:
     """A FloatSlider over log10 of a positive state parameter, synced both ways.
 
@@ -371,7 +413,7 @@ class RunControls(pn.viewable.Viewer):
         r = self.state.run_state
         self.k = pn.widgets.IntSlider.from_param(r.param.n_clusters, name="k (clusters)",
                                                  start=1, end=30, **_WIDE)
-        self.auto_k = pn.widgets.Checkbox.from_param(r.param.auto_k, name="choose k by eigengap")
+        self.auto_k = LabelledCheckbox(r, "auto_k", "choose k by eigengap")
         self.solver = pn.widgets.Select.from_param(r.param.eigen_solver, name="Eigensolver",
                                                    **_WIDE)
         # Options are labels: a Select cannot show None as its value.
@@ -382,8 +424,7 @@ class RunControls(pn.viewable.Viewer):
         self.n_init = pn.widgets.IntSlider.from_param(r.param.n_init, name="k-means restarts",
                                                       start=1, end=30, **_WIDE)
         self.seed = pn.widgets.IntInput.from_param(r.param.random_state, name="seed", **_WIDE)
-        self.compare = pn.widgets.Checkbox.from_param(r.param.compare_kmeans,
-                                                      name="k-means on raw data too")
+        self.compare = LabelledCheckbox(r, "compare_kmeans", "k-means on raw data too")
         self.button = pn.widgets.Button(name="Run", button_type="primary",
                                         css_classes=["run-button"], **_WIDE)
         self.progress_text = pn.pane.Markdown("", margin=(0, 10), css_classes=["run-progress"])

@@ -23,6 +23,7 @@ from explorer.components import components_besides_isolated
 from explorer.embedding import eigengap_k
 
 from . import _export, plots
+from .controls import LabelledCheckbox
 from .state import STAGES, STEPS, ExplorerState
 
 _WIDE = dict(sizing_mode="stretch_width")
@@ -81,7 +82,8 @@ def stale_text(stage) -> str:
 
 class StaleBadge:
     """A warning line over a view while the run it draws is stale, and the greying
-    of the panes that draw it."""
+    of the layouts that hold its drawings (layouts, not the plot panes themselves:
+    styles set on a HoloViews pane reach its Bokeh model, which refuses them)."""
 
     def __init__(self, state: ExplorerState, *panes, when=lambda: True):
         self.state, self.panes, self.when = state, panes, when
@@ -242,9 +244,9 @@ class ClustersView(pn.viewable.Viewer):
         self.warning = pn.pane.Alert("", alert_type="warning", visible=False, **_WIDE)
         self.note = pn.pane.Markdown("", styles={"color": "#555"}, **_WIDE)
         self.plot = pn.pane.HoloViews(None, **_PLOT)
+        self.body = pn.Column(self.scores, self.plot, **_WIDE)
         self._drawing_run = False
-        self.badge = StaleBadge(self.state, self.plot, self.scores,
-                                when=lambda: self._drawing_run)
+        self.badge = StaleBadge(self.state, self.body, when=lambda: self._drawing_run)
         self.state.views.param.watch(self._render, "result")
         self.state.data.param.watch(self._render, "result")
         self._render()
@@ -292,7 +294,7 @@ class ClustersView(pn.viewable.Viewer):
         self.scores.object = _scores_markdown(result)
 
     def __panel__(self):
-        return pn.Column(self.badge.pane, self.scores, self.warning, self.plot, self.note, **_WIDE)
+        return pn.Column(self.badge.pane, self.warning, self.body, self.note, **_WIDE)
 
 
 def _scores_markdown(result) -> str:
@@ -329,7 +331,8 @@ class EigenvectorView(pn.viewable.Viewer):
         self.embedding = pn.pane.HoloViews(None, **_PLOT)
         self.caption = pn.pane.Markdown(NO_RUN, **_WIDE)
         self._updating = False
-        self.badge = StaleBadge(self.state, self.values, self.embedding)
+        self.body = pn.Row(self.values, self.embedding, **_WIDE)
+        self.badge = StaleBadge(self.state, self.body)
         self.state.views.param.watch(self._new_result, "result")
         self.index.param.watch(self._render_values, "value")
         self.axis_x.param.watch(self._render_embedding, "value")
@@ -392,7 +395,7 @@ class EigenvectorView(pn.viewable.Viewer):
     def __panel__(self):
         return pn.Column(
             self.badge.pane, pn.Row(self.index, self.axis_x, self.axis_y),
-            pn.Row(self.values, self.embedding, **_WIDE), self.caption, **_WIDE,
+            self.body, self.caption, **_WIDE,
         )
 
 
@@ -410,7 +413,8 @@ class SpectrumView(pn.viewable.Viewer):
         super().__init__(**params)
         self.plot = pn.pane.HoloViews(None, **_PLOT)
         self.text = pn.pane.Markdown(NO_RUN, **_WIDE)
-        self.badge = StaleBadge(self.state, self.plot, self.text)
+        self.body = pn.Column(self.text, self.plot, **_WIDE)
+        self.badge = StaleBadge(self.state, self.body)
         self.state.views.param.watch(self._render, "result")
         self._render()
 
@@ -438,24 +442,25 @@ class SpectrumView(pn.viewable.Viewer):
         )
 
     def __panel__(self):
-        return pn.Column(self.badge.pane, self.text, self.plot, **_WIDE)
+        return pn.Column(self.badge.pane, self.body, **_WIDE)
 
 
 class SparsityView(pn.viewable.Viewer):
     """Spy plot of the run's CSR (optionally ordered by cluster) and its nnz histogram."""
 
     state = param.ClassSelector(class_=ExplorerState)
+    ordered = param.Boolean(default=True, doc="Order rows and columns by cluster.")
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.order = pn.widgets.Checkbox(name="order rows and columns by cluster", value=True,
-                                         **_WIDE)
+        self.order = LabelledCheckbox(self, "ordered", "order rows and columns by cluster")
         self.spy = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=440)
         self.hist = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=300)
         self.text = pn.pane.Markdown(NO_RUN, **_WIDE)
-        self.badge = StaleBadge(self.state, self.spy, self.hist)
+        self.body = pn.Row(self.spy, self.hist, **_WIDE)
+        self.badge = StaleBadge(self.state, self.body)
         self.state.views.param.watch(self._render, "result")
-        self.order.param.watch(self._render, "value")
+        self.param.watch(self._render, "ordered")
         self._render()
 
     def _render(self, *events) -> None:
@@ -466,11 +471,11 @@ class SparsityView(pn.viewable.Viewer):
             return
         result = shown.run
         rows, cols = _entries(result.csr, SPY_MAX_ENTRIES)
-        if self.order.value:
+        if self.ordered:
             rank = _cluster_order(shown.labels, shown.data.xy)
             rows, cols = rank[rows], rank[cols]
         s = result.graph_stats
-        how = "rows ordered by cluster" if self.order.value else "rows in data order"
+        how = "rows ordered by cluster" if self.ordered else "rows in data order"
         self.spy.object = plots.spy(rows, cols, result.n,
                                     title=f"Sparsity pattern of S ({how})")
         counts, edges = s.nnz_row_hist
@@ -484,8 +489,7 @@ class SparsityView(pn.viewable.Viewer):
         )
 
     def __panel__(self):
-        return pn.Column(self.badge.pane, self.order, self.text,
-                         pn.Row(self.spy, self.hist, **_WIDE), **_WIDE)
+        return pn.Column(self.badge.pane, self.order, self.text, self.body, **_WIDE)
 
 
 class TimingsView(pn.viewable.Viewer):
@@ -497,7 +501,8 @@ class TimingsView(pn.viewable.Viewer):
         super().__init__(**params)
         self.bars = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=260)
         self.table = pn.pane.Markdown(NO_RUN, css_classes=["timings"], **_WIDE)
-        self.badge = StaleBadge(self.state, self.bars, self.table)
+        self.body = pn.Row(pn.Column(self.table, width=520), self.bars, **_WIDE)
+        self.badge = StaleBadge(self.state, self.body)
         self.state.views.param.watch(self._render, "result")
         self._render()
 
@@ -527,8 +532,7 @@ class TimingsView(pn.viewable.Viewer):
         self.table.object = "\n".join(lines)
 
     def __panel__(self):
-        return pn.Column(self.badge.pane, pn.Row(pn.Column(self.table, width=520), self.bars,
-                                                 **_WIDE), **_WIDE)
+        return pn.Column(self.badge.pane, self.body, **_WIDE)
 
 
 #: The guided tour's headings: fixed sizes, whatever style sheets the page has loaded.
@@ -548,6 +552,7 @@ class TeachingView(pn.viewable.Viewer):
         self.heading = pn.pane.HTML("", css_classes=["teaching-heading"], **_WIDE)
         self.text = pn.pane.Markdown("", css_classes=["teaching-text"], **_WIDE)
         self.plot = pn.pane.HoloViews(None, **_PLOT)
+        self.body = pn.Column(self.plot, **_WIDE)
         self.extra = pn.pane.Markdown("", styles={"color": "#555"}, **_WIDE)
         s = self.state
         t = s.teaching
@@ -568,7 +573,7 @@ class TeachingView(pn.viewable.Viewer):
         self.heading.object = _HEADING.format(html.escape(step.title))
         self.text.object = step.text
         self.extra.object = ""
-        self.plot.styles = {}
+        self.body.styles = {}
         if data is None:
             self.plot.object = None
             self.extra.object = "Waiting for data."
@@ -599,7 +604,7 @@ class TeachingView(pn.viewable.Viewer):
         else:
             result, xy = shown.run, shown.data.xy
             if s.run_state.stale:
-                self.plot.styles = STALE_STYLE
+                self.body.styles = STALE_STYLE
                 self.extra.object = stale_text(s.run_state)
             if step.key == "laplacian":
                 rows, cols = _entries(result.csr, SPY_MAX_ENTRIES)
@@ -629,7 +634,7 @@ class TeachingView(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(
-            pn.Row(self.previous, self.next, self.where), self.heading, self.text, self.plot,
+            pn.Row(self.previous, self.next, self.where), self.heading, self.text, self.body,
             self.extra, **_WIDE,
         )
 
