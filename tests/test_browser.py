@@ -2,9 +2,9 @@
 
 One ``panel serve app.py`` for the whole session on a free localhost port
 (``panel_server`` in tests/conftest.py, which fails the suite on any server-side
-traceback); each test opens its own page (its own session). Nothing is downloaded: Chromium is the system's
-(``/usr/bin/chromium``, or ``EXPLORER_CHROMIUM``), and the page loads every
-resource from the Panel server.
+traceback); each test opens its own page (its own session). Nothing is downloaded:
+Chromium is the system's (``/usr/bin/chromium``, or ``EXPLORER_CHROMIUM``), and the
+page loads every resource from the Panel server.
 
 Set ``EXPLORER_SCREENSHOTS=<dir>`` to keep the screenshots of the main views there
 (``docs/`` holds the committed ones).
