@@ -346,12 +346,23 @@ class DataState(Stage):
     def _read_with_labels(path, column, chosen):
         """Read the file: ``(dataset, label options or None to keep them, label column)``.
 
-        On first sight of a file its label column is guessed. A first read takes no
+        Where :func:`explorer.data.read` takes ``label_column="auto"`` it picks the
+        label column and names the table's columns, which the options offer by name.
+        Otherwise, on first sight of a file its label column is guessed here. A first read takes no
         labels; a column named like a label (``label``, ``class``, ``target``...) is
         then taken as labels. When that first read fails (typically: a text column,
         which only a label column may hold), the last column is tried as labels, the
         common layout; if that fails too, the first error is the one reported.
         """
+        auto = getattr(datasets, "AUTO", None)
+        if auto is not None:  # the reader takes the label column from the file, by name
+            ds = datasets.read(path, label_column=column if chosen else auto, center=True)
+            columns = ds.params.get("columns")
+            options = None
+            if not chosen and columns is not None:
+                options = {"(none)": None, **{
+                    f"column {c}" if isinstance(c, int) else str(c): c for c in columns}}
+            return ds, options, ds.params.get("label_column", column)
         if chosen:
             return datasets.read(path, label_column=column, center=True), None, column
         try:
