@@ -376,7 +376,8 @@ class DataState(Stage):
             return ds, _label_options(ds.d + 1, names), ds.d
         names = ds.feature_names
         guess = _guess_label(names)
+        options = _label_options(ds.d, names)  # every column of the table, labels too
         if guess is not None and ds.d > 1:
             ds = datasets.read(path, label_column=guess, center=True)
-            return ds, _label_options(ds.d, names), guess
-        return ds, _label_options(ds.d, names), None
+            return ds, options, guess
+        return ds, options, None
