@@ -94,9 +94,12 @@ class StaleBadge:
 
     def update(self, *events) -> None:
         text = stale_text(self.state.run_state) if self.when() else ""
-        self.pane.param.update(object=text, visible=bool(text))
+        if text != self.pane.object or bool(text) != self.pane.visible:
+            self.pane.param.update(object=text, visible=bool(text))
+        styles = STALE_STYLE if text else {}
         for pane in self.panes:
-            pane.styles = STALE_STYLE if text else {}
+            if pane.styles != styles:  # only changes reach the browser
+                pane.styles = styles
 
 
 class PipelineStatus(pn.viewable.Viewer):
@@ -158,6 +161,7 @@ class StatsCard(pn.viewable.Viewer):
         self.hist = pn.pane.Bokeh(self.histogram.figure, sizing_mode="stretch_width", height=230)
         g = self.state.graph
         g.param.watch(self._render, ["result", "error", "stale", "busy", "waiting"])
+        self._drawn = None  # the statistics the histogram shows
         self._render()
 
     def _render(self, *events) -> None:
@@ -167,7 +171,9 @@ class StatsCard(pn.viewable.Viewer):
         s = g.stats
         if s is None:
             self.table.object = f"<i>No statistics yet{': ' + g.waiting if g.waiting else ''}.</i>"
-            self._draw([0], [0, 1], None)
+            if self._drawn is not None or not events:
+                self._drawn = None
+                self._draw([0], [0, 1], None)
             return
         approx = "≈ " if s.estimated else ""
         components = components_besides_isolated(s)
@@ -206,8 +212,10 @@ class StatsCard(pn.viewable.Viewer):
             f"{body}</table><div class='stats-how' style='color:#666;font-size:0.8em;"
             f"margin-top:4px'>{how}{seconds}</div>"
         )
-        counts, edges = s.nnz_row_hist
-        self._draw(counts, edges, s.hypo_max_nnz_row)
+        if s is not self._drawn:  # the histogram changes with the statistics only
+            self._drawn = s
+            counts, edges = s.nnz_row_hist
+            self._draw(counts, edges, s.hypo_max_nnz_row)
 
     def _draw(self, counts, edges, hypo) -> None:
         def draw():
@@ -246,6 +254,7 @@ class ClustersView(pn.viewable.Viewer):
         self.plot = pn.pane.HoloViews(None, **_PLOT)
         self.body = pn.Column(self.scores, self.plot, **_WIDE)
         self._drawing_run = False
+        self._drawn = None
         self.badge = StaleBadge(self.state, self.body, when=lambda: self._drawing_run)
         self.state.views.param.watch(self._render, "result")
         self.state.data.param.watch(self._render, "result")
@@ -258,6 +267,10 @@ class ClustersView(pn.viewable.Viewer):
             shown = None  # a run of other data: these data are shown until the next run
         self._drawing_run = shown is not None
         self.badge.update()
+        key = (data, shown)
+        if key == self._drawn:  # what is drawn is drawn already
+            return
+        self._drawn = key
         if shown is None:
             self.warning.visible = False
             if data is None:
@@ -554,12 +567,14 @@ class TeachingView(pn.viewable.Viewer):
         self.plot = pn.pane.HoloViews(None, **_PLOT)
         self.body = pn.Column(self.plot, **_WIDE)
         self.extra = pn.pane.Markdown("", styles={"color": "#555"}, **_WIDE)
+        self._drawn = None
         s = self.state
         t = s.teaching
         self.previous.on_click(lambda e: t.previous())
         self.next.on_click(lambda e: t.next())
         t.param.watch(self._render, "step")
         s.tour.param.watch(self._render, ["result", "busy"])
+        s.run_state.param.watch(self._render, "stale")
         s.views.param.watch(self._render, "result")
         s.data.param.watch(self._render, "result")
         self._render()
@@ -568,6 +583,10 @@ class TeachingView(pn.viewable.Viewer):
         s = self.state
         t, data, shown = s.teaching, s.data.result, _presentation(s)
         step = t.current
+        key = (t.step, data, shown, s.tour.result, s.tour.busy, s.run_state.stale)
+        if key == self._drawn:  # what is drawn is drawn already
+            return
+        self._drawn = key
         self.where.object = f"Step {t.step + 1} of {len(STEPS)}"
         self.previous.disabled, self.next.disabled = t.at_start, t.at_end
         self.heading.object = _HEADING.format(html.escape(step.title))
