@@ -255,7 +255,8 @@ def test_changing_n_or_the_data_set_after_a_run_never_mixes_generations(app):
     _act(lambda: app.run_controls.button.param.trigger("clicks"))
     first = s.result
     assert first is not None and not s.run_state.stale
-    assert not app.spectrum.badge.pane.visible and app.spectrum.body.styles == {}
+    assert not app.spectrum.badge.pane.visible
+    assert "stale-result" not in app.spectrum.body.css_classes
     dc = app.data_controls
     for n in (200, 1000):
         def release(n=n):  # what a released slider sends
@@ -268,7 +269,7 @@ def test_changing_n_or_the_data_set_after_a_run_never_mixes_generations(app):
         assert "The last run was on moons, n = 400" in app.clusters.scores.object
         assert app.spectrum.badge.pane.visible and "data moons, n = 400" in \
             app.spectrum.badge.pane.object
-        assert app.eigenvectors.body.styles  # greyed
+        assert "stale-result" in app.eigenvectors.body.css_classes  # greyed
         pn.panel(app).get_root()  # everything renders
         _render(app.clusters.plot.object)
         _render(app.eigenvectors.values.object)
@@ -290,10 +291,10 @@ def test_a_parameter_change_after_a_run_shows_the_stale_state(app):
     _act(lambda: setattr(slider, "value", slider.value + 0.3))
     badge = app.clusters.badge.pane
     assert badge.visible and f"threshold_sqdist = {old:.4g}" in badge.object
-    assert app.clusters.body.styles != {}  # greyed
+    assert "stale-result" in app.clusters.body.css_classes  # greyed
     assert "parameters changed since the last run" in app.status.text.object
     _act(lambda: app.run_controls.button.param.trigger("clicks"))
-    assert not badge.visible and app.clusters.body.styles == {}
+    assert not badge.visible and "stale-result" not in app.clusters.body.css_classes
 
 
 def test_placeholders_say_what_each_tab_waits_for(app):

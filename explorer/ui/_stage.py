@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -345,8 +346,12 @@ class Stage(param.Parameterized):
         self._running = True
         loop = asyncio.get_running_loop()
 
+        # Progress from a worker thread is shown on the event loop, in this coroutine's
+        # context (Panel's session document is a context variable).
+        context = contextvars.copy_context()
+
         def report(*message):
-            loop.call_soon_threadsafe(self._report, *message)
+            loop.call_soon_threadsafe(self._report, *message, context=context)
 
         try:
             while True:

@@ -29,8 +29,17 @@ from .state import STAGES, STEPS, ExplorerState
 _WIDE = dict(sizing_mode="stretch_width")
 _PLOT = dict(sizing_mode="stretch_width", min_height=380)
 
-#: How a stale result is drawn: greyed, still readable.
-STALE_STYLE = {"opacity": "0.45", "filter": "grayscale(0.8)"}
+#: The CSS class a layout holding a stale result's drawings gets: greyed, still readable.
+STALE_CLASS = "stale-result"
+#: Its rule, given to those layouts once (toggling a class changes one string property
+#: in the browser; changing `styles` makes new style-sheet models, which raced with the
+#: drawings' own updates: "reference ... isn't known" in the browser).
+STALE_CSS = f":host(.{STALE_CLASS}) {{ opacity: 0.45; filter: grayscale(0.8); }}"
+
+
+def _body(layout, *objects, **params):
+    """A layout (pn.Column or pn.Row) that can be greyed by :class:`StaleBadge`."""
+    return layout(*objects, stylesheets=[STALE_CSS], **params)
 
 #: What a view waiting for a run says.
 NO_RUN = "Waiting for a run: press **Run** (sidebar, step 3) to compute this view."
@@ -96,10 +105,17 @@ class StaleBadge:
         text = stale_text(self.state.run_state) if self.when() else ""
         if text != self.pane.object or bool(text) != self.pane.visible:
             self.pane.param.update(object=text, visible=bool(text))
-        styles = STALE_STYLE if text else {}
         for pane in self.panes:
-            if pane.styles != styles:  # only changes reach the browser
-                pane.styles = styles
+            _grey(pane, bool(text))
+
+
+def _grey(layout, stale: bool) -> None:
+    """Grey `layout` (made by :func:`_body`) or not; only changes reach the browser."""
+    classes = [c for c in layout.css_classes if c != STALE_CLASS]
+    if stale:
+        classes.append(STALE_CLASS)
+    if classes != list(layout.css_classes):
+        layout.css_classes = classes
 
 
 class PipelineStatus(pn.viewable.Viewer):
@@ -252,7 +268,7 @@ class ClustersView(pn.viewable.Viewer):
         self.warning = pn.pane.Alert("", alert_type="warning", visible=False, **_WIDE)
         self.note = pn.pane.Markdown("", styles={"color": "#555"}, **_WIDE)
         self.plot = pn.pane.HoloViews(None, **_PLOT)
-        self.body = pn.Column(self.scores, self.plot, **_WIDE)
+        self.body = _body(pn.Column, self.scores, self.plot, **_WIDE)
         self._drawing_run = False
         self._drawn = None
         self.badge = StaleBadge(self.state, self.body, when=lambda: self._drawing_run)
@@ -344,7 +360,7 @@ class EigenvectorView(pn.viewable.Viewer):
         self.embedding = pn.pane.HoloViews(None, **_PLOT)
         self.caption = pn.pane.Markdown(NO_RUN, **_WIDE)
         self._updating = False
-        self.body = pn.Row(self.values, self.embedding, **_WIDE)
+        self.body = _body(pn.Row, self.values, self.embedding, **_WIDE)
         self.badge = StaleBadge(self.state, self.body)
         self.state.views.param.watch(self._new_result, "result")
         self.index.param.watch(self._render_values, "value")
@@ -426,7 +442,7 @@ class SpectrumView(pn.viewable.Viewer):
         super().__init__(**params)
         self.plot = pn.pane.HoloViews(None, **_PLOT)
         self.text = pn.pane.Markdown(NO_RUN, **_WIDE)
-        self.body = pn.Column(self.text, self.plot, **_WIDE)
+        self.body = _body(pn.Column, self.text, self.plot, **_WIDE)
         self.badge = StaleBadge(self.state, self.body)
         self.state.views.param.watch(self._render, "result")
         self._render()
@@ -470,7 +486,7 @@ class SparsityView(pn.viewable.Viewer):
         self.spy = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=440)
         self.hist = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=300)
         self.text = pn.pane.Markdown(NO_RUN, **_WIDE)
-        self.body = pn.Row(self.spy, self.hist, **_WIDE)
+        self.body = _body(pn.Row, self.spy, self.hist, **_WIDE)
         self.badge = StaleBadge(self.state, self.body)
         self.state.views.param.watch(self._render, "result")
         self.param.watch(self._render, "ordered")
@@ -514,7 +530,7 @@ class TimingsView(pn.viewable.Viewer):
         super().__init__(**params)
         self.bars = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=260)
         self.table = pn.pane.Markdown(NO_RUN, css_classes=["timings"], **_WIDE)
-        self.body = pn.Row(pn.Column(self.table, width=520), self.bars, **_WIDE)
+        self.body = _body(pn.Row, pn.Column(self.table, width=520), self.bars, **_WIDE)
         self.badge = StaleBadge(self.state, self.body)
         self.state.views.param.watch(self._render, "result")
         self._render()
@@ -565,7 +581,7 @@ class TeachingView(pn.viewable.Viewer):
         self.heading = pn.pane.HTML("", css_classes=["teaching-heading"], **_WIDE)
         self.text = pn.pane.Markdown("", css_classes=["teaching-text"], **_WIDE)
         self.plot = pn.pane.HoloViews(None, **_PLOT)
-        self.body = pn.Column(self.plot, **_WIDE)
+        self.body = _body(pn.Column, self.plot, **_WIDE)
         self.extra = pn.pane.Markdown("", styles={"color": "#555"}, **_WIDE)
         self._drawn = None
         s = self.state
@@ -592,7 +608,7 @@ class TeachingView(pn.viewable.Viewer):
         self.heading.object = _HEADING.format(html.escape(step.title))
         self.text.object = step.text
         self.extra.object = ""
-        self.body.styles = {}
+        _grey(self.body, shown is not None and step.needs_run and s.run_state.stale)
         if data is None:
             self.plot.object = None
             self.extra.object = "Waiting for data."
@@ -623,7 +639,6 @@ class TeachingView(pn.viewable.Viewer):
         else:
             result, xy = shown.run, shown.data.xy
             if s.run_state.stale:
-                self.body.styles = STALE_STYLE
                 self.extra.object = stale_text(s.run_state)
             if step.key == "laplacian":
                 rows, cols = _entries(result.csr, SPY_MAX_ENTRIES)
