@@ -107,6 +107,67 @@ def clustering_scores(csr, labels, y_true=None) -> dict:
     return scores
 
 
+def match_labels(labels, reference):
+    """Relabel `labels` so that each cluster takes the id of the `reference` cluster it
+    overlaps most, one to one (for drawing both in the same colours).
+
+    The pairing maximises the total overlap (the Hungarian algorithm,
+    :func:`scipy.optimize.linear_sum_assignment`, on the contingency table of the
+    two labellings). Label −1 (no cluster) is kept as −1 and pairs with nothing.
+    A cluster left without a partner (more clusters than the reference has) gets a
+    new id, above every id of `reference`, in order of its old id. The partition is
+    unchanged: only the names of its clusters change.
+
+    Parameters
+    ----------
+    labels : array-like of int, shape (n,)
+        The labelling to rename (NumPy or CuPy).
+    reference : array-like of int, shape (n,)
+        The labelling whose ids to take (e.g. the ground truth, or the spectral
+        clusters k-means is compared with).
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        On the host.
+
+    Raises
+    ------
+    ValueError
+        If either is not 1-D or they differ in length.
+
+    Examples
+    --------
+    >>> match_labels([0, 0, 1, 1, -1], [1, 1, 0, 0, 0]).tolist()
+    [1, 1, 0, 0, -1]
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    ref, lab = _pair(reference, labels)
+    lab = lab.astype(np.int64, copy=False)
+    ref = ref.astype(np.int64, copy=False)
+    out = np.full(lab.shape, NOISE, dtype=np.int64)
+    kept = lab != NOISE
+    if not kept.any():
+        return out
+    old, codes = np.unique(lab[kept], return_inverse=True)
+    ref_kept = ref[kept]
+    partner = ref_kept != NOISE
+    new_ids = np.full(old.size, NOISE, dtype=np.int64)
+    if partner.any():
+        ref_ids, ref_codes = np.unique(ref_kept[partner], return_inverse=True)
+        table = np.zeros((old.size, ref_ids.size), dtype=np.int64)
+        np.add.at(table, (codes[partner], ref_codes), 1)
+        rows, cols = linear_sum_assignment(table, maximize=True)
+        overlap = table[rows, cols] > 0  # a pairing without a shared point is none
+        new_ids[rows[overlap]] = ref_ids[cols[overlap]]
+    top = int(ref[ref != NOISE].max()) if (ref != NOISE).any() else -1
+    spare = np.flatnonzero(new_ids == NOISE)
+    new_ids[spare] = top + 1 + np.arange(spare.size)
+    out[kept] = new_ids[codes]
+    return out
+
+
 # --------------------------------------------------------------------------- helpers
 
 

@@ -139,6 +139,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         whose eigengap test needs the zero eigenvalues accurate.
     eigen_max_iter : int, optional
         Iteration limit of the eigensolver (solver default when None).
+    n_eigenpairs : int, optional
+        With a fixed k, compute at least this many eigenpairs (kept in `spectrum_`,
+        to show the spectrum beyond k); k-means still uses the first k (see
+        :func:`partition_graph`).
     n_init : int, default 10
         k-means restarts.
     kmeans_tol : float, default 1e-4
@@ -192,6 +196,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         Unit rows k-means clustered (NaN rows for isolated points).
     eigenvectors_ : ndarray of shape (n_samples, k)
         U = D^-1/2 V before row scaling (NaN rows for isolated points).
+    spectrum_ : explorer.Embedding
+        Every eigenpair computed (at least k: see `n_eigenpairs`; under
+        ``n_clusters="auto"`` those the eigengap read).
     isolated_ : ndarray of bool, shape (n_samples,)
     affinity_matrix_ : scipy.sparse or cupyx.scipy.sparse CSR matrix
         The similarity matrix S (with ``affinity="precomputed"``: X as validated, in
@@ -319,6 +326,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         eigen_solver="auto",
         eigen_tol=None,
         eigen_max_iter=None,
+        n_eigenpairs=None,
         n_init=10,
         kmeans_tol=1e-4,
         kmeans_max_iter=300,
@@ -345,6 +353,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.eigen_solver = eigen_solver
         self.eigen_tol = eigen_tol
         self.eigen_max_iter = eigen_max_iter
+        self.n_eigenpairs = n_eigenpairs
         self.n_init = n_init
         self.kmeans_tol = kmeans_tol
         self.kmeans_max_iter = kmeans_max_iter
@@ -454,6 +463,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             eigen_solver=self.eigen_solver,
             eigen_tol=self.eigen_tol,
             eigen_max_iter=self.eigen_max_iter,
+            n_eigenpairs=self.n_eigenpairs,
             n_init=self.n_init,
             kmeans_tol=self.kmeans_tol,
             kmeans_max_iter=self.kmeans_max_iter,
@@ -479,6 +489,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.eigenvalues_ = emb.eigenvalues
         self.embedding_ = emb.embedding
         self.eigenvectors_ = emb.vectors
+        self.spectrum_ = part.embedding
         self.isolated_ = isolated
         self.affinity_matrix_ = csr
         self.graph_ = graph
@@ -566,6 +577,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         check_choice(self.eigen_solver, "eigen_solver", SOLVERS)
         check_float(self.eigen_tol, "eigen_tol", low=0.0, low_inclusive=False, allow_none=True)
         check_int(self.eigen_max_iter, "eigen_max_iter", low=1, allow_none=True)
+        check_int(self.n_eigenpairs, "n_eigenpairs", low=1, allow_none=True)
         check_limit(check_int(self.n_init, "n_init", low=1), "n_init", N_INIT_LIMIT,
                     "each restart runs k-means again")
         check_float(self.kmeans_tol, "kmeans_tol", low=0.0, high=1.0)

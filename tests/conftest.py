@@ -1,4 +1,5 @@
-"""Shared test set-up: GPU tests skipped without a device, seeded fresh randomness.
+"""Shared test set-up: GPU tests skipped without a device, seeded fresh randomness, and
+one served app for every browser test of the session (its log checked at the end).
 
 Every run draws new random data (a per-run entropy mixed with the test's id), so the
 suite explores new inputs each time yet any failure can be replayed: the entropy is
@@ -9,8 +10,15 @@ printed in the header and in the report of a failing test that used ``rng``;
 from __future__ import annotations
 
 import os
+import re
 import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -84,3 +92,69 @@ def poisoned():
         yield
     finally:
         cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
+
+
+# --------------------------------------------------------------- the served app
+
+
+REPO = Path(__file__).resolve().parents[1]
+SERVER_START_TIMEOUT_S = 90
+
+#: Tracebacks of a page closing mid-update: Tornado's, not the app's.
+_CLOSED_SOCKET = ("WebSocketClosedError", "StreamClosedError")
+
+
+def server_tracebacks(log: str) -> list[str]:
+    """The tracebacks in a server log, without closed-websocket noise."""
+    blocks = re.split(r"(?=Traceback \(most recent call last\):)", log)[1:]
+    return [b for b in blocks if not any(name in b for name in _CLOSED_SOCKET)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def panel_server(tmp_path_factory):
+    """``panel serve app.py`` on a free localhost port for the whole session; yields its
+    URL. When the session ends the server's log must hold no traceback and no message
+    of the app's error handler: a failure of any browser test's server side fails the
+    suite, whichever test caused it."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("server") / "panel.log"
+    log = open(log_path, "w")
+    cmd = [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port),
+           "--address", "127.0.0.1", f"--allow-websocket-origin=127.0.0.1:{port}"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/app"
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"panel serve exited with {proc.returncode}:\n{log_path.read_text()}")
+            try:
+                with urllib.request.urlopen(url, timeout=5) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"panel serve did not answer within {SERVER_START_TIMEOUT_S} s:\n"
+                            f"{log_path.read_text()}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+    server_log = log_path.read_text()
+    # Tracebacks from the app's own code, the app's error handler, or any other.
+    assert str(REPO / "explorer") not in server_log, server_log
+    assert "unexpected error" not in server_log, server_log
+    assert not server_tracebacks(server_log), server_log

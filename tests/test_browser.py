@@ -1,9 +1,10 @@
 """The served app in headless Chromium (Playwright).
 
-One ``panel serve app.py`` per module on a free localhost port; each test opens its
-own page (its own session). Nothing is downloaded: Chromium is the system's
-(``/usr/bin/chromium``, or ``EXPLORER_CHROMIUM``), and the page loads every
-resource from the Panel server.
+One ``panel serve app.py`` for the whole session on a free localhost port
+(``panel_server`` in tests/conftest.py, which fails the suite on any server-side
+traceback); each test opens its own page (its own session). Nothing is downloaded:
+Chromium is the system's (``/usr/bin/chromium``, or ``EXPLORER_CHROMIUM``), and the
+page loads every resource from the Panel server.
 
 Set ``EXPLORER_SCREENSHOTS=<dir>`` to keep the screenshots of the main views there
 (``docs/`` holds the committed ones).
@@ -14,11 +15,7 @@ from __future__ import annotations
 import io
 import os
 import re
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -32,67 +29,15 @@ CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
-START_TIMEOUT_S = 90
 STEP_TIMEOUT_MS = 60_000  # a run on the default data takes a few seconds on 2 cores
 SCORES = re.compile(r"Spectral: ARI (\d\.\d+)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("server") / "panel.log"
-    log = open(log_path, "w")
-    cmd = [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port),
-           "--address", "127.0.0.1", f"--allow-websocket-origin=127.0.0.1:{port}"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/app"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"panel serve exited with {proc.returncode}:\n{log_path.read_text()}")
-            try:
-                with urllib.request.urlopen(url, timeout=5) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"panel serve did not answer within {START_TIMEOUT_S} s:\n"
-                            f"{log_path.read_text()}")
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
-    # Tracebacks from the app's own code (closed-websocket noise from Tornado when a
-    # page closes mid-update is not the app's).
-    server_log = log_path.read_text()
-    assert str(REPO / "explorer") not in server_log, server_log
-    assert "unexpected error" not in server_log, server_log
-    # No traceback at all, but for that noise (issue 15: bad input must never leave one).
-    assert not server_tracebacks(server_log), server_log
-
-
-#: Tracebacks of a page closing mid-update: Tornado's, not the app's.
-_CLOSED_SOCKET = ("WebSocketClosedError", "StreamClosedError")
-
-
-def server_tracebacks(log: str) -> list[str]:
-    """The tracebacks in a server log, without closed-websocket noise."""
-    blocks = re.split(r"(?=Traceback \(most recent call last\):)", log)[1:]
-    return [b for b in blocks if not any(name in b for name in _CLOSED_SOCKET)]
+def server(panel_server):
+    """The session's served app (tests/conftest.py: its log is checked for tracebacks
+    when the session ends)."""
+    return panel_server
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +181,7 @@ def _assert_not_blank(png: bytes) -> None:
 def test_page_loads_without_console_errors(main):
     page = main.page
     page.get_by_text("Graph statistics (live)").wait_for()
-    page.get_by_text(re.compile(r"moons: n = 2,000, d = 2, 2 classes")).wait_for()
+    page.get_by_text(re.compile(r"moons: n = 5,000, d = 2, 2 classes")).wait_for()
     assert "connected components" in main.stats_text()
     page.wait_for_timeout(1000)  # late resource and rendering errors
     assert main.errors == []
@@ -294,10 +239,10 @@ def test_screenshots_of_the_views_are_not_blank(main):
 def test_a_run_blocks_neither_its_button_nor_other_sessions(app, server, browser):
     other = Page(browser, server)
     try:
-        # 20,000 points: a run of seconds on 2 cores (2,000 points now take well under
-        # one, which the other session's statistics could not be seen to beat).
+        # 20,000 points: a run of seconds on 2 cores (5,000 points take about one,
+        # which the other session's statistics could not be seen to beat).
         app.page.locator(".n-slider .noUi-handle").focus()
-        for _ in range(3):  # 2,000 -> 5,000 -> 10,000 -> 20,000
+        for _ in range(2):  # 5,000 -> 10,000 -> 20,000
             app.page.keyboard.press("ArrowRight")
         app.page.get_by_text(re.compile(r"moons: n = 20,000, d = 2")).wait_for()
         app.page.get_by_role("button", name="Run", exact=True).click()
@@ -311,7 +256,8 @@ def test_a_run_blocks_neither_its_button_nor_other_sessions(app, server, browser
         other.wait_stats(r"nnz\s+(?!" + re.escape(nnz) + r"\n)[\d.,]+")
         # the other session answered while this one's run was still going
         assert running.count() == 1
-        app.page.get_by_text(SCORES).wait_for()
+        # seconds on an idle machine; minutes on a shared 2-core one (nice 10 worker)
+        app.page.get_by_text(SCORES).wait_for(timeout=300_000)
         assert other.errors == [] and app.errors == []
     finally:
         other.page.close()
@@ -334,7 +280,7 @@ def test_bad_file_shows_a_message_and_the_app_keeps_working(app, tmp_path):
     assert app.page.get_by_text("Traceback").count() == 0
     # later actions work: back to a built-in set, and its statistics follow a slider
     app.page.get_by_role("button", name="built-in", exact=True).click()
-    app.page.get_by_text(re.compile(r"moons: n = 2,000")).wait_for()
+    app.page.get_by_text(re.compile(r"moons: n = 5,000")).wait_for()
     before = app.settled_stats()
     nnz = re.search(r"nnz\s+([\d.,]+\s*[KMG]?)\n", before).group(1)
     app.drag_slider("threshold-slider", 0.1)
@@ -379,7 +325,7 @@ def test_issue_15_bad_files_give_alerts_and_the_app_survives(app, tmp_path):
     app.page.get_by_text(re.compile(r"cr-labels\.csv: n = 60, d = 2, 2 classes")).wait_for()
     # the built-in sets still load
     app.page.get_by_role("button", name="built-in", exact=True).click()
-    app.page.get_by_text(re.compile(r"moons: n = 2,000")).wait_for()
+    app.page.get_by_text(re.compile(r"moons: n = 5,000")).wait_for()
     assert not [e for e in app.errors if e.startswith("page error")]
 
 
@@ -397,6 +343,92 @@ def test_a_file_over_the_upload_limit_is_refused_in_the_browser(app, server, tmp
     app.page.get_by_role("button", name="built-in", exact=True).click()
     data_set = app.page.locator("select", has=app.page.locator("option", has_text="circles"))
     data_set.select_option("circles")
-    app.page.get_by_text(re.compile(r"circles: n = 2,000")).wait_for()
+    app.page.get_by_text(re.compile(r"circles: n = 5,000")).wait_for()
     assert app.errors == []
     assert app.foreign == []  # FilePond's scripts and styles come from the Panel server
+
+
+# ------------------------------------------------------------ issue 14: the state model
+
+
+def _n_slider(page, presses: int) -> None:
+    """Move the n slider by `presses` notches (negative: down), as arrow keys do."""
+    page.locator(".n-slider .noUi-handle").focus()
+    key = "ArrowRight" if presses > 0 else "ArrowLeft"
+    for _ in range(abs(presses)):
+        page.keyboard.press(key)
+
+
+def _stale(page, pattern: str):
+    """The stale badge's text naming the inputs that produced a result (`pattern`)."""
+    return page.get_by_text(re.compile(r"computed with " + pattern)).first
+
+
+def test_switching_n_and_the_data_set_after_a_run_in_both_directions(app):
+    """Issue 14: Run at 5,000, then n down, n up, another data set and back: each new
+    data set is shown (never the old run's points with new labels or the reverse),
+    Run works on it, and the server logs no traceback (checked at the session's end)."""
+    page = app.page
+    assert app.run() > 0.99
+    _n_slider(page, -1)  # 5,000 -> 2,000
+    page.get_by_text(re.compile(r"moons: n = 2,000, d = 2")).wait_for()
+    page.get_by_text(re.compile(r"Press Run to cluster these data.*last run was on moons, "
+                                r"n = 5,000")).wait_for()
+    app.tab("Spectrum")
+    _stale(page, r"data moons, n = 5,000").wait_for()  # the old spectrum, greyed, badged
+    app.tab("Clusters")
+    assert app.run() > 0.99  # the next run is on the new data (the issue's wrong message)
+    page.get_by_text(re.compile(r"Showing the run on moons, n = 2,000")).wait_for()
+    _n_slider(page, 1)  # 2,000 -> 5,000
+    page.get_by_text(re.compile(r"moons: n = 5,000, d = 2")).wait_for()
+    page.get_by_text(re.compile(r"last run was on moons, n = 2,000")).wait_for()
+    data_set = page.locator("select", has=page.locator("option", has_text="digits"))
+    data_set.select_option("digits")
+    page.get_by_text(re.compile(r"digits: n = 1,797, d = 64")).wait_for()
+    app.wait_stats(r"nnz")
+    page.get_by_role("button", name="Run", exact=True).click()
+    page.get_by_text(re.compile(r"Showing the run on digits, n = 1,797")).wait_for()
+    data_set.select_option("moons")  # n stays as digits clipped it (its 1,797 rows)
+    page.get_by_text(re.compile(r"moons: n = 1,797, d = 2")).wait_for()
+    page.get_by_text(re.compile(r"last run was on digits, n = 1,797")).wait_for()
+    assert not [e for e in app.errors if e.startswith("page error")], app.errors
+
+
+def test_upload_then_built_in_then_upload_again(app, tmp_path, rng):
+    page = app.page
+    first, second = tmp_path / "first_blobs.csv", tmp_path / "second_blobs.csv"
+    _blobs_csv(first, rng)
+    _blobs_csv(second, rng)
+    app.upload(first)
+    page.get_by_text(re.compile(r"first_blobs\.csv: n = 300, d = 2, 3 classes")).wait_for()
+    assert app.run() > 0.95
+    page.get_by_role("button", name="built-in", exact=True).click()
+    page.get_by_text(re.compile(r"moons: n = 5,000, d = 2")).wait_for()
+    page.get_by_text(re.compile(r"last run was on first_blobs\.csv")).wait_for()
+    page.get_by_role("button", name="file", exact=True).click()  # the file comes back
+    page.get_by_text(re.compile(r"first_blobs\.csv: n = 300, d = 2, 3 classes")).wait_for()
+    page.locator(".upload input.filepond--browser").set_input_files(str(second))
+    page.get_by_text(re.compile(r"second_blobs\.csv: n = 300, d = 2, 3 classes")).wait_for()
+    assert app.run() > 0.95
+    page.get_by_text(re.compile(r"Showing the run on second_blobs\.csv")).wait_for()
+    assert not [e for e in app.errors if e.startswith("page error")], app.errors
+
+
+def test_a_parameter_change_after_a_run_shows_the_stale_state(app):
+    page = app.page
+    assert app.run() > 0.99
+    app.drag_slider("threshold-slider", 0.1)
+    badge = _stale(page, r"threshold_sqdist = [\d.e+-]+")
+    badge.wait_for()
+    page.get_by_text("The parameters changed since the last run").wait_for()
+    assert app.run() > 0.9
+    page.get_by_text(re.compile(r"Showing the run on moons")).wait_for()
+    badge.wait_for(state="hidden")
+
+
+def test_checkbox_labels_are_clickable(app):
+    box = app.page.get_by_role("checkbox", name="choose k by eigengap")
+    assert not box.is_checked()
+    app.page.get_by_text("choose k by eigengap", exact=True).click()
+    app.page.wait_for_timeout(300)
+    assert box.is_checked()

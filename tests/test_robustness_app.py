@@ -176,14 +176,15 @@ def test_a_file_the_browser_refused_is_the_same_message_and_the_data_stays(state
 def _stats_error(state, **graph) -> str:
     state.graph.param.update(**graph)
     assert not state.refresh_stats()
-    return state.graph.stats_error
+    return state.graph.error
 
 
 def _run_error(state, **settings) -> str:
     state.run_state.param.update(**settings)
-    outcome = state.run()
-    assert outcome.result is None
-    assert not state.run_state.running  # the slot is released: Run comes back
+    before = state.result
+    assert not state.run()
+    assert state.result is before  # the last result stays (stale)
+    assert not state.run_state.running  # the run is released: Run comes back
     return state.run_state.error
 
 
@@ -193,7 +194,7 @@ def test_a_similarity_threshold_out_of_range_for_gaussian(state):
                      r"allowed: \(0.0, 1.0\)", text), text
     assert state.graph.stats is None
     state.graph.threshold_sim = 0.5
-    assert state.refresh_stats() and state.graph.stats_error == ""
+    assert state.refresh_stats() and state.graph.error == ""
 
 
 @pytest.mark.skipif(not NO_GPU, reason="a GPU answers here")
@@ -206,8 +207,9 @@ def test_asking_for_a_device_where_there_is_none(state):
 def test_a_run_without_any_edge(state):
     state.graph.threshold_sqdist = 1e-9  # isolates every point
     text = _run_error(state, n_clusters=2)
-    assert re.search(r"every one of the n=200 points is isolated \(no edges\): raise the "
-                     r"threshold", text), text
+    # the library's message (SpectralClustering.fit), with the app's n
+    assert re.search(r"^Error while running the clustering: the graph has no edge: all n=200 "
+                     r"points are isolated; raise the threshold", text), text
 
 
 def test_k_above_the_points_with_edges(state):
@@ -220,60 +222,61 @@ def test_k_above_the_points_with_edges(state):
     assert 0 < kept < 64
     state.graph.param.update(metric="uniform", threshold_kind="sqdist", threshold_sqdist=t)
     text = _run_error(state, n_clusters=kept + 1, auto_k=False)
-    assert re.search(rf"n_clusters={kept + 1} is more than the {kept} points that have "
-                     r"neighbours; lower k or raise the threshold", text), text
+    assert re.search(rf"n_clusters={kept + 1} is out of range: only {kept} of the n=200 "
+                     r"points have an edge", text), text
 
 
 def test_eigensolver_that_does_not_converge_is_a_message(state):
     text = _run_error(state, eigen_solver="lanczos", eigen_max_iter=1, n_clusters=2)
-    assert re.search(r"Error while the embedding stage: Lanczos \(ARPACK\) did not converge",
-                     text), text
+    assert re.search(r"Error while running the clustering: Lanczos \(ARPACK\) did not "
+                     r"converge", text), text
 
 
 @pytest.mark.parametrize("error, match", [
-    (MemoryError("cannot allocate 80 GiB"), r"Out of memory while the graph stage: cannot "
-     r"allocate 80 GiB\. To fit, lower the threshold"),
+    (MemoryError("cannot allocate 80 GiB"), r"Out of memory while running the clustering: "
+     r"cannot allocate 80 GiB\. To fit, lower the threshold"),
     (type("OutOfMemoryError", (Exception,), {})("out of memory allocating 8,000,000,000 bytes"),
-     r"The GPU ran out of memory while the graph stage: out of memory allocating"),
+     r"The GPU ran out of memory while running the clustering: out of memory allocating"),
 ], ids=["host-memory", "device-memory"])
 def test_out_of_memory_during_a_run_is_a_message_and_the_app_recovers(state, monkeypatch,
                                                                         error, match):
     state.run()
     good = state.result
-    real = explorer.build_graph
+    real = explorer.spectral.build_graph
 
     def fail(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(explorer, "build_graph", fail)
+    monkeypatch.setattr(explorer.spectral, "build_graph", fail)
     text = _run_error(state)
     assert re.search(match, text), text
     assert state.result is good  # the last result stays on screen
-    monkeypatch.setattr(explorer, "build_graph", real)
-    assert state.run().result is not None and state.run_state.error == ""
+    monkeypatch.setattr(explorer.spectral, "build_graph", real)
+    assert state.run() and state.result is not good and state.run_state.error == ""
 
 
 def test_a_second_run_while_one_is_in_flight_is_refused(state):
     job = state.prepare_run()
     with pytest.raises(RuntimeError, match="a run is already in progress"):
         state.prepare_run()
-    state.apply_run(job())
+    state.apply_run(job, job.run_step(0))
     assert state.result is not None and not state.run_state.running
 
 
 def test_nothing_before_data():
     s = ExplorerState()
-    with pytest.raises(ValueError, match="no data loaded yet"):
-        s.prepare_stats()
-    with pytest.raises(ValueError, match="no data loaded yet"):
+    with pytest.raises(ValueError, match="waiting for the data"):
+        s.graph.prepare()
+    with pytest.raises(ValueError, match="waiting for the data"):
         s.prepare_run()
+    assert not s.run_state.running
 
 
 def test_file_source_without_an_upload():
     s = ExplorerState()
     s.data.source = "file"
     with pytest.raises(ValueError, match="source='file' but no file was uploaded"):
-        s.data.prepare_load()
+        s.data.prepare()
 
 
 # ------------------------------------------------------------------ issue 15: the app
@@ -362,12 +365,12 @@ def _rows():
     s.load()
     s.graph.param.update(threshold_kind="sim", threshold_sim=-0.5)
     s.refresh_stats()
-    yield "gaussian threshold_sim = -0.5 (stats)", s.graph.stats_error
+    yield "gaussian threshold_sim = -0.5 (stats)", s.graph.error
     s.graph.param.update(threshold_kind="sqdist")
     if NO_GPU:
         s.graph.backend = "gpu"
         s.refresh_stats()
-        yield "backend gpu without a GPU (stats)", s.graph.stats_error
+        yield "backend gpu without a GPU (stats)", s.graph.error
         s.graph.backend = "auto"
     s.graph.threshold_sqdist = 1e-9
     s.run()
@@ -384,7 +387,7 @@ def _rows():
     for sigma, t in ((1e-200, 0.01), (1e200, 0.01), (0.05, 1e39)):
         s.graph.param.update(sigma=sigma, threshold_sqdist=t)
         s.refresh_stats()
-        yield f"σ = {sigma:g}, threshold {t:g} (stats)", s.graph.stats_error
+        yield f"σ = {sigma:g}, threshold {t:g} (stats)", s.graph.error
         try:
             s.prepare_run()
         except ValueError as exc:  # the app's Run shows it in the run alert

@@ -1,7 +1,8 @@
 """The app's state and logic without a browser (and without Panel).
 
-parameters -> statistics -> run -> results, the error paths, uploads, the guided
-tour and the exports, all through explorer.ui.state and the real library.
+parameters -> statistics -> run -> views, the stages' stale flags and latest-wins
+jobs, the error paths, uploads, the guided tour and the exports, all through
+explorer.ui.state and the real library.
 """
 
 from __future__ import annotations
@@ -26,14 +27,30 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 # The app's packages are optional (a GPU server often has none): skip, saying why.
 pytest.importorskip("param", reason="the app's state classes need param (pip install -e '.[app]')")
 
+import param  # noqa: E402
+
 import explorer  # noqa: E402
 from explorer._backend import gpu_status  # noqa: E402
 from explorer.ui import _export  # noqa: E402
 from explorer.ui._errors import describe_error  # noqa: E402
-from explorer.ui._jobs import RUN_NICENESS, LatestOnly, publishing, run_in_process  # noqa: E402
-from explorer.ui._run import execute  # noqa: E402
+from explorer.ui._jobs import (  # noqa: E402
+    RUN_NICENESS,
+    in_process,
+    in_threads,
+    publishing,
+    run_in_process,
+)
+from explorer.ui._stage import execute_step  # noqa: E402
 from explorer.ui._teaching import TOUR_GRAPH_MAX_N  # noqa: E402
-from explorer.ui.state import STAGES, STEPS, ExplorerState, project_2d  # noqa: E402
+from explorer.ui.state import (  # noqa: E402
+    STAGES,
+    STEPS,
+    ExplorerState,
+    Inputs,
+    Stage,
+    Waiting,
+    project_2d,
+)
 
 
 def _state(dataset="moons", n=400, **data) -> ExplorerState:
@@ -129,7 +146,7 @@ def test_statistics_are_the_library_statistics():
     expected = explorer.graph_stats(s.dataset.X, **s.graph.edge_kwargs(), backend="auto")
     assert s.graph.stats.to_dict() == expected.to_dict()
     assert not s.graph.stats.estimated and s.graph.stats.n_components is not None
-    assert s.graph.stats_seconds > 0 and s.graph.stats_error == ""
+    assert s.graph.seconds > 0 and s.graph.error == "" and not s.graph.stale
 
 
 def test_statistics_follow_hypo_max_nnz_row():
@@ -154,42 +171,46 @@ def test_large_data_statistics_are_sampled_and_say_so():
 
 def test_stale_statistics_are_dropped():
     s = _state("moons", 400)
-    first = s.prepare_stats()
+    first = s.graph.prepare()
     s.graph.threshold_sqdist *= 3
-    second = s.prepare_stats()
-    late, fresh = first(), second()
-    assert s.apply_stats(fresh)
-    assert not s.apply_stats(late)  # finished last, but asked for first
-    assert s.graph.stats.nnz == fresh.stats.nnz != late.stats.nnz
+    assert s.graph.stale  # the inputs moved on from the published statistics
+    second = s.graph.prepare()
+    late, fresh = first.run_step(0), second.run_step(0)
+    assert s.graph.accept(second, fresh)
+    assert not s.graph.accept(first, late)  # finished last, but asked for first
+    assert s.graph.stats.nnz == fresh.value.nnz != late.value.nnz
+    assert s.graph.inputs == second.inputs and s.graph.inputs != first.inputs
+    s.graph.threshold_sqdist /= 3  # back: the first job's inputs are current again
+    assert s.graph.stale and s.graph.accept(first, late) and not s.graph.stale
 
 
 def test_statistics_come_fast_then_complete():
     s = _state("moons", 600)
-    fast = s.prepare_stats()()
-    complete = s.prepare_components()()
-    assert s.apply_stats(fast)
+    job = s.graph.prepare()
+    assert len(job.steps) == 2
+    assert s.graph.accept(job, job.run_step(0), final=False)
     assert s.graph.stats.n_components is None and not s.graph.stats_complete
-    assert s.apply_stats(complete) and s.graph.stats_complete
+    assert s.graph.accept(job, job.run_step(1)) and s.graph.stats_complete
     expected = explorer.graph_stats(s.dataset.X, **s.graph.edge_kwargs())
     assert s.graph.stats.to_dict() == expected.to_dict()
-    assert not s.apply_stats(fast)  # the fast figures never replace complete ones
-    with pytest.raises(ValueError, match="complete"):
-        s.prepare_components()
+    assert not s.graph.wanted and not s.graph.stale  # nothing left to compute
     s.graph.threshold_sqdist *= 2
-    assert not s.apply_stats(complete)  # parameters moved on
-    s.graph.exact_max_n = 100  # sampled: nothing for a components job to add
-    with pytest.raises(ValueError, match="sampled"):
-        s.prepare_components()
+    assert s.graph.wanted
+    assert not s.graph.accept(job, job.run_step(1))  # parameters moved on
+    s.graph.exact_max_n = 100  # sampled: no components step
+    assert len(s.graph.prepare().steps) == 1
 
 
 @pytest.mark.skipif(gpu_status()[0], reason="checks the message shown where no GPU exists")
 def test_statistics_error_is_a_message_and_the_state_recovers():
     s = _state("moons", 300)
     s.graph.backend = "gpu"
+    before = s.graph.stats
     assert not s.refresh_stats()
-    assert "backend='gpu'" in s.graph.stats_error and s.graph.stats is None
+    assert "backend='gpu'" in s.graph.error and s.graph.stale
+    assert s.graph.stats is before  # the last statistics stay, stale
     s.graph.backend = "cpu"
-    assert s.refresh_stats() and s.graph.stats_error == "" and s.graph.stats is not None
+    assert s.refresh_stats() and s.graph.error == "" and not s.graph.stale
 
 
 def test_metric_change_keeps_threshold_kind_valid():
@@ -213,7 +234,23 @@ def test_methods_offered_are_the_backends():
     s.graph.backend = "cpu"
     assert set(s.graph.param.method.objects) == {"auto", *explorer.graph.CPU_METHODS}
     s.graph.method = "bruteforce"
-    assert s.graph.build_kwargs()["method"] == "bruteforce"
+    assert s.graph.estimator_params()["method"] == "bruteforce"
+
+
+def test_every_declared_field_is_a_parameter_and_reaches_the_estimator():
+    """A field declared in EDGE_FIELDS/BUILD_FIELDS needs no plumbing: it is a GraphState
+    parameter, and every one the estimator takes is among a run's keywords."""
+    from explorer.graph.rule import BUILD_FIELDS, EDGE_FIELDS
+
+    s = _state("moons", 300)
+    known = explorer.SpectralClustering().get_params()
+    params = s.graph.estimator_params()
+    for name in (*EDGE_FIELDS, *BUILD_FIELDS):
+        assert name in s.graph.param
+        assert (name in params) == (name in known)
+    spec = s.run_state.spec(s.run_state.snapshot())
+    assert set(spec.estimator) <= set(known)
+    explorer.SpectralClustering(**spec.estimator)  # takes them all
 
 
 # --------------------------------------------------------------------------- runs
@@ -223,8 +260,7 @@ def test_run_moons_end_to_end():
     s = _state("moons", 600, random_state=1)
     _connect(s)
     s.run_state.n_clusters = 2
-    outcome = s.run()
-    assert outcome.error == "" and s.run_state.error == ""
+    assert s.run() and s.run_state.error == ""
     r = s.result
     y = s.dataset.y
     assert r.labels.shape == (600,) and r.n_clusters == 2
@@ -232,7 +268,8 @@ def test_run_moons_end_to_end():
     assert r.scores["spectral"]["ari"] == pytest.approx(adjusted_rand_score(y, r.labels))
     assert r.scores["spectral"]["nmi"] == pytest.approx(normalized_mutual_info_score(y, r.labels))
     assert r.scores["kmeans"]["ari"] == pytest.approx(adjusted_rand_score(y, r.kmeans_labels))
-    assert list(r.timings) == [k for k, _ in STAGES] + ["total"]
+    assert list(r.timings) == ["graph", "embedding", "kmeans", "k-means (raw data)", "scores",
+                               "total"]
     assert all(v >= 0 for v in r.timings.values())
     assert np.all(np.diff(r.eigenvalues) >= -1e-12) and len(r.eigenvalues) >= 10
     assert r.k_suggested == explorer.embedding.eigengap_k(r.eigenvalues)
@@ -242,10 +279,13 @@ def test_run_moons_end_to_end():
     assert r.backend == "cpu" and r.method in explorer.graph.CPU_METHODS
     assert r.csr.shape == (600, 600) and sp.issparse(r.csr)
     assert not s.run_state.running and s.run_state.stage == ""
+    assert r.data is s.data.result and not s.run_state.stale
+    assert s.refresh_stats()  # the live statistics count what the run did
+    assert (r.n_isolated, r.n_unclustered) == (s.graph.stats.n_isolated, 0)
 
 
-def test_run_is_spectral_clustering_stage_by_stage():
-    """With no extra eigenpairs the app's staged run is SpectralClustering.fit exactly."""
+def test_run_is_spectral_clustering():
+    """The app's run is SpectralClustering.fit with the sidebar's keywords."""
     s = _state("blobs", 500, random_state=2)
     _connect(s, 3.0)
     s.run_state.param.update(n_clusters=3, random_state=5, n_eigenpairs=1)
@@ -298,32 +338,32 @@ def test_second_run_is_refused_while_one_runs():
     assert s.run_state.running
     with pytest.raises(RuntimeError, match="already in progress"):
         s.prepare_run()
-    s.apply_run(job())
+    assert s.apply_run(job, job.run_step(0))
     assert not s.run_state.running and s.result is not None
-    s.run()  # the slot is free again
+    assert s.run()  # the run is free again
 
 
 def test_run_errors_are_messages_and_the_app_keeps_working():
     s = _state("moons", 40)
     s.graph.threshold_sqdist = 1e-12  # no point has a neighbour
-    outcome = s.run()
-    assert "isolated" in outcome.error and s.result is None and not s.run_state.running
-    assert s.run_state.error == outcome.error
+    assert not s.run()
+    assert "isolated" in s.run_state.error and s.result is None and not s.run_state.running
     s.graph.threshold_sqdist = 0.05
     s.run_state.n_clusters = 64  # more clusters than points
-    outcome = s.run()
-    assert "n_clusters=64" in outcome.error and s.result is None
+    assert not s.run()
+    assert "n_clusters=64" in s.run_state.error and s.result is None
     s.run_state.n_clusters = 2
-    assert s.run().error == "" and s.result is not None and s.run_state.error == ""
+    assert s.run() and s.result is not None and s.run_state.error == ""
 
 
 @pytest.mark.skipif(gpu_status()[0], reason="checks the message shown where no GPU exists")
 def test_run_on_missing_gpu_is_a_readable_error():
     s = _state("moons", 300)
     s.graph.backend = "gpu"
-    outcome = s.run()
-    assert outcome.error.startswith("Error while the graph stage:")
-    assert "backend='gpu'" in outcome.error and "Traceback" not in outcome.error
+    assert not s.run()
+    error = s.run_state.error
+    assert error.startswith("Error while running the clustering:")
+    assert "backend='gpu'" in error and "Traceback" not in error
 
 
 def test_too_many_components_are_warned_about():
@@ -332,18 +372,56 @@ def test_too_many_components_are_warned_about():
     s.run_state.n_clusters = 2
     s.run()
     comps = s.result.graph_stats.n_components - s.result.graph_stats.n_isolated
-    assert comps > 2
-    assert any(f"{comps} connected components" in w for w in s.result.warnings)
+    assert comps > 2 and s.result.n_components == comps
+    # the library's own warning, as it words it, with the counts the views show
+    assert any(f"the graph has {comps} connected components besides its "
+               f"{s.result.n_isolated} isolated vertices" in w for w in s.result.warnings)
+    assert s.result.n_unclustered == int((s.result.labels < 0).sum()) - s.result.n_isolated
+    assert f"{s.result.n_unclustered:,} unclustered" in s.result.counts()
 
 
-def test_new_data_clears_the_result():
+def test_new_data_leaves_the_last_run_stale_with_its_own_points():
     s = _state("moons", 300)
     _connect(s)
     s.run()
-    assert s.result is not None
-    s.data.random_state = 9
-    s.load()
-    assert s.result is None
+    first = s.result
+    assert first.data.n == 300 and not s.run_state.stale
+    s.data.n_samples = 120  # the issue's IndexError: n changed after a run
+    assert s.load() and s.dataset.n == 120
+    assert s.result is first and s.run_state.stale  # kept, marked stale
+    assert first.data.xy.shape[0] == first.labels.shape[0] == 300  # one generation
+    assert s.views.result.data is first.data
+    assert s.run() and s.result.n == 120 and not s.run_state.stale
+    assert s.views.result.run is s.result and s.views.result.labels.shape == (120,)
+
+
+def test_a_parameter_change_marks_the_run_stale_and_names_the_old_value():
+    s = _state("moons", 300)
+    _connect(s)
+    s.run()
+    old = s.graph.threshold_sqdist
+    s.graph.threshold_sqdist = old * 2
+    assert s.run_state.stale
+    assert s.run_state.inputs.changed(s.run_state.snapshot()) == ["threshold_sqdist"]
+    assert s.run_state.inputs["threshold_sqdist"] == old
+    s.graph.threshold_sqdist = old  # back: the result is current again
+    assert not s.run_state.stale
+    s.run_state.n_init = 3
+    assert s.run_state.stale
+
+
+def test_views_share_one_colour_per_cluster():
+    s = _state("blobs", 600, random_state=4)
+    _connect(s, 3.0)
+    s.run_state.n_clusters = 3
+    assert s.run()
+    shown = s.views.result
+    y = s.dataset.y
+    # spectral renamed after the truth, k-means after spectral: ids agree where they can
+    assert np.mean(shown.labels == y) > 0.95
+    assert np.mean(shown.kmeans_labels == shown.labels) >= np.mean(
+        s.result.kmeans_labels == shown.labels)
+    assert adjusted_rand_score(shown.labels, s.result.labels) == 1.0
 
 
 def test_error_messages_name_memory_problems():
@@ -374,7 +452,9 @@ def test_uploaded_csv_with_a_label_column(rng):
     assert (ds.n, ds.d) == (120, 2) and ds.name == "points.csv"
     np.testing.assert_allclose(ds.X, X, rtol=1e-6)
     np.testing.assert_array_equal(ds.y, y)
-    assert s.data.label_column == 2 and None in s.data.label_options.values()
+    # offered by its name (a position where the reader does not name columns)
+    assert s.data.label_column in (2, "label") and None in s.data.label_options.values()
+    assert any(text.startswith("label") for text in s.data.label_options)
     s.data.choose_label(None)  # no labels: the label column becomes a feature
     assert s.load()
     assert s.dataset.d == 3 and s.dataset.y is None and s.data.label_column is None
@@ -426,7 +506,7 @@ def test_no_file_no_load():
     s = ExplorerState()
     s.data.source = "file"
     with pytest.raises(ValueError, match="no file"):
-        s.prepare_load()
+        s.data.prepare()
 
 
 # --------------------------------------------------------------------------- tour
@@ -493,38 +573,63 @@ def test_exports_round_trip(tmp_path):
 # --------------------------------------------------------------------------- jobs
 
 
-def test_latest_only_coalesces_requests():
-    """Requests made while a job runs collapse into one more job with the latest value."""
-    value = {"v": 0}
-    started, applied = [], []
-    release = threading.Event()
+class _Slow(Stage):
+    """A stage whose one step returns its input once released (threads)."""
 
-    def prepare():
-        v = value["v"]
-        started.append(v)
+    value = param.Integer(default=0)
+    input_names = ("value",)
 
-        def work():
-            release.wait(5)
+    def __init__(self, release):
+        super().__init__()
+        self.release, self.started = release, []
+
+    def steps(self, inputs):
+        v = inputs["value"]
+        self.started.append(v)
+
+        def step(report):
+            self.release.wait(5)
             return v
 
-        return work
+        return [step]
+
+
+def test_stages_are_latest_wins():
+    """Requests made while a job runs collapse into one more job with the latest value,
+    and only the result for the current inputs is published."""
+    release = threading.Event()
+    stage = _Slow(release)
+    stage.executor = in_threads
+    published = []
+    stage.param.watch(lambda e: published.append(e.new), "result")
 
     async def scenario():
-        runner = LatestOnly(prepare, applied.append)
-        first = asyncio.ensure_future(runner.request())
+        first = asyncio.ensure_future(stage.request())
         await asyncio.sleep(0.05)
+        assert stage.busy
         for v in range(1, 6):  # a slider dragged through five positions
-            value["v"] = v
-            await runner.request()  # returns at once: one is in flight
-        assert runner.running
+            stage.value = v
+            await stage.request()  # returns at once: one is in flight
         release.set()
         await asyncio.wait_for(first, 5)
-        assert not runner.running
 
     t0 = time.perf_counter()
     asyncio.run(scenario())
-    assert started == [0, 5] and applied == [0, 5]
+    assert stage.started == [0, 5] and published == [5]  # 0 finished after the drag: dropped
+    assert stage.result == 5 and not stage.stale and not stage.busy
     assert time.perf_counter() - t0 < 5
+
+
+def test_inputs_compare_results_by_identity_and_parameters_by_value():
+    a, b = object(), object()
+    assert Inputs((a,), {"t": 1.0}) == Inputs((a,), {"t": 1.0})
+    assert Inputs((a,), {"t": 1.0}) != Inputs((b,), {"t": 1.0})
+    assert Inputs((a,), {"t": 1.0}) != Inputs((a,), {"t": 2.0})
+    assert Inputs((a,), {"t": 1.0, "k": 2}).changed(Inputs((a,), {"t": 3.0, "k": 2})) == ["t"]
+    s = ExplorerState()
+    with pytest.raises(Waiting, match="waiting for the data"):
+        s.graph.snapshot()
+    assert s.graph.waiting == "" or "data" in s.graph.waiting
 
 
 def _where(message, report):
@@ -557,14 +662,16 @@ def test_a_run_in_a_worker_equals_the_run_here():
     _connect(s)
     job = s.prepare_run()
     stages = []
-    there = asyncio.run(run_in_process(execute, job.spec, lambda i, d: stages.append(i)))
-    s.apply_run(there)
-    assert stages == [1, 2, 3, 4]  # stage 0 is reported when the run is claimed
-    here = s.run().result
-    np.testing.assert_array_equal(there.result.labels, here.labels)
-    np.testing.assert_array_equal(there.result.kmeans_labels, here.kmeans_labels)
-    assert (there.result.csr != here.csr).nnz == 0
-    assert there.result.scores == here.scores
+    there = asyncio.run(run_in_process(execute_step, (job.steps[0], job.doing),
+                                       lambda i, d: stages.append(i)))
+    assert s.apply_run(job, there)
+    assert stages == [0, 1, 2]
+    assert s.run()
+    here = s.result
+    np.testing.assert_array_equal(there.value.labels, here.labels)
+    np.testing.assert_array_equal(there.value.kmeans_labels, here.kmeans_labels)
+    assert (there.value.csr != here.csr).nnz == 0
+    assert there.value.scores == here.scores
 
 
 @pytest.mark.gpu
@@ -574,21 +681,23 @@ def test_a_gpu_run_in_a_worker_equals_the_run_here():
     _connect(s)
     s.graph.backend = "gpu"
     job = s.prepare_run()
-    there = asyncio.run(run_in_process(execute, job.spec, job.report))
-    s.apply_run(there)
-    assert there.error == "" and there.result.backend == "gpu"
-    here = s.run().result
+    there = asyncio.run(in_process(job, 0, lambda *m: None))
+    s.apply_run(job, there)
+    assert there.error == "" and there.value.backend == "gpu"
+    assert s.run()
     # Same seed, same device; sums in a different order (atomics) may move the last bits.
-    assert adjusted_rand_score(there.result.labels, here.labels) > 0.99
+    assert adjusted_rand_score(there.value.labels, s.result.labels) > 0.99
 
 
 def test_a_failing_run_in_a_worker_is_a_message():
     s = _state("moons", 40)
     s.graph.threshold_sqdist = 1e-12  # no point has a neighbour
     job = s.prepare_run()
-    outcome = asyncio.run(run_in_process(execute, job.spec, job.report))
-    assert outcome.result is None and "isolated" in outcome.error
-    assert outcome.error.startswith("Error while the embedding stage:")
+    outcome = asyncio.run(in_process(job, 0, lambda *m: None))
+    assert outcome.value is None and "isolated" in outcome.error
+    assert outcome.error.startswith("Error while running the clustering:")
+    s.apply_run(job, outcome)
+    assert s.run_state.error == outcome.error and not s.run_state.running
 
 
 def test_a_worker_that_dies_is_an_error_and_is_replaced():

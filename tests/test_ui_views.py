@@ -210,7 +210,7 @@ def test_upload_widget_reads_the_file_and_bad_files_alert(app, rng):
     _act(lambda: dc.upload.param.update(value={"up.csv": text}))
     ds = app.state.dataset
     assert ds.name == "up.csv" and ds.n == 90 and ds.y is not None
-    assert dc.label.visible and dc.label.value == 2 and not dc.dataset.visible
+    assert dc.label.visible and dc.label.value in (2, "label") and not dc.dataset.visible
     _act(lambda: setattr(dc.label, "value", None))
     assert app.state.dataset.d == 3 and app.state.dataset.y is None
     _act(lambda: dc.upload.param.update(value={"bad.csv": b"1,2\n3\n"}))
@@ -237,6 +237,7 @@ def test_teaching_view_walks_the_steps(app):
     assert isinstance(tv.plot.object, hv.Overlay) and "edges" in tv.extra.object
     _act(lambda: tv.next.param.trigger("clicks"))
     assert tv.plot.object is None and "Run" in tv.extra.object  # needs a run
+    assert "font-size:1.3rem" in tv.heading.object  # a fixed size, whatever CSS loads
     _connect(app.state)
     app.state.run()
     for key in ("laplacian", "eigenvectors", "kmeans"):
@@ -244,6 +245,93 @@ def test_teaching_view_walks_the_steps(app):
         _render(tv.plot.object)
         _act(lambda: tv.next.param.trigger("clicks"))
     assert tv.next.disabled
+
+
+def test_changing_n_or_the_data_set_after_a_run_never_mixes_generations(app):
+    """Issue 14: Run, then change n (either way) or the data set: every view draws one
+    stage's arrays, the clusters view the new data, the others the old run greyed."""
+    s = app.state
+    _connect(s)
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))
+    first = s.result
+    assert first is not None and not s.run_state.stale
+    assert not app.spectrum.badge.pane.visible
+    assert "stale-result" not in app.spectrum.body.css_classes
+    dc = app.data_controls
+    for n in (200, 1000):
+        def release(n=n):  # what a released slider sends
+            with param.edit_constant(dc.n_samples):
+                dc.n_samples.value_throttled = n
+
+        _act(release)
+        assert s.dataset.n == n and s.run_state.stale and s.result is first
+        assert "Press **Run** to cluster these data" in app.clusters.scores.object
+        assert "The last run was on moons, n = 400" in app.clusters.scores.object
+        assert app.spectrum.badge.pane.visible and "data moons, n = 400" in \
+            app.spectrum.badge.pane.object
+        assert "stale-result" in app.eigenvectors.body.css_classes  # greyed
+        pn.panel(app).get_root()  # everything renders
+        _render(app.clusters.plot.object)
+        _render(app.eigenvectors.values.object)
+    _act(lambda: setattr(dc.dataset, "value", "digits"))
+    assert s.dataset.name == "digits" and s.graph.stats.n == s.dataset.n
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))
+    assert s.run_state.error == "" and s.result.data is s.data.result
+    assert not s.run_state.stale and not app.spectrum.badge.pane.visible
+    assert "digits" in app.status.text.object
+    _render(app.clusters.plot.object)
+
+
+def test_a_parameter_change_after_a_run_shows_the_stale_state(app):
+    s = app.state
+    _connect(s)
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))
+    old = s.graph.threshold_sqdist
+    slider = app.graph_controls.sqdist.widget
+    _act(lambda: setattr(slider, "value", slider.value + 0.3))
+    badge = app.clusters.badge.pane
+    assert badge.visible and f"threshold_sqdist = {old:.4g}" in badge.object
+    assert "stale-result" in app.clusters.body.css_classes  # greyed
+    assert "parameters changed since the last run" in app.status.text.object
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))
+    assert not badge.visible and "stale-result" not in app.clusters.body.css_classes
+
+
+def test_placeholders_say_what_each_tab_waits_for(app):
+    for view in (app.eigenvectors.caption, app.spectrum.text, app.sparsity.text,
+                 app.timings.table):
+        assert view.object.startswith("Waiting for a run")
+    assert app.export.text.object.startswith("Waiting for a run")
+    assert "press <b>Run</b>" in app.status.text.object
+
+
+def test_cluster_colours_agree_across_views(app):
+    s = app.state
+    s.data.param.update(dataset="blobs")
+    _connect(s, 3.0)
+    s.run_state.n_clusters = 3
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))
+    shown = s.views.result
+    assert np.mean(shown.labels == s.dataset.y) > 0.95  # spectral ids = truth ids
+    # the plot draws the renamed labels: the legend lists the truth's class ids
+    spectral = app.clusters.plot.object[0]
+    assert set(spectral.data["cluster"].astype(str)) <= {"0", "1", "2", "isolated"}
+
+
+def test_idle_waits_for_the_work_it_triggered_even_before_it_starts(app):
+    s = app.state
+    seen = {}
+
+    async def scenario():
+        s.data.param.update(dataset="circles", n_samples=300)  # the load is only asked for
+        assert s.data.busy  # marked at once: idle() cannot miss it
+        await app.idle()
+        seen.update(name=s.dataset.name, n=s.dataset.n, stats_n=s.graph.stats.n,
+                    stale=s.graph.stale, complete=s.graph.stats_complete)
+
+    _act_async(scenario)
+    assert seen == {"name": "circles", "n": 300, "stats_n": 300, "stale": False,
+                    "complete": True}
 
 
 def test_exports_are_disabled_before_a_run(app):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,9 +13,14 @@ from explorer import data as datasets
 from explorer import memory
 
 from ._errors import describe_error
+from ._stage import Failed, Inputs, Stage
 
 #: Generator options the "noise" control drives, by the name the generator uses.
 NOISE_OPTIONS = ("noise", "cluster_std")
+
+#: The size of the data set the app opens on (moons: its suggested parameters give
+#: two connected components, no "more than k components" warning on the first Run).
+DEFAULT_N = 5000
 
 #: Column names that are taken as the label column of an uploaded table by default.
 LABEL_NAMES = ("label", "labels", "class", "classes", "target", "cluster", "truth", "y_true")
@@ -29,18 +33,38 @@ PROJECTION_FIT_ROWS = 20_000
 UPLOAD_SUFFIXES = (".csv", ".tsv", ".txt", ".npy", ".npz", ".parquet", ".pq")
 
 
-@dataclass
-class LoadOutcome:
-    """What a load job produced: a data set and its picture, or an error message."""
+@dataclass(eq=False)
+class LoadResult:
+    """A loaded data set and its picture: the data stage's result.
 
-    dataset: object = None
-    xy: np.ndarray | None = None
+    Attributes
+    ----------
+    dataset : explorer.data.Dataset
+    xy : ndarray, shape (n, 2)
+        Coordinates to draw the points in (:func:`project_2d`).
+    projection_note : str
+        Says when `xy` is a projection.
+    label_options : dict or None
+        Label-column choices of a file (None: keep the current ones).
+    label_column : int or None
+        The file's label column used.
+    from_file : bool
+    """
+
+    dataset: object
+    xy: np.ndarray
     projection_note: str = ""
-    label_options: dict | None = None  # None: keep the current choices
+    label_options: dict | None = None
     label_column: object = None
     from_file: bool = False
-    error: str = ""
-    generation: int = 0
+
+    @property
+    def n(self) -> int:
+        return int(self.dataset.n)
+
+    def describe(self) -> str:
+        """One line naming the data, e.g. ``moons, n = 2,000``."""
+        return f"{self.dataset.name}, n = {self.dataset.n:,}"
 
 
 def project_2d(X) -> tuple[np.ndarray, str]:
@@ -128,18 +152,17 @@ def too_large_message(name: str, size: int) -> str:
             "read it with the library or the command line")
 
 
-class DataState(param.Parameterized):
-    """Where the data comes from and what was loaded.
+class DataState(Stage):
+    """Where the data comes from, and the data loaded (the pipeline's first stage).
 
-    Loading runs in two halves so that the work can leave the event loop:
-    :meth:`prepare_load` snapshots the settings and returns a job (call it on any
-    thread); :meth:`apply_load` publishes its outcome (call it where the views live).
-    :meth:`load` does both.
+    Its inputs are the source settings (built-in set, size, noise, seed; or the
+    uploaded file and its label column); its result a :class:`LoadResult`. A load
+    that fails leaves the last data in place and says why in `error`.
     """
 
     source = param.Selector(default="built-in", objects=["built-in", "file"])
     dataset = param.Selector(default="moons", objects=list(datasets.DATASETS))
-    n_samples = param.Integer(default=2000, bounds=(2, None), doc="Rows to generate.")
+    n_samples = param.Integer(default=DEFAULT_N, bounds=(2, None), doc="Rows to generate.")
     noise = param.Number(
         default=0.05, bounds=(0.0, 1.0),
         doc="The generator's noise (moons, circles, spirals) or cluster spread (blobs, aniso).",
@@ -153,17 +176,29 @@ class DataState(param.Parameterized):
                                    doc="0-based label column of the loaded file, or None.")
     label_options = param.Dict(default={"(none)": None}, doc="Label-column choices of the file.")
 
-    # What was loaded (set by apply_load only).
-    current = param.Parameter(default=None, doc="The loaded explorer.data.Dataset.")
-    xy = param.Array(default=None, doc="n×2 coordinates to draw the data in.")
-    projection_note = param.String(default="", doc="Says when xy is a projection.")
-    error = param.String(default="", doc="Why the last load failed ('' when it did not).")
+    input_names = ("source", "dataset", "n_samples", "noise", "random_state", "uploads",
+                   "label_choice")
+    doing = "loading the data"
 
     def __init__(self, **params):
         super().__init__(**params)
         self._file_bytes: bytes | None = None
         self._label_chosen = False
-        self._generation = 0
+
+    # -- what was loaded -----------------------------------------------------------
+    @property
+    def current(self):
+        """The loaded explorer.data.Dataset, or None before the first load."""
+        return None if self.result is None else self.result.dataset
+
+    @property
+    def xy(self):
+        """n×2 coordinates to draw the loaded data in (None before the first load)."""
+        return None if self.result is None else self.result.xy
+
+    @property
+    def projection_note(self) -> str:
+        return "" if self.result is None else self.result.projection_note
 
     # -- built-in sets -------------------------------------------------------------
     @property
@@ -181,7 +216,7 @@ class DataState(param.Parameterized):
                 return name
         return None
 
-    @param.depends("dataset", watch=True)
+    @param.depends("dataset", watch=True, on_init=True)
     def _dataset_defaults(self):
         # The size carries over (clipped to what the set has); the noise is the set's own.
         top = app_max_n(self.dataset)
@@ -192,12 +227,12 @@ class DataState(param.Parameterized):
 
     # -- files -------------------------------------------------------------------
     def set_file(self, file_name: str, content: bytes) -> None:
-        """Take an uploaded file (its name decides the format); :meth:`load` reads it."""
+        """Take an uploaded file (its name decides the format); the next load reads it."""
         self._file_bytes = bytes(content)
         self._label_chosen = False
         # One batch: watchers (the app's reload) see a single change.
         self.param.update(file_name=Path(file_name).name, uploads=self.uploads + 1,
-                          source="file")
+                          label_choice=None, source="file")
 
     def refuse_file(self, file_name: str, size: int) -> None:
         """The browser refused a file over :data:`UPLOAD_MAX_BYTES` before sending it:
@@ -206,79 +241,77 @@ class DataState(param.Parameterized):
 
     def choose_label(self, column) -> None:
         """Use the file's column `column` (0-based, or None) as ground truth."""
-        self._label_chosen = True  # before the event, whose watchers reload
+        self._label_chosen = True  # an input too: a choice equal to the guess reloads
         with param.parameterized.discard_events(self):
             self.label_choice = column
         self.param.trigger("label_choice")  # an event even when the value is unchanged
 
     # -- loading -----------------------------------------------------------------
-    def prepare_load(self) -> Callable[[], LoadOutcome]:
-        """Snapshot the settings and return the job that loads them."""
-        self._generation += 1
-        generation = self._generation
-        if self.source == "file":
-            if self._file_bytes is None:
-                raise ValueError("source='file' but no file was uploaded; upload one first")
-            content, name = self._file_bytes, self.file_name
-            column, chosen = self.label_choice, self._label_chosen
-            return lambda: self._read_file(content, name, column, chosen, generation)
-        name, n, seed = self.dataset, self.n_samples, self.random_state
-        options = {} if self.noise_option is None else {self.noise_option: self.noise}
-        return lambda: self._generate(name, n, seed, options, generation)
+    def snapshot(self) -> Inputs:
+        """The current inputs (the file's bytes are named by the upload count).
 
-    def apply_load(self, outcome: LoadOutcome) -> bool:
-        """Publish a finished load; False (and nothing changes) when it is stale or failed."""
-        if outcome.generation != self._generation:
-            return False
-        if outcome.error:
-            self.error = outcome.error
-            return False
+        Raises
+        ------
+        ValueError
+            ``source="file"`` before any upload.
+        """
+        if self.source == "file" and self._file_bytes is None:
+            raise ValueError("source='file' but no file was uploaded; upload one first")
+        if self.source == "file":  # the built-in settings do not matter, nor the reverse
+            return Inputs((), {"source": "file", "uploads": self.uploads,
+                               "label_choice": self.label_choice,
+                               "label_chosen": self._label_chosen})
+        noise = None if self.noise_option is None else self.noise
+        return Inputs((), {"source": "built-in", "dataset": self.dataset,
+                           "n_samples": self.n_samples, "random_state": self.random_state,
+                           "noise": noise})
+
+    def steps(self, inputs: Inputs) -> list:
+        if inputs["source"] == "file":
+            content, name = self._file_bytes, self.file_name
+            column, chosen = inputs["label_choice"], inputs["label_chosen"]
+            return [lambda report: self._read_file(content, name, column, chosen)]
+        name, n, seed = inputs["dataset"], inputs["n_samples"], inputs["random_state"]
+        option = self.noise_option
+        options = {} if option is None else {option: inputs["noise"]}
+        return [lambda report: self._generate(name, n, seed, options)]
+
+    def publish(self, inputs, value, seconds=0.0, final=True) -> None:
         with param.parameterized.batch_call_watchers(self):
-            if outcome.label_options is not None:
-                self.label_options = outcome.label_options
-            if outcome.from_file:
-                self.label_column = outcome.label_column
-            self.xy = outcome.xy
-            self.projection_note = outcome.projection_note
-            self.error = ""
-            self.current = outcome.dataset
-        return True
+            if value.label_options is not None:
+                self.label_options = value.label_options
+            if value.from_file:
+                self.label_column = value.label_column
+            super().publish(inputs, value, seconds, final)
 
     def load(self) -> bool:
-        """Load the current settings synchronously; True when new data was published."""
-        return self.apply_load(self.prepare_load()())
+        """Load the current settings here; True when new data was published."""
+        return self.compute()
 
     @staticmethod
-    def _generate(name, n, seed, options, generation) -> LoadOutcome:
+    def _generate(name, n, seed, options) -> LoadResult:
         top = app_max_n(name)
         if n > top:
-            return LoadOutcome(
-                error=f"n_samples={n:,} is too many for {name} in the app: at most {top:,} "
+            raise Failed(
+                f"n_samples={n:,} is too many for {name} in the app: at most {top:,} "
                 f"rows of {datasets.DATASETS[name].d} features (the app holds at most "
                 f"{APP_MAX_VALUES:,} values, and what this machine's free memory allows); "
-                "lower n, or use the library or the command line for larger sets",
-                generation=generation,
-            )
+                "lower n, or use the library or the command line for larger sets")
         try:
             ds = datasets.load(name, n_samples=n, random_state=seed, **options)
             xy, note = project_2d(ds.X)
         except Exception as exc:  # shown to the user; the previous data stays
-            return LoadOutcome(error=describe_error(exc, f"loading {name!r}"),
-                               generation=generation)
-        return LoadOutcome(dataset=ds, xy=xy, projection_note=note, generation=generation)
+            raise Failed(describe_error(exc, f"loading {name!r}")) from None
+        return LoadResult(dataset=ds, xy=xy, projection_note=note)
 
     @staticmethod
-    def _read_file(content, name, column, chosen, generation) -> LoadOutcome:
+    def _read_file(content, name, column, chosen) -> LoadResult:
         suffix = Path(name).suffix.lower()
         if suffix not in UPLOAD_SUFFIXES:
-            return LoadOutcome(
-                error=f"{name}: unknown file type {suffix or '(none)'!r}; allowed: "
-                f"{', '.join(UPLOAD_SUFFIXES)}",
-                generation=generation,
-            )
+            raise Failed(f"{name}: unknown file type {suffix or '(none)'!r}; allowed: "
+                         f"{', '.join(UPLOAD_SUFFIXES)}")
         if len(content) > UPLOAD_MAX_BYTES:
-            return LoadOutcome(error=too_large_message(name, len(content)),
-                               generation=generation)
+            raise Failed(too_large_message(name, len(content)))
         # explorer.data.read takes a path: the bytes go to a private temporary folder
         # under the upload's own name (so the reader's messages name the user's file,
         # not a temporary one), removed as soon as it is read.
@@ -300,25 +333,36 @@ class DataState(param.Parameterized):
         except Exception as exc:
             # Readers may quote the path they opened (pyarrow does): show the user's name.
             text = describe_error(exc, f"reading {name}").replace(f"{folder}/", "")
-            return LoadOutcome(error=text, generation=generation)
+            raise Failed(text) from None
         finally:
             path.unlink(missing_ok=True)
             folder.rmdir()
-        return LoadOutcome(
+        return LoadResult(
             dataset=ds, xy=xy, projection_note=note, label_options=options,
-            label_column=column, from_file=True, generation=generation,
+            label_column=column, from_file=True,
         )
 
     @staticmethod
     def _read_with_labels(path, column, chosen):
         """Read the file: ``(dataset, label options or None to keep them, label column)``.
 
-        On first sight of a file its label column is guessed. A first read takes no
+        Where :func:`explorer.data.read` takes ``label_column="auto"`` it picks the
+        label column and names the table's columns, which the options offer by name.
+        Otherwise, on first sight of a file its label column is guessed here. A first read takes no
         labels; a column named like a label (``label``, ``class``, ``target``...) is
         then taken as labels. When that first read fails (typically: a text column,
         which only a label column may hold), the last column is tried as labels, the
         common layout; if that fails too, the first error is the one reported.
         """
+        auto = getattr(datasets, "AUTO", None)
+        if auto is not None:  # the reader takes the label column from the file, by name
+            ds = datasets.read(path, label_column=column if chosen else auto, center=True)
+            columns = ds.params.get("columns")
+            options = None
+            if not chosen and columns is not None:
+                options = {"(none)": None, **{
+                    f"column {c}" if isinstance(c, int) else str(c): c for c in columns}}
+            return ds, options, ds.params.get("label_column", column)
         if chosen:
             return datasets.read(path, label_column=column, center=True), None, column
         try:
@@ -332,7 +376,8 @@ class DataState(param.Parameterized):
             return ds, _label_options(ds.d + 1, names), ds.d
         names = ds.feature_names
         guess = _guess_label(names)
+        options = _label_options(ds.d, names)  # every column of the table, labels too
         if guess is not None and ds.d > 1:
             ds = datasets.read(path, label_column=guess, center=True)
-            return ds, _label_options(ds.d, names), guess
-        return ds, _label_options(ds.d, names), None
+            return ds, options, guess
+        return ds, options, None

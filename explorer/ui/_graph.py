@@ -1,18 +1,16 @@
-"""Graph parameters and their live statistics.
+"""Graph parameters and their live statistics (the pipeline's second stage).
 
 The parameters of the edge rule and of the builders are generated from their one
 declaration (:data:`explorer.graph.EDGE_FIELDS`, :data:`explorer.graph.BUILD_FIELDS`:
-type, bounds, help); :attr:`GraphState.rule` and :attr:`GraphState.options` are the
-validated objects every job takes (:class:`explorer.EdgeRule`,
-:class:`explorer.graph.BuildOptions`).
+type, bounds, help; a field declared there later gets its parameter here with the
+estimator's default); :attr:`GraphState.rule` and :attr:`GraphState.options` are the
+validated objects the statistics take, and :meth:`GraphState.estimator_params` the
+keywords a run passes to :class:`explorer.SpectralClustering`.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import param
 
@@ -32,10 +30,18 @@ from explorer.graph.rule import (
     default_hypo_max_nnz_row,
 )
 
-from ._errors import describe_error
+from ._stage import Inputs, Stage
 
-#: The GraphState parameters the statistics depend on (the app watches them).
+#: The GraphState parameters the statistics depend on.
 STATS_PARAMS = (*EDGE_FIELDS, "threshold_kind", "hypo_max_nnz_row", "backend")
+
+#: The GraphState parameters a run depends on (the graph it builds).
+RUN_PARAMS = (*EDGE_FIELDS, "threshold_kind", *BUILD_FIELDS, "method", "backend")
+
+
+def estimator_defaults() -> dict:
+    """:class:`explorer.SpectralClustering`'s parameters and their defaults."""
+    return explorer.SpectralClustering().get_params()
 
 
 def _param(f: Field, default, doc: str | None = None, **extra):
@@ -66,24 +72,15 @@ def gpu_methods() -> tuple[str, ...]:
     return tuple(gpu.GPU_METHODS)
 
 
-@dataclass
-class StatsOutcome:
-    """What a statistics job produced."""
-
-    stats: object = None
-    seconds: float = 0.0
-    error: str = ""
-    key: tuple = ()
-
-
-class GraphState(param.Parameterized):
+class GraphState(Stage):
     """The edge rule, the builder and its knobs, and the statistics they give.
 
-    :meth:`prepare_stats` snapshots the parameters and returns a job that calls
-    :func:`explorer.graph_stats` (any thread); :meth:`apply_stats` publishes its
-    outcome if it still describes the current parameters. The statistics come in two
-    steps: the nonzeros per row first (fast: what a moving slider needs), then,
-    unless sampled, the connected components (a graph build, several times slower).
+    A stage (:class:`~explorer.ui._stage.Stage`) whose inputs are the loaded data
+    and the parameters in :data:`STATS_PARAMS` (and the sampling policy), and whose
+    result is the :class:`explorer.GraphStats` of :func:`explorer.graph_stats`. They
+    come in two steps: the nonzeros per row first (fast: what a moving slider
+    needs), then, unless sampled, the connected components (a graph build, several
+    times slower).
     """
 
     graph = _param(EDGE_FIELDS["graph"], "epsilon")
@@ -117,16 +114,23 @@ class GraphState(param.Parameterized):
     log_sigma_range = param.NumericTuple(default=(-3.0, 0.0), length=2)
     log_sqdist_range = param.NumericTuple(default=(-5.0, 0.0), length=2)
 
-    # Published statistics (apply_stats only).
-    stats = param.Parameter(default=None, doc="explorer.GraphStats of the current parameters.")
-    stats_seconds = param.Number(default=None, allow_None=True,
-                                 doc="Seconds explorer.graph_stats took.")
-    stats_error = param.String(default="")
+    input_names = (*STATS_PARAMS, "exact_max_n", "sample_rows")
+    doing = "computing graph statistics"
 
-    def __init__(self, **params):
+    def __init__(self, data=None, **params):
         super().__init__(**params)
-        self._published: tuple | None = None  # the key of the published statistics
+        self.data = data  # the DataState upstream (None: statistics wait for data)
+        if data is not None:
+            self.follow(data)
         self._methods_for_backend()
+
+    def upstream(self) -> tuple:
+        return () if self.data is None else (("the data", self.data),)
+
+    @property
+    def stats(self):
+        """The published explorer.GraphStats (None before any)."""
+        return self.result
 
     # -- consistency between parameters ----------------------------------------------
     @param.depends("metric", watch=True)
@@ -217,12 +221,6 @@ class GraphState(param.Parameterized):
             kind = f"threshold_{self.threshold_kind}"
             return {"metric": self.metric, "sigma": self.sigma, kind: getattr(self, kind)}
 
-    def build_kwargs(self) -> dict:
-        """The graph keywords of explorer.build_graph: the validated ``rule`` and
-        ``options`` objects, ``method`` and ``backend``."""
-        return {"rule": self.rule, "options": self.options, "method": self.method,
-                "backend": self.backend}
-
     def adopt(self, rule: EdgeRule) -> None:
         """Take an edge rule (a data set's suggestion) and centre the sliders on it."""
         with param.parameterized.batch_call_watchers(self):
@@ -252,93 +250,68 @@ class GraphState(param.Parameterized):
             return {"sample_rows": None}
         return {"sample_rows": self.sample_rows}
 
-    def _key(self, X) -> tuple:
-        """What the statistics depend on: a result is published only for the current key."""
-        return (id(X), X.shape, self.graph, self.n_neighbors, self.local_neighbor,
-                self.metric, self.sigma, self.threshold_kind,
-                self.threshold_sqdist, self.threshold_sim, self.hypo_max_nnz_row, self.backend,
-                self.exact_max_n, self.sample_rows)
-
     @property
     def stats_complete(self) -> bool:
-        """True when the published statistics need no components job."""
+        """True when the published statistics need no components step."""
         s = self.stats
         return s is None or s.estimated or s.n_components is not None
 
-    def prepare_stats(self, X, components: bool = False) -> Callable[[], StatsOutcome]:
-        """Snapshot the parameters; return the job computing the statistics of `X`.
-
-        Parameters
-        ----------
-        X : ndarray
-        components : bool
-            False: the fast job (nonzeros per row; sampled on large data). True: the
-            complete statistics with connected components (a transient graph build).
-
-        Raises
-        ------
-        ValueError
-            For ``components=True`` when there is nothing to add: the statistics are
-            sampled (components cannot be estimated) or already complete.
-        """
-        key = self._key(X)
-        policy = self.stats_policy(X.shape[0])
-        if components:
-            if policy["sample_rows"] is not None:
-                raise ValueError("sampled statistics have no connected components")
-            if self._published == key and self.stats_complete:
-                raise ValueError("the statistics of these parameters are complete")
+    def steps(self, inputs: Inputs) -> list:
+        """Nonzeros per row first; then, on exact statistics, the components too."""
+        X = inputs.upstream[0].dataset.X
         try:
             rule, invalid = self.rule, None
         except ValueError as exc:
             rule, invalid = None, exc
-        kwargs = {
-            "hypo_max_nnz_row": self.hypo_max_nnz_row,
-            "backend": self.backend,
-            "components": components,
-            **policy,
-        }
+        policy = self.stats_policy(X.shape[0])
+        kwargs = {"hypo_max_nnz_row": inputs["hypo_max_nnz_row"],
+                  "backend": inputs["backend"], **policy}
 
-        def job() -> StatsOutcome:
-            t0 = time.perf_counter()
-            try:
-                if invalid is not None:
-                    raise invalid
-                stats = explorer.graph_stats(X, rule, **kwargs)
-            except Exception as exc:
-                return StatsOutcome(error=describe_error(exc, "computing graph statistics"),
-                                    key=key)
-            return StatsOutcome(stats=stats, seconds=time.perf_counter() - t0, key=key)
+        def stats(report, components):
+            if invalid is not None:
+                raise invalid
+            report("counting the components" if components else "counting nonzeros per row")
+            return explorer.graph_stats(X, rule, components=components, **kwargs)
 
-        return job
+        steps = [lambda report: stats(report, False)]
+        if policy["sample_rows"] is None:
+            steps.append(lambda report: stats(report, True))
+        return steps
 
-    def apply_stats(self, outcome: StatsOutcome, X) -> bool:
-        """Publish statistics if they describe the current parameters and data `X`.
+    def refresh_stats(self) -> bool:
+        """Compute and publish the complete statistics here (what the app does in the
+        background); True when they were published, False on an error."""
+        return self.compute()
 
-        Outcomes of older parameters (a slider moved on) are dropped, and fast
-        statistics never replace complete ones of the same parameters.
+    def estimator_params(self) -> dict:
+        """The keywords of :class:`explorer.SpectralClustering` these parameters set:
+        the edge rule (the threshold of the chosen kind only), every other declared
+        field, the builder's knobs, ``method`` and ``backend``.
+
+        Raises
+        ------
+        ValueError
+            Parameters that make no edge rule (a gaussian similarity threshold <= 0).
         """
-        key = self._key(X)
-        if outcome.key != key:
-            return False
-        if (not outcome.error and outcome.stats.n_components is None and self._published == key
-                and self.stats is not None and self.stats.n_components is not None):
-            return False
-        with param.parameterized.batch_call_watchers(self):
-            self._published = key
-            if outcome.error:
-                self.stats_error = outcome.error
-                self.stats = None
-            else:
-                self.stats_error = ""
-                self.stats_seconds = outcome.seconds
-                self.stats = outcome.stats
-        return not outcome.error
+        known = estimator_defaults()
+        params = {name: getattr(self, name) for name in RUN_PARAMS if name in known}
+        params.update(self.rule.to_kwargs())
+        return params
 
-    def refresh_stats(self, X) -> bool:
-        """Compute and publish the complete statistics of `X` synchronously."""
-        if not self.apply_stats(self.prepare_stats(X)(), X):
-            return False
-        if self.stats_complete:
-            return True
-        return self.apply_stats(self.prepare_stats(X, components=True)(), X)
+
+def _declare_new_fields() -> None:
+    """Give every field of EDGE_FIELDS and BUILD_FIELDS that GraphState does not
+    declare itself a parameter, with the estimator's default: a field added to the
+    declaration needs a widget in the app, and no other change."""
+    defaults = estimator_defaults()
+    for fields in (EDGE_FIELDS, BUILD_FIELDS):
+        for name, f in fields.items():
+            if name in GraphState.param:
+                continue
+            default = defaults.get(name)
+            if f.type is str and default not in f.choices:
+                default = f.choices[0]
+            GraphState.param.add_parameter(name, _param(f, default, allow_None=default is None))
+
+
+_declare_new_fields()

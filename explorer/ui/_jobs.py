@@ -1,16 +1,14 @@
 """Running the state's jobs off the event loop: threads for the interactive ones,
 worker processes for clustering runs.
 
-A job comes in two halves (see :class:`~explorer.ui.state.ExplorerState`): `prepare`
-snapshots parameters on the event loop and returns a callable; that callable does
-the work elsewhere; `apply` publishes its outcome back on the event loop.
+Every stage of the state (:class:`~explorer.ui._stage.Stage`) snapshots its inputs
+on the event loop, has its job's steps run by an *executor* from here, and publishes
+the outcome back on the event loop if its inputs are still current (latest wins:
+:meth:`~explorer.ui._stage.Stage.request`).
 
-* Loads, statistics and the tour's graph take milliseconds to a second and run on
-  the worker threads of :data:`EXECUTOR`. :class:`LatestOnly` keeps at most one job
-  of a kind in flight per session and, when requests arrive while one runs (a slider
-  being dragged), runs once more with the latest parameters when it finishes:
-  requests coalesce, nothing queues up, and the event loop (every session's) stays
-  free.
+* Loads, statistics, the tour's graph and the views' colours take milliseconds to
+  a second and run on the worker threads of :data:`EXECUTOR` (:func:`in_threads`):
+  the event loop (every session's) stays free.
 * Clustering runs take seconds and run in worker processes
   (:func:`run_in_process`), at a lower OS priority. In threads they held up every
   session of the server: the dense eigensolver (LAPACK through SciPy) keeps the GIL
@@ -32,6 +30,9 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+
+from ._errors import describe_error, log
+from ._stage import Job, Outcome, execute_step
 
 #: Worker threads for interactive jobs (loads, live statistics, the tour's graph),
 #: shared by every session of the server process. NumPy, SciPy and CuPy release the
@@ -217,48 +218,23 @@ async def publishing():
         await asyncio.sleep(time.perf_counter() - start)
 
 
-class LatestOnly:
-    """One job of a kind in flight at a time; requests made meanwhile coalesce.
+async def in_threads(job: Job, index: int, report: Callable) -> Outcome:
+    """A stage executor (:class:`~explorer.ui._stage.Stage`): the step on a thread of
+    :data:`EXECUTOR`."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(EXECUTOR, job.run_step, index, report)
 
-    Parameters
-    ----------
-    prepare : callable () -> (callable () -> outcome)
-        Called on the event loop; returns the work. May raise ValueError to refuse
-        (e.g. no data yet): the request is dropped.
-    apply : callable (outcome) -> object
-        Called on the event loop with the work's outcome.
-    executor : concurrent.futures.Executor, optional
-        Where the work runs (default: :data:`EXECUTOR`).
-    """
 
-    def __init__(self, prepare: Callable, apply: Callable, executor=None):
-        self._prepare = prepare
-        self._apply = apply
-        self._executor = executor or EXECUTOR
-        self._running = False
-        self._pending = False
-
-    @property
-    def running(self) -> bool:
-        return self._running
-
-    async def request(self) -> None:
-        """Run the job now, or once more after the one in flight."""
-        if self._running:
-            self._pending = True
-            return
-        self._running = True
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                self._pending = False
-                try:
-                    work = self._prepare()
-                except ValueError:
-                    return
-                outcome = await loop.run_in_executor(self._executor, work)
-                self._apply(outcome)
-                if not self._pending:
-                    return
-        finally:
-            self._running = False
+async def in_process(job: Job, index: int, report: Callable) -> Outcome:
+    """A stage executor: the step in a run worker process (:func:`run_in_process`);
+    the step must pickle (a :class:`~explorer.ui._run.RunSpec` does)."""
+    try:
+        return await run_in_process(execute_step, (job.steps[index], job.doing), report)
+    except BrokenProcessPool:
+        log.error("a run's worker process ended abruptly")
+        return Outcome(error=(
+            "The run's worker process ended abruptly: the system stops a process that "
+            "takes too much memory. Lower the threshold (fewer edges per row) or subsample "
+            "the data; the next run starts a new worker."))
+    except Exception as exc:  # e.g. data that does not pickle
+        return Outcome(error=describe_error(exc, job.doing))

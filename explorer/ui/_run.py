@@ -1,9 +1,18 @@
-"""A clustering run: its settings, its stages with progress, and what it produced."""
+"""A clustering run (the pipeline's third stage): its settings, its progress, its result.
+
+A run is :class:`explorer.SpectralClustering` fitted with the keywords the sidebar
+sets (:meth:`RunState.estimator_params` and
+:meth:`~explorer.ui._graph.GraphState.estimator_params`), then k-means on the raw
+data for comparison, then the scores. The library does every check and words every
+warning; the run only records them. Any keyword the estimator takes and the states
+declare reaches it, so a new estimator parameter needs a widget and nothing else.
+"""
 
 from __future__ import annotations
 
-import threading
+import dataclasses
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -12,18 +21,16 @@ import param
 
 import explorer
 from explorer import metrics
-from explorer._backend import array_module, resolve_backend, to_numpy
+from explorer._backend import array_module, to_numpy
 from explorer.components import components_besides_isolated
-from explorer.embedding import SOLVERS
-from explorer.spectral import partition_graph
+from explorer.embedding import SOLVERS, eigengap_k
 
-from ._errors import describe_error
+from ._graph import RUN_PARAMS, estimator_defaults
+from ._stage import Inputs, Stage
 
 #: The stages a run goes through, in order, with what the progress text says.
 STAGES = (
-    ("graph", "building the similarity graph"),
-    ("embedding", "computing eigenvectors of the Laplacian"),
-    ("k-means", "k-means on the embedding"),
+    ("clustering", "spectral clustering: similarity graph, eigenvectors, k-means"),
     ("k-means (raw data)", "k-means on the raw data, for comparison"),
     ("scores", "scoring"),
 )
@@ -77,8 +84,18 @@ class RunResult:
     params : dict
         The settings of the run (graph and clustering keywords).
     warnings : list of str
-        What the user should know about the run (more components than k, an
-        eigensolver that stopped above its tolerance).
+        The library's warnings during the fit (more components than k, an
+        eigensolver that stopped above its tolerance), as it worded them.
+    n_isolated : int
+        Isolated vertices of the run's graph (no edge; label −1).
+    n_components : int or None
+        Connected components of the graph besides the isolated vertices (None when
+        not counted).
+    n_unclustered : int
+        Points of components beyond the k largest (label −1, not isolated).
+    data : LoadResult or None
+        The data the run clustered (set when the run is published): views draw
+        these points, never another load's.
     """
 
     dataset: str
@@ -103,104 +120,143 @@ class RunResult:
     scores: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
+    n_isolated: int = 0
+    n_components: int | None = None
+    n_unclustered: int = 0
+    data: object = None
 
     @property
     def isolated(self) -> np.ndarray:
+        """Points without a cluster (label −1: isolated or unclustered)."""
         return self.labels < 0
+
+    def counts(self) -> str:
+        """The isolated / unclustered / components line every view shows."""
+        parts = [f"{self.n_isolated:,} isolated"]
+        if self.n_unclustered:
+            parts.append(f"{self.n_unclustered:,} unclustered (components beyond k)")
+        if self.n_components is not None:
+            parts.append(f"{self.n_components:,} connected component(s) besides the isolated")
+        return ", ".join(parts)
 
     @property
     def n(self) -> int:
         return int(self.labels.shape[0])
 
 
-@dataclass
-class RunOutcome:
-    """A run job's outcome: a result or an error message."""
-
-    result: RunResult | None = None
-    error: str = ""
-
-
 @dataclass(frozen=True)
 class RunSpec:
-    """What a run computes, snapshot when the run is claimed.
-
-    Plain data (the data set, keyword dictionaries), so that it pickles: the app
-    executes runs in worker processes (:func:`explorer.ui._jobs.run_in_process`).
+    """What a run computes: plain data, so that it pickles to a worker process.
 
     Attributes
     ----------
     dataset : explorer.data.Dataset
-    graph_kwargs : dict
-        Keywords of :func:`explorer.build_graph`: the validated ``rule``
-        (:class:`explorer.EdgeRule`) and ``options``
-        (:class:`explorer.graph.BuildOptions`), ``method`` and ``backend``
-        (:meth:`GraphState.build_kwargs <explorer.ui.GraphState.build_kwargs>`).
-    settings : dict
-        The clustering settings (``n_clusters``, ``eigen_solver``, ``eigen_tol``,
-        ``eigen_max_iter``, ``n_eigenpairs``, ``n_init``, ``random_state``).
+    estimator : dict
+        Keywords of :class:`explorer.SpectralClustering`.
     compare : bool
         Also run k-means on the raw data.
     """
 
     dataset: object
-    graph_kwargs: dict
-    settings: dict
+    estimator: dict
     compare: bool
 
+    def __call__(self, report: Callable) -> RunResult:
+        return execute(self, report)
 
-def execute(spec: RunSpec, report: Callable[[int, str], None]) -> RunOutcome:
-    """Run the pipeline of `spec` in this process; every error becomes a message.
+
+def execute(spec: RunSpec, report: Callable) -> RunResult:
+    """Run `spec` here: fit, compare, score.
 
     Parameters
     ----------
     spec : RunSpec
     report : callable (index, detail) -> None
-        Called as each stage after the first starts, with its index in
-        :data:`STAGES` and a detail for the progress text (e.g. the k chosen).
+        Called as each of :data:`STAGES` starts.
 
-    Returns
-    -------
-    RunOutcome
-        The result, or the message :func:`~explorer.ui._errors.describe_error` gives
-        for what the stage in progress raised.
+    Raises
+    ------
+    Exception
+        What the library raised (the caller words it, see
+        :func:`explorer.ui._stage.execute_step`).
     """
-    stage = [0]  # the stage in progress, for the message should it fail
+    dataset, kw = spec.dataset, dict(spec.estimator)
+    X, y = dataset.X, dataset.y
+    report(0, "")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = explorer.SpectralClustering(**kw).fit(X)
+    graph = est.graph_
+    spectrum = getattr(est, "spectrum_", None)  # every computed eigenpair, when kept
+    if spectrum is None:
+        eigenvalues, vectors = est.eigenvalues_, est.eigenvectors_
+    else:
+        eigenvalues, vectors = spectrum.eigenvalues, spectrum.vectors
+    eigenvalues = np.asarray(to_numpy(eigenvalues), dtype=np.float64)
+    labels = to_numpy(est.labels_).astype(np.int64)
+    k = int(est.n_clusters_)
+    timings = {key: v for key, v in est.timings_.items() if key != "total"}
 
-    def at(index: int, detail: str = "") -> None:
-        stage[0] = index
-        report(index, detail)
+    kmeans_labels = None
+    if spec.compare:
+        report(1, "")
+        t0 = time.perf_counter()
+        # On the device of the run: a GPU run compares with k-means on the GPU.
+        data = X if est.backend_ == "cpu" else array_module(graph.csr).asarray(X)
+        raw = explorer.KMeans(k, n_init=kw.get("n_init", 10),
+                              random_state=kw.get("random_state")).fit(data)
+        kmeans_labels = to_numpy(raw.labels_).astype(np.int64)
+        timings["k-means (raw data)"] = time.perf_counter() - t0
+    report(2, "")
+    t0 = time.perf_counter()
+    host_csr = to_numpy_csr(graph.csr)
+    scores = {"spectral": metrics.clustering_scores(host_csr, labels, y)}
+    if kmeans_labels is not None:
+        scores["kmeans"] = metrics.clustering_scores(host_csr, kmeans_labels, y)
+    timings["scores"] = time.perf_counter() - t0
+    n_isolated = int(graph.stats.n_isolated)
+    return RunResult(
+        dataset=dataset.name, labels=labels, kmeans_labels=kmeans_labels, y_true=y,
+        n_clusters=k, k_suggested=int(eigengap_k(eigenvalues)),
+        eigenvalues=eigenvalues, vectors=np.asarray(vectors),
+        embedding=np.asarray(to_numpy(est.embedding_)), csr=host_csr,
+        graph_stats=graph.stats, timings=timings, backend=est.backend_,
+        backend_reason=est.backend_reason_, method=graph.method,
+        method_reason=graph.method_reason, solver=est.eigen_solver_,
+        eigen_iterations=est.eigen_iterations_,
+        eigen_residuals=np.asarray(to_numpy(est.eigen_residuals_)),
+        scores=scores, params={**_plain_params(kw), "edge_rule": graph.rule.describe(),
+                               "compare_kmeans": spec.compare, "n_clusters_used": k},
+        warnings=[str(w.message) for w in caught],
+        n_isolated=n_isolated, n_components=components_besides_isolated(graph.stats),
+        n_unclustered=int((labels < 0).sum()) - n_isolated,
+    )
 
-    try:
-        return RunOutcome(result=_pipeline(spec, at))
-    except Exception as exc:
-        return RunOutcome(error=describe_error(exc, f"the {STAGES[stage[0]][0]} stage"))
+
+def _plain_params(kw: dict) -> dict:
+    """The estimator's keywords as JSON-ready values."""
+    return {k: v if v is None or isinstance(v, (bool, int, float, str)) else repr(v)
+            for k, v in kw.items()}
 
 
-@dataclass
-class RunJob:
-    """A claimed run: its :class:`RunSpec` and where its progress goes.
-
-    Calling the job runs it in this process (:meth:`RunState.run`, tests, scripts);
-    the app hands :attr:`spec` to a worker process instead and relays the stages
-    to :attr:`report`.
-    """
-
-    spec: RunSpec
-    report: Callable[[int, str], None]
-
-    def __call__(self) -> RunOutcome:
-        return execute(self.spec, self.report)
+def to_numpy_csr(csr):
+    """A SciPy CSR copy of a CuPy sparse matrix; SciPy matrices unchanged."""
+    return csr.get() if hasattr(csr, "get") else csr
 
 
-class RunState(param.Parameterized):
+#: RunState parameters that are not keywords of the estimator but inputs of a run.
+_OWN = ("auto_k", "compare_kmeans")
+
+
+class RunState(Stage):
     """Clustering settings, the run in progress, and the last result.
 
-    :meth:`prepare` refuses a second run while one is in flight (the app disables
-    its Run button meanwhile, so a second click cannot queue work behind the first)
-    and returns the :class:`RunJob`; the job reports each stage through
-    :attr:`stage` and :attr:`progress_text`; :meth:`finish` publishes the result or
-    the error and re-arms.
+    A stage (:class:`~explorer.ui._stage.Stage`) that computes when asked (the Run
+    button), not on every change: its inputs are the loaded data, the graph
+    parameters (:data:`~explorer.ui._graph.RUN_PARAMS`) and its own settings; after
+    a change the last result stays, marked stale. While a run is in flight a second
+    is refused. Progress goes to :attr:`stage`, :attr:`stages_done` and
+    :attr:`progress`.
     """
 
     n_clusters = param.Integer(default=2, bounds=(1, 64), doc="k, when not chosen automatically.")
@@ -219,205 +275,79 @@ class RunState(param.Parameterized):
     random_state = param.Integer(default=0, bounds=(0, 2**31 - 1))
     compare_kmeans = param.Boolean(default=True, doc="Also run k-means on the raw data.")
 
-    running = param.Boolean(default=False, doc="A run is in flight.")
     stage = param.String(default="", doc="Key of the stage in flight ('' when idle).")
     stages_done = param.Integer(default=0, bounds=(0, len(STAGES)))
-    progress_text = param.String(default="")
-    result = param.Parameter(default=None, doc="The last RunResult.")
-    error = param.String(default="", doc="Why the last run failed ('' when it did not).")
 
-    def __init__(self, **params):
+    input_names = ("n_clusters", "auto_k", "eigen_solver", "eigen_tol", "eigen_max_iter",
+                   "n_eigenpairs", "n_init", "random_state", "compare_kmeans")
+    doing = "running the clustering"
+    automatic = False
+    busy_message = "a run is already in progress; wait for it to finish"
+
+    def __init__(self, data=None, graph=None, **params):
         super().__init__(**params)
-        self._lock = threading.Lock()
+        self.data, self.graph = data, graph
+        if data is not None:
+            self.follow(data)
+        if graph is not None:
+            graph.param.watch(self.refresh, [n for n in RUN_PARAMS if n in graph.param])
 
-    def clear(self) -> None:
-        """Forget the last result (the data changed under it)."""
-        self.result = None
-        self.error = ""
+    @property
+    def running(self) -> bool:
+        """A run is in flight."""
+        return self.busy
 
-    def report(self, index: int, detail: str = "") -> None:
-        """Show that stage `index` of :data:`STAGES` is in progress (`detail` is
-        appended to its text)."""
-        key, text = STAGES[index]
-        self.param.update(
-            stage=key, stages_done=index,
-            progress_text=f"Stage {index + 1}/{len(STAGES)}: {text}{detail}…",
-        )
+    def upstream(self) -> tuple:
+        return () if self.data is None else (("the data", self.data),)
 
-    def prepare(self, dataset, graph_kwargs: dict) -> RunJob:
-        """Claim the run slot and return the job for `dataset` with these graph keywords.
+    def parameters(self) -> dict:
+        """The run's inputs: the graph's estimator keywords and these settings.
 
         Raises
         ------
-        RuntimeError
-            If a run is already in flight.
+        ValueError
+            Graph parameters that make no edge rule.
         """
-        with self._lock:
-            if self.running:
-                raise RuntimeError("a run is already in progress; wait for it to finish")
-            self.running = True
-        settings = {
-            "n_clusters": "auto" if self.auto_k else self.n_clusters,
-            "eigen_solver": self.eigen_solver,
-            "eigen_tol": self.eigen_tol,
-            "eigen_max_iter": self.eigen_max_iter,
-            "n_eigenpairs": self.n_eigenpairs,
-            "n_init": self.n_init,
-            "random_state": self.random_state,
-        }
-        self.error = ""
-        self.report(0)
-        spec = RunSpec(dataset=dataset, graph_kwargs=dict(graph_kwargs), settings=settings,
-                       compare=self.compare_kmeans)
-        return RunJob(spec=spec, report=self.report)
+        graph = {} if self.graph is None else self.graph.estimator_params()
+        return {**graph, **super().parameters()}
 
-    def finish(self, outcome: RunOutcome) -> None:
-        """Publish the job's outcome and release the run slot.
-
-        The slot is released first, so that the Run button comes back before the
-        views start drawing the result.
-        """
-        with param.parameterized.batch_call_watchers(self):
-            self.param.update(stage="", stages_done=0, progress_text="", running=False)
-        if outcome.error:
-            self.error = outcome.error
+    def estimator_params(self, inputs: Inputs) -> dict:
+        """The keywords of :class:`explorer.SpectralClustering` for `inputs`: every
+        input the estimator takes, k (or "auto"), and the eigenpairs the views want."""
+        known = estimator_defaults()
+        params = {k: v for k, v in inputs.params.items() if k in known and k not in _OWN}
+        params["n_clusters"] = "auto" if inputs["auto_k"] else inputs["n_clusters"]
+        if "n_eigenpairs" in known and not inputs["auto_k"]:
+            n = inputs.upstream[0].n
+            params["n_eigenpairs"] = inputs["n_eigenpairs"] or (
+                SPECTRUM_MIN if n <= SPECTRUM_AUTO_MAX_N else None)
         else:
-            self.param.update(result=outcome.result, error="")
+            params.pop("n_eigenpairs", None)
+        return params
 
-    def run(self, dataset, graph_kwargs: dict) -> RunOutcome:
-        """Run synchronously (tests, notebooks); returns the outcome it published."""
-        outcome = self.prepare(dataset, graph_kwargs)()
-        self.finish(outcome)
-        return outcome
+    def spec(self, inputs: Inputs) -> RunSpec:
+        """The picklable run of `inputs`."""
+        return RunSpec(dataset=inputs.upstream[0].dataset,
+                       estimator=self.estimator_params(inputs),
+                       compare=bool(inputs["compare_kmeans"]))
 
+    def steps(self, inputs: Inputs) -> list:
+        return [self.spec(inputs)]
 
-def _pipeline(spec: RunSpec, report: Callable[[int, str], None]) -> RunResult:
-    """The stages, each a library call: build_graph -> spectral_embedding ->
-    KMeans on the unit rows -> KMeans on the raw data -> scores."""
-    dataset, graph_kwargs, s = spec.dataset, spec.graph_kwargs, spec.settings
-    X, y = dataset.X, dataset.y
-    timings = {}
-    t_run = time.perf_counter()
+    def publish(self, inputs, value, seconds=0.0, final=True) -> None:
+        value = dataclasses.replace(value, data=inputs.upstream[0])
+        value.timings["total"] = seconds
+        super().publish(inputs, value, seconds, final)
 
-    t0 = time.perf_counter()
-    graph = explorer.build_graph(X, **graph_kwargs)
-    timings["graph"] = time.perf_counter() - t0
-    csr = graph.csr
+    def _report(self, index, detail="", *rest) -> None:
+        key, text = STAGES[index]
+        self.param.update(stage=key, stages_done=index,
+                          progress=f"Stage {index + 1}/{len(STAGES)}: {text}{detail}…")
 
-    report(1)
-    auto = s["n_clusters"] == "auto"
-    n_kept = graph.n - int(graph.stats.n_isolated)
-    if n_kept < 1:
-        raise ValueError(
-            f"every one of the n={graph.n} points is isolated (no edges): raise the "
-            "threshold (or σ) until points have neighbours"
-        )
-    if csr.nnz and graph.rule is not None and not float(abs(csr.data).max()) > 0:
-        from explorer.spectral import zero_weights_message
+    def end(self) -> None:
+        self.param.update(stage="", stages_done=0)
+        super().end()
 
-        raise ValueError(zero_weights_message(graph.rule, int(csr.nnz)))
-    if not auto and s["n_clusters"] > n_kept:
-        raise ValueError(
-            f"n_clusters={s['n_clusters']} is more than the {n_kept} points that have "
-            "neighbours; lower k or raise the threshold"
-        )
-    # The stages of SpectralClustering.fit after its graph, with the same random stream.
-    part = partition_graph(
-        csr, s["n_clusters"], n_eigenpairs=None if auto else _eigenpairs(s, graph.n),
-        n_components=components_besides_isolated(graph.stats),
-        eigen_solver=s["eigen_solver"], eigen_tol=s["eigen_tol"],
-        eigen_max_iter=s["eigen_max_iter"], n_init=s["n_init"],
-        random_state=s["random_state"], on_kmeans=lambda k: report(2, f" (k = {k})"))
-    timings["embedding"] = part.timings["embedding"]
-    timings["k-means"] = part.timings["kmeans"]
-    k, emb, used = part.n_clusters, part.embedding, part.clustered
-    labels = to_numpy(part.labels).astype(np.int64)
-
-    kmeans_labels = None
-    if spec.compare:
-        report(3)
-        t0 = time.perf_counter()
-        # On the device of the run: a GPU run compares with k-means on the GPU.
-        data = X if graph.backend == "cpu" else array_module(csr).asarray(X)
-        raw = explorer.KMeans(k, n_init=s["n_init"], random_state=s["random_state"]).fit(data)
-        kmeans_labels = to_numpy(raw.labels_).astype(np.int64)
-        timings["k-means (raw data)"] = time.perf_counter() - t0
-
-    report(4)
-    t0 = time.perf_counter()
-    host_csr = to_numpy_csr(csr)
-    scores = {"spectral": metrics.clustering_scores(host_csr, labels, y)}
-    if kmeans_labels is not None:
-        scores["kmeans"] = metrics.clustering_scores(host_csr, kmeans_labels, y)
-    timings["scores"] = time.perf_counter() - t0
-    timings["total"] = time.perf_counter() - t_run
-
-    return RunResult(
-        warnings=_warnings(graph.stats, k, emb, part.n_dropped),
-        dataset=dataset.name, labels=labels, kmeans_labels=kmeans_labels, y_true=y,
-        n_clusters=k, k_suggested=part.n_clusters_suggested,
-        eigenvalues=np.asarray(emb.eigenvalues),
-        vectors=np.asarray(to_numpy(emb.vectors)),
-        embedding=np.asarray(to_numpy(used.embedding)),
-        csr=host_csr, graph_stats=graph.stats, timings=timings, backend=graph.backend,
-        backend_reason=resolve_backend(graph_kwargs["backend"]).reason, method=graph.method,
-        method_reason=graph.method_reason, solver=emb.solver,
-        eigen_iterations=emb.iterations, eigen_residuals=np.asarray(emb.residual_norms),
-        scores=scores, params={**_flat(graph, graph_kwargs), **s, "n_clusters_used": k},
-    )
-
-
-def _flat(graph, graph_kwargs: dict) -> dict:
-    """The graph settings of a run as plain keywords (JSON-ready): the edge rule, the
-    options asked for, method and backend, and the options the builder ran with."""
-    options = {k: v for k, v in graph_kwargs["options"].to_kwargs().items()
-               if k != "block_shapes"}
-    used = {k: v for k, v in graph.options.to_kwargs().items()
-            if v is not None and k != "block_shapes"}
-    return {**graph.rule.to_kwargs(), **options, "method": graph_kwargs["method"],
-            "backend": graph_kwargs["backend"], "edge_rule": graph.rule.describe(),
-            "build_options_used": used}
-
-
-def to_numpy_csr(csr):
-    """A SciPy CSR copy of a CuPy sparse matrix; SciPy matrices unchanged."""
-    return csr.get() if hasattr(csr, "get") else csr
-
-
-
-def _eigenpairs(settings: dict, n: int) -> int:
-    """Eigenpairs a fixed-k run computes at least (see :data:`SPECTRUM_MIN`)."""
-    if settings["n_eigenpairs"] is not None:
-        return settings["n_eigenpairs"]
-    return SPECTRUM_MIN if n <= SPECTRUM_AUTO_MAX_N else 1
-
-
-def _warnings(stats, k: int, emb, n_dropped: int) -> list[str]:
-    """Conditions under which the result is not what it seems (shown beside it)."""
-    out = []
-    components = components_besides_isolated(stats)
-    if components is not None:
-        if components > k and n_dropped:
-            out.append(
-                f"The graph has {components} connected components (besides "
-                f"{stats.n_isolated} isolated points), more than k = {k}: the {k} largest "
-                f"are the clusters, and the {n_dropped} points of the other "
-                f"{components - k} are left unclustered (grey). Raise the threshold (or σ) "
-                "to join them."
-            )
-        elif components > k:  # k chosen by the eigengap among the first eigenvalues
-            out.append(
-                f"The graph has {components} connected components (besides "
-                f"{stats.n_isolated} isolated points), more than k = {k}: the clusters "
-                "follow components, not shape. Raise the threshold (or σ) until there are "
-                "at most k components."
-            )
-    if emb.tol is not None and len(emb.residual_norms):
-        worst = float(np.max(emb.residual_norms))
-        if worst > 2 * emb.tol:
-            out.append(
-                f"The eigensolver ({emb.solver}) stopped with residual {worst:.1e}, above "
-                f"2 × tol = {2 * emb.tol:.0e}: raise the iteration limit, loosen the "
-                "tolerance or try another solver."
-            )
-    return out
+    def run(self) -> bool:
+        """Run here (tests, notebooks); True when a result was published."""
+        return self.compute()

@@ -7,21 +7,17 @@
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures.process import BrokenProcessPool
 
 import panel as pn
 import param
 
-from ._errors import describe_error, log
-from ._graph import STATS_PARAMS
-from ._jobs import LatestOnly, publishing, run_in_process
-from ._run import RunOutcome, execute
 from .controls import DataControls, GraphControls, RunControls
 from .state import ExplorerState
 from .views import (
     ClustersView,
     EigenvectorView,
     ExportView,
+    PipelineStatus,
     SparsityView,
     SpectrumView,
     StatsCard,
@@ -30,12 +26,6 @@ from .views import (
 )
 
 ACCENT = "#3b6ea8"
-
-#: Data settings whose change reloads the data.
-_DATA_PARAMS = ["source", "dataset", "n_samples", "noise", "random_state", "uploads",
-                "label_choice"]
-#: Graph settings whose change refreshes the live statistics.
-_STATS_PARAMS = list(STATS_PARAMS)
 
 
 class ExplorerApp(pn.viewable.Viewer):
@@ -49,15 +39,16 @@ class ExplorerApp(pn.viewable.Viewer):
 
     Notes
     -----
-    Concurrency. Loading and statistics execute on worker threads
+    Concurrency. Every stage of the state (data, statistics, run, views, tour) runs
+    its jobs off the event loop: loads, statistics and the rest on worker threads
     (:data:`explorer.ui._jobs.EXECUTOR`, shared by the sessions of a server), runs in
-    worker processes at a lower CPU priority (:func:`explorer.ui._jobs.run_in_process`),
-    never on the event loop. Loads and statistics are "latest wins": at most one of
-    each kind is in flight per session, and requests made meanwhile (a slider being
-    dragged) collapse into one more job with the latest parameters. Statistics
-    arrive in two steps: nonzeros per row first, then the connected components. A run disables
-    the Run button until it finishes, so a second Run cannot be started (the button
-    reads "Running…"); parameter changes during a run affect the statistics only.
+    worker processes at a lower CPU priority (:func:`explorer.ui._jobs.run_in_process`).
+    Each automatic stage is "latest wins" (:meth:`explorer.ui._stage.Stage.request`):
+    a change of its inputs asks for a job; requests made while one runs (a slider
+    being dragged) collapse into one more job with the latest inputs, and a result
+    is published only for the inputs of the moment. The run computes when Run is
+    clicked; the button is disabled until it finishes, and parameter changes made
+    meanwhile mark its result stale when it arrives.
     """
 
     state = param.ClassSelector(class_=ExplorerState)
@@ -68,14 +59,16 @@ class ExplorerApp(pn.viewable.Viewer):
         s = self.state
         if s.dataset is None:
             s.load()
-        self._loader = LatestOnly(s.prepare_load, s.apply_load)
-        self._stats = LatestOnly(s.prepare_stats, s.apply_stats)
-        self._components = LatestOnly(s.prepare_components, s.apply_stats)
-        self._tour = LatestOnly(self._prepare_tour, s.teaching.apply_graph)
+        if s.dataset is not None and s.graph.stats is None:
+            s.refresh_stats()
+        for stage in s.stages:
+            if stage.automatic:
+                stage.on_change = lambda stage=stage: self._schedule(stage)
 
         self.data_controls = DataControls(state=s)
         self.graph_controls = GraphControls(state=s)
         self.run_controls = RunControls(state=s)
+        self.status = PipelineStatus(state=s)
         self.stats = StatsCard(state=s)
         self.clusters = ClustersView(state=s)
         self.eigenvectors = EigenvectorView(state=s)
@@ -84,17 +77,8 @@ class ExplorerApp(pn.viewable.Viewer):
         self.timings = TimingsView(state=s)
         self.teaching = TeachingView(state=s)
         self.export = ExportView(state=s)
-
-        s.data.param.watch(self._data_changed, _DATA_PARAMS)
-        s.data.param.watch(self._new_data, "current")
-        s.graph.param.watch(self._graph_changed, _STATS_PARAMS)
-        s.graph.param.watch(self._complete_stats, "stats")
-        s.teaching.param.watch(self._tour_step, "step")
-        s.run_state.param.watch(self._tour_step, "result")
         self.run_controls.button.on_click(self._run)
 
-        if s.dataset is not None and s.graph.stats is None:
-            s.refresh_stats()
         self.tabs = pn.Tabs(
             ("Clusters", self.clusters),
             ("Eigenvectors", self.eigenvectors),
@@ -107,62 +91,30 @@ class ExplorerApp(pn.viewable.Viewer):
         )
 
     # -- jobs ------------------------------------------------------------------------
-    def _data_changed(self, *events) -> None:
-        pn.state.execute(self._loader.request)
+    def _schedule(self, stage) -> None:
+        """An input of `stage` changed: ask for its job (busy from now on)."""
+        if stage.claim():
+            pn.state.execute(stage.request)
 
-    def _new_data(self, *events) -> None:
-        pn.state.execute(self._stats.request)
-        if self.state.teaching.current.key == "graph":
-            pn.state.execute(self._tour.request)
-
-    def _graph_changed(self, *events) -> None:
-        pn.state.execute(self._stats.request)
-        if self.state.teaching.current.key == "graph":
-            pn.state.execute(self._tour.request)
-
-    def _complete_stats(self, *events) -> None:
-        if not self.state.graph.stats_complete:
-            pn.state.execute(self._components.request)
-
-    def _tour_step(self, *events) -> None:
-        if self.state.teaching.current.key == "graph":
-            pn.state.execute(self._tour.request)
-
-    def _prepare_tour(self):
-        s = self.state
-        if s.dataset is None:
-            raise ValueError("no data")
-        run_csr = None if s.result is None else s.result.csr
-        return s.teaching.prepare_graph(s.dataset.X, s.graph.edge_kwargs(), run_csr)
-
-    async def idle(self) -> None:
-        """Wait until no load, statistics or run job of this app is in flight.
-
-        For code that drives the state in a notebook: parameter changes start jobs in
-        the background, and ``await app.idle()`` waits for their results.
-        """
-        runners = (self._loader, self._stats, self._components, self._tour)
-        while any(r.running for r in runners) or self.state.run_state.running:
-            await asyncio.sleep(0.02)
-
-    async def _run(self, event) -> None:
+    async def _run(self, event=None) -> None:
+        """The Run button: run the current inputs (refused, with a message, while a
+        run is in flight or before there is data)."""
         try:
-            job = self.state.prepare_run()
+            await self.state.run_state.request()
         except (ValueError, RuntimeError) as exc:
             self.state.run_state.error = str(exc)
-            return
-        try:
-            outcome = await run_in_process(execute, job.spec, job.report)
-        except BrokenProcessPool:
-            log.error("a run's worker process ended abruptly")
-            outcome = RunOutcome(error=(
-                "The run's worker process ended abruptly: the system stops a process "
-                "that takes too much memory. Lower the threshold (fewer edges per row) or "
-                "subsample the data; the next run starts a new worker."))
-        except Exception as exc:  # e.g. data that does not pickle
-            outcome = RunOutcome(error=describe_error(exc, "running the clustering"))
-        async with publishing():
-            self.state.apply_run(outcome)
+
+    async def idle(self) -> None:
+        """Wait until no stage of this app has work asked for or in flight.
+
+        For code that drives the state in a notebook: parameter changes start jobs in
+        the background (a change marks its stage busy at once, before its job
+        starts), and ``await app.idle()`` waits for their results, and for the
+        results of the stages they feed.
+        """
+        stages = self.state.stages
+        while any(st.busy or (st.automatic and st.wanted) for st in stages):
+            await asyncio.sleep(0.02)
 
     # -- layouts -----------------------------------------------------------------------
     def sidebar(self) -> list:
@@ -179,8 +131,9 @@ class ExplorerApp(pn.viewable.Viewer):
         ]
 
     def main(self) -> list:
-        """The main area: live statistics above the result tabs."""
-        return [self.stats, self.tabs]
+        """The main area: the pipeline's status (stage in progress, stale results), the
+        live statistics, the result tabs."""
+        return [self.status, self.stats, self.tabs]
 
     def template(self) -> pn.template.BootstrapTemplate:
         """The full page (what ``panel serve app.py`` serves).

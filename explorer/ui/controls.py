@@ -12,8 +12,8 @@ import panel as pn
 import param
 from bokeh.models import CustomJSTickFormatter
 
-from ._data import UPLOAD_MAX_BYTES, app_max_n
-from .state import STAGES, ExplorerState
+from ._data import DEFAULT_N, UPLOAD_MAX_BYTES, app_max_n
+from .state import ExplorerState
 
 #: Sizes the n slider offers (the catalogue's default and maximum are added).
 N_CHOICES = (200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000,
@@ -45,6 +45,48 @@ def _alert(text_param, obj, alert_type="danger"):
     obj.param.watch(show, text_param)
     show()
     return alert
+
+
+class LabelledCheckbox(pn.viewable.Viewer):
+    """A checkbox whose label toggles it too, bound to a boolean parameter.
+
+    Panel's Checkbox draws its label as a plain ``div`` beside the input, which a click
+    does not reach; Bokeh's checkbox group draws ``<label><input> text</label>``, so this
+    is a group of one option whose value is the parameter (checked: ``[label]``).
+
+    Parameters
+    ----------
+    obj : param.Parameterized
+    name : str
+        The boolean parameter of `obj` it shows and sets.
+    label : str
+    """
+
+    value = param.Boolean(default=False)
+
+    def __init__(self, obj, name: str, label: str, **params):
+        super().__init__(value=bool(getattr(obj, name)), **params)
+        self.label = label
+        self.widget = pn.widgets.CheckBoxGroup(options=[label], inline=True,
+                                               value=[label] if self.value else [], **_WIDE)
+        self.widget.param.watch(lambda e: setattr(self, "value", label in e.new), "value")
+        self.param.watch(lambda e: setattr(obj, name, e.new), "value")
+        self.param.watch(self._show, "value")
+        obj.param.watch(lambda e: setattr(self, "value", bool(e.new)), name)
+
+    def _show(self, event) -> None:
+        self.widget.value = [self.label] if event.new else []
+
+    @property
+    def disabled(self) -> bool:
+        return self.widget.disabled
+
+    @disabled.setter
+    def disabled(self, value: bool) -> None:
+        self.widget.disabled = value
+
+    def __panel__(self):
+        return self.widget
 
 
 class LogSlider:
@@ -166,7 +208,7 @@ class DataControls(pn.viewable.Viewer):
         )
         self.dataset = pn.widgets.Select.from_param(data.param.dataset, name="Data set", **_WIDE)
         self.description = pn.pane.Markdown("", styles={"font-size": "0.85em"}, margin=(0, 10))
-        self.n_samples = pn.widgets.DiscreteSlider(name="n (points)", options=[2000],
+        self.n_samples = pn.widgets.DiscreteSlider(name="n (points)", options=[DEFAULT_N],
                                                    css_classes=["n-slider"], **_WIDE)
         self.noise = pn.widgets.FloatSlider.from_param(
             data.param.noise, name="noise", start=0.0, end=0.3, step=0.005, **_WIDE,
@@ -195,7 +237,7 @@ class DataControls(pn.viewable.Viewer):
         self.label.param.watch(self._label_chosen, "value")
         data.param.watch(self._catalogue, ["dataset", "n_samples"])
         data.param.watch(self._labels, ["label_options", "label_column"])
-        data.param.watch(self._summary, ["current", "projection_note"])
+        data.param.watch(self._summary, ["result", "busy", "error"])
         data.param.watch(self._source, "source")
         self._catalogue()
         self._labels()
@@ -247,15 +289,22 @@ class DataControls(pn.viewable.Viewer):
         self.upload.visible = self.label.visible = not builtin
 
     def _summary(self, *events) -> None:
-        ds = self.state.data.current
+        data = self.state.data
+        ds = data.current
         if ds is None:
-            self.summary.object = "*No data loaded yet.*"
+            self.summary.object = "*Loading…*" if data.busy else "*No data loaded yet.*"
             return
         classes = "no labels" if ds.y is None else f"**{ds.n_classes}** classes"
-        note = self.state.data.projection_note
+        note = data.projection_note
+        if data.busy:
+            status = "<br><i>Loading the new settings…</i>"
+        elif data.stale and data.error:
+            status = "<br><small>Shown: the last data that loaded (see the message).</small>"
+        else:
+            status = ""
         self.summary.object = (
             f"**{ds.name}**: n = **{ds.n:,}**, d = **{ds.d}**, {classes}"
-            + (f"<br><small>{note}</small>" if note else "")
+            + (f"<br><small>{note}</small>" if note else "") + status
         )
 
     def __panel__(self):
@@ -308,7 +357,7 @@ class GraphControls(pn.viewable.Viewer):
         self.sim.param.watch(self._sim_to_state, "value")
         g.param.watch(self._from_state, ["metric", "threshold_kind", "threshold_sim", "sigma",
                                          "threshold_sqdist", "backend", "hypo_max_nnz_row"])
-        self.state.data.param.watch(self._from_state, "current")
+        self.state.data.param.watch(self._from_state, "result")
         self._from_state()
 
     def _kind_to_state(self, event) -> None:
@@ -364,7 +413,7 @@ class RunControls(pn.viewable.Viewer):
         r = self.state.run_state
         self.k = pn.widgets.IntSlider.from_param(r.param.n_clusters, name="k (clusters)",
                                                  start=1, end=30, **_WIDE)
-        self.auto_k = pn.widgets.Checkbox.from_param(r.param.auto_k, name="choose k by eigengap")
+        self.auto_k = LabelledCheckbox(r, "auto_k", "choose k by eigengap")
         self.solver = pn.widgets.Select.from_param(r.param.eigen_solver, name="Eigensolver",
                                                    **_WIDE)
         # Options are labels: a Select cannot show None as its value.
@@ -375,19 +424,16 @@ class RunControls(pn.viewable.Viewer):
         self.n_init = pn.widgets.IntSlider.from_param(r.param.n_init, name="k-means restarts",
                                                       start=1, end=30, **_WIDE)
         self.seed = pn.widgets.IntInput.from_param(r.param.random_state, name="seed", **_WIDE)
-        self.compare = pn.widgets.Checkbox.from_param(r.param.compare_kmeans,
-                                                      name="k-means on raw data too")
+        self.compare = LabelledCheckbox(r, "compare_kmeans", "k-means on raw data too")
         self.button = pn.widgets.Button(name="Run", button_type="primary",
                                         css_classes=["run-button"], **_WIDE)
-        self.progress = pn.indicators.Progress(value=0, max=len(STAGES), active=False,
-                                               visible=False, bar_color="primary", **_WIDE)
         self.progress_text = pn.pane.Markdown("", margin=(0, 10), css_classes=["run-progress"])
         self.alert = _alert("error", r)
 
         self.tol.param.watch(lambda e: setattr(r, "eigen_tol", TOLERANCES[e.new]), "value")
-        r.param.watch(self._progress, ["running", "stages_done", "progress_text"])
+        r.param.watch(self._progress, ["busy", "progress"])
         r.param.watch(self._k_enabled, "auto_k")
-        self.state.data.param.watch(self._enable, "current")
+        self.state.data.param.watch(self._enable, "result")
         self._k_enabled()
         self._progress()
 
@@ -396,19 +442,18 @@ class RunControls(pn.viewable.Viewer):
 
     def _enable(self, *events) -> None:
         r = self.state.run_state
-        self.button.disabled = r.running or self.state.data.current is None
+        self.button.disabled = r.busy or self.state.data.current is None
 
     def _progress(self, *events) -> None:
         r = self.state.run_state
-        self.progress.param.update(value=r.stages_done, active=r.running, visible=r.running)
-        self.progress_text.object = r.progress_text
-        self.button.name = "Running…" if r.running else "Run"
+        self.progress_text.object = r.progress  # the bar is at the top of the main area
+        self.button.name = "Running…" if r.busy else "Run"
         self._enable()
 
     def __panel__(self):
         return pn.Column(
             self.k, self.auto_k, self.solver, self.tol, self.eigenpairs.widget, self.n_init,
             self.seed, self.compare,
-            self.button, self.progress, self.progress_text, self.alert, **_WIDE,
+            self.button, self.progress_text, self.alert, **_WIDE,
         )
 

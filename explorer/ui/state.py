@@ -1,34 +1,48 @@
-"""The explorer's state and logic, with no Panel or HoloViews import.
+"""The explorer's state, with no Panel or HoloViews import.
 
-:class:`ExplorerState` composes the parts a session has: the data
-(:class:`DataState`), the graph parameters and their live statistics
-(:class:`GraphState`), the clustering run (:class:`RunState`) and the guided tour
-(:class:`TeachingState`). It is what the Panel views render and what the tests drive
+The state is a pipeline of stages, each a :class:`~explorer.ui._stage.Stage` (a
+``param.Parameterized`` holding a result, the inputs it was computed for, and
+whether it is stale)::
+
+    data  ->  graph statistics  ->  run  ->  views
+      \\________________________-> tour graph
+
+* :class:`DataState`: the data set settings; result: a :class:`LoadResult`.
+* :class:`GraphState`: the edge rule and builder parameters; result: the live
+  :class:`explorer.GraphStats`.
+* :class:`RunState`: the clustering settings; result: a :class:`RunResult` (which
+  carries the LoadResult it clustered). Computes when asked (the Run button).
+* :class:`ViewState`: the run's labels renamed so that spectral, k-means and ground
+  truth share one colour per cluster (:func:`explorer.metrics.match_labels`).
+* :class:`TourState`: the graph the guided tour's second step draws.
+
+Views draw a stage's result and what it carries, never arrays of two stages side
+by side, so a view cannot index an array of another generation. The tests drive it
 without a browser::
 
     state = ExplorerState()
     state.load()                      # the default data set
     state.graph.threshold_sqdist = 1e-3
     state.refresh_stats()             # explorer.graph_stats -> state.graph.stats
-    state.run()                       # build_graph -> embedding -> k-means -> scores
-    state.run_state.result.scores
-
-Each job (load, statistics, run) also comes in two halves, ``prepare_*`` (snapshot
-the parameters, on the event loop) and ``apply_*`` (publish the outcome, on the
-event loop), so that the app can run the work elsewhere: loads and statistics on a
-worker thread, runs in a worker process (the run's job carries a picklable
-:class:`RunSpec`).
+    state.run()                       # SpectralClustering -> k-means -> scores
+    state.result.scores
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import param
 
 from explorer.graph import EdgeRule
+from explorer.metrics import match_labels
 
-from ._data import DataState, LoadOutcome, project_2d
-from ._graph import GraphState, StatsOutcome
-from ._run import STAGES, RunJob, RunOutcome, RunResult, RunSpec, RunState
+from . import _jobs
+from ._data import DataState, LoadResult, project_2d
+from ._graph import GraphState
+from ._run import STAGES, RunResult, RunSpec, RunState
+from ._stage import Inputs, Job, Outcome, Stage, Waiting
 from ._teaching import STEPS, TeachingState
 
 __all__ = [
@@ -37,40 +51,180 @@ __all__ = [
     "DataState",
     "ExplorerState",
     "GraphState",
-    "LoadOutcome",
-    "RunJob",
-    "RunOutcome",
+    "Inputs",
+    "Job",
+    "LoadResult",
+    "Outcome",
+    "Presentation",
     "RunResult",
     "RunSpec",
     "RunState",
-    "StatsOutcome",
+    "Stage",
     "TeachingState",
+    "TourResult",
+    "TourState",
+    "ViewState",
+    "Waiting",
     "project_2d",
 ]
 
 
+@dataclass(eq=False)
+class Presentation:
+    """A run as the views draw it: its labels renamed for one colour per cluster.
+
+    Attributes
+    ----------
+    run : RunResult
+    labels : ndarray of int64
+        The spectral clusters, renamed after the ground truth when there is one
+        (label −1 kept).
+    kmeans_labels : ndarray of int64 or None
+        k-means on the raw data, renamed after `labels`.
+    truth : ndarray or None
+        The ground truth, as it is (its ids are the colours before any run).
+    """
+
+    run: RunResult
+    labels: np.ndarray
+    kmeans_labels: np.ndarray | None
+    truth: np.ndarray | None
+
+    @property
+    def data(self) -> LoadResult:
+        """The data the run clustered."""
+        return self.run.data
+
+
+class ViewState(Stage):
+    """The views' stage: a :class:`Presentation` of the run's result."""
+
+    doing = "preparing the views"
+
+    def __init__(self, run: RunState, **params):
+        super().__init__(**params)
+        self.run = run
+        self.follow(run)
+
+    def upstream(self) -> tuple:
+        return (("a run", self.run),)
+
+    def steps(self, inputs: Inputs) -> list:
+        run = inputs.upstream[0]
+        return [lambda report: present(run)]
+
+
+def present(run: RunResult) -> Presentation:
+    """Rename the run's clusters: spectral after the ground truth, k-means after the
+    spectral clusters (:func:`explorer.metrics.match_labels`)."""
+    truth = None if run.y_true is None else np.asarray(run.y_true)
+    labels = run.labels if truth is None else match_labels(run.labels, truth)
+    kmeans = None if run.kmeans_labels is None else match_labels(run.kmeans_labels, labels)
+    return Presentation(run=run, labels=labels, kmeans_labels=kmeans, truth=truth)
+
+
+@dataclass(eq=False)
+class TourResult:
+    """The graph the tour's second step draws and the data it is a graph of.
+
+    Attributes
+    ----------
+    csr : scipy.sparse.csr_matrix or None
+    note : str
+        Which graph it is, or why there is none.
+    data : LoadResult
+    """
+
+    csr: object
+    note: str
+    data: LoadResult
+
+
+class TourState(Stage):
+    """The tour's graph stage: computes only while the tour shows its graph step."""
+
+    doing = "building the tour's graph"
+
+    def __init__(self, data: DataState, graph: GraphState, run: RunState,
+                 teaching: TeachingState, **params):
+        super().__init__(**params)
+        self.data, self.graph, self.run, self.teaching = data, graph, run, teaching
+        self.follow(data, run)
+        run.param.watch(self.refresh, "stale")
+        graph.param.watch(self.refresh, list(graph.input_names))
+        teaching.param.watch(self.refresh, "step")
+
+    def upstream(self) -> tuple:
+        return (("the data", self.data),)
+
+    def parameters(self) -> dict:
+        if self.teaching.current.key != "graph":
+            raise Waiting("waiting for the tour's graph step")
+        return {**self.graph.edge_kwargs(), "run": self._run_csr()}
+
+    def _run_csr(self):
+        """The last run's graph when it is of the current data and parameters."""
+        r = self.run
+        if r.result is None or r.stale or r.result.data is not self.data.result:
+            return None
+        return r.result.csr
+
+    def snapshot(self) -> Inputs:
+        inputs = super().snapshot()
+        # The run's graph compared by identity, as results are.
+        run = inputs.params.pop("run")
+        return Inputs((*inputs.upstream, run), inputs.params)
+
+    def steps(self, inputs: Inputs) -> list:
+        data, run_csr = inputs.upstream
+        kwargs = dict(inputs.params)
+        make = self.teaching.prepare_graph(data.dataset.X, kwargs, run_csr)
+
+        def step(report):
+            built = make()
+            return TourResult(csr=built.csr, note=built.note, data=data)
+
+        return [step]
+
+
 class ExplorerState(param.Parameterized):
-    """One session of the explorer: data -> graph parameters -> run -> views."""
+    """One session of the explorer: the stages data -> graph -> run -> views, and the tour.
+
+    New data adopts its suggested graph parameters and k (the rule the command line
+    takes too, :meth:`explorer.EdgeRule.suggest`); the last run stays, stale.
+    """
 
     data = param.ClassSelector(class_=DataState, instantiate=False)
     graph = param.ClassSelector(class_=GraphState, instantiate=False)
     run_state = param.ClassSelector(class_=RunState, instantiate=False)
+    views = param.ClassSelector(class_=ViewState, instantiate=False)
     teaching = param.ClassSelector(class_=TeachingState, instantiate=False)
+    tour = param.ClassSelector(class_=TourState, instantiate=False)
 
     def __init__(self, **params):
-        params.setdefault("data", DataState())
-        params.setdefault("graph", GraphState())
-        params.setdefault("run_state", RunState())
-        params.setdefault("teaching", TeachingState())
+        data = params.setdefault("data", DataState())
+        graph = params.setdefault("graph", GraphState(data=data))
+        run = params.setdefault("run_state", RunState(data=data, graph=graph))
+        params.setdefault("views", ViewState(run))
+        teaching = params.setdefault("teaching", TeachingState())
+        params.setdefault("tour", TourState(data, graph, run, teaching))
         super().__init__(**params)
-        self.data.param.watch(self._new_data, "current")
+        self.data.param.watch(self._new_data, "result")
+        for stage in self.stages:
+            stage.executor = _jobs.in_threads
+        self.run_state.executor = _jobs.in_process
+        self.run_state.publishing = _jobs.publishing
+
+    @property
+    def stages(self) -> tuple:
+        """Every stage, upstream first."""
+        return (self.data, self.graph, self.run_state, self.views, self.tour)
 
     def _new_data(self, event) -> None:
-        """New data: adopt its suggested parameters; the last result no longer applies."""
-        ds = event.new
+        """New data: adopt its suggested parameters."""
+        ds = None if event.new is None else event.new.dataset
         if ds is None:
             return
-        # The rule the CLI takes too: the data set's suggestion, through EdgeRule.suggest.
         self.graph.adopt(EdgeRule.suggest(ds.X, suggestion=ds.suggested))
         k = ds.suggested.get("n_clusters", "auto")
         with param.parameterized.batch_call_watchers(self.run_state):
@@ -80,77 +234,50 @@ class ExplorerState(param.Parameterized):
                 self.run_state.auto_k = False
                 top = self.run_state.param.n_clusters.bounds[1]
                 self.run_state.n_clusters = int(min(max(k, 1), top))
-        self.run_state.clear()
 
     @property
     def dataset(self):
         """The loaded explorer.data.Dataset, or None before the first load."""
         return self.data.current
 
-    def _require_data(self):
-        if self.data.current is None:
-            raise ValueError("no data loaded yet; load a data set or upload a file first")
-        return self.data.current
+    @property
+    def result(self) -> RunResult | None:
+        """The last run's result (stale or not), or None."""
+        return self.run_state.result
 
-    # -- load --------------------------------------------------------------------
-    def prepare_load(self):
-        return self.data.prepare_load()
-
-    def apply_load(self, outcome: LoadOutcome) -> bool:
-        return self.data.apply_load(outcome)
-
+    # -- synchronous use (tests, scripts, notebooks) ------------------------------------
     def load(self) -> bool:
         """Load the data the settings describe; True when new data was published."""
-        return self.apply_load(self.prepare_load()())
-
-    # -- statistics ------------------------------------------------------------------
-    def prepare_stats(self, components: bool = False):
-        """The job computing the statistics of the current parameters (see
-        :meth:`GraphState.prepare_stats`).
-
-        Raises
-        ------
-        ValueError
-            Before any data is loaded; for ``components=True`` when there is nothing
-            to add.
-        """
-        return self.graph.prepare_stats(self._require_data().X, components=components)
-
-    def prepare_components(self):
-        """The job completing the statistics with the connected components."""
-        return self.prepare_stats(components=True)
-
-    def apply_stats(self, outcome: StatsOutcome) -> bool:
-        return self.graph.apply_stats(outcome, self._require_data().X)
+        return self.data.load()
 
     def refresh_stats(self) -> bool:
-        """Compute and publish the complete statistics synchronously."""
-        return self.graph.refresh_stats(self._require_data().X)
+        """Compute and publish the complete statistics of the current parameters."""
+        return self.graph.refresh_stats()
 
-    # -- run ---------------------------------------------------------------------
-    def prepare_run(self) -> RunJob:
-        """Claim the run slot; the job runs the pipeline on the current data and
-        graph parameters (call it, or hand its ``spec`` to a worker process).
+    def run(self) -> bool:
+        """Run the clustering here and prepare its views; True when it succeeded."""
+        if not self.run_state.run():
+            return False
+        return self.views.compute()
+
+    # -- a run in two halves (the app's worker processes, tests) -----------------------
+    def prepare_run(self) -> Job:
+        """Claim the run and return its job (its one step is a picklable RunSpec).
 
         Raises
         ------
         ValueError
-            Before any data is loaded, or for graph parameters that make no edge rule
-            (a gaussian similarity threshold <= 0).
+            Before any data is loaded, or for graph parameters that make no edge
+            rule (the message says which).
         RuntimeError
             While another run is in flight.
         """
-        return self.run_state.prepare(self._require_data(), self.graph.build_kwargs())
+        return self.run_state.begin()
 
-    def apply_run(self, outcome: RunOutcome) -> None:
-        self.run_state.finish(outcome)
-
-    def run(self) -> RunOutcome:
-        """Run synchronously and publish the outcome."""
-        outcome = self.prepare_run()()
-        self.apply_run(outcome)
-        return outcome
-
-    @property
-    def result(self) -> RunResult | None:
-        return self.run_state.result
+    def apply_run(self, job: Job, outcome: Outcome) -> bool:
+        """Publish a run's outcome and release the run; True when it had a result."""
+        try:
+            self.run_state.accept(job, outcome)
+        finally:
+            self.run_state.end()
+        return not outcome.error

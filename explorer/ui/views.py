@@ -1,26 +1,48 @@
-"""The main area's views: each renders part of the state and nothing else.
+"""The main area's views: each renders a stage's result and nothing else.
 
 Every view is a :class:`panel.viewable.Viewer` over an
-:class:`~explorer.ui.state.ExplorerState`; it redraws when the parameters it shows
-change. They can be used on their own in a notebook, e.g.
+:class:`~explorer.ui.state.ExplorerState`. It draws one stage's result and the
+arrays that result carries (a run's labels with the points of the data *it*
+clustered), never arrays of two stages side by side, so no view can index an array
+of another generation. A result whose inputs have changed since is drawn greyed,
+under a badge naming the parameters that produced it; a view with nothing to draw
+says what it waits for. They can be used on their own in a notebook, e.g.
 ``pn.Column(SpectrumView(state=app.state))``.
 """
 
 from __future__ import annotations
 
+import html
 import inspect
 
 import numpy as np
 import panel as pn
 import param
 
+from explorer.components import components_besides_isolated
 from explorer.embedding import eigengap_k
 
 from . import _export, plots
-from .state import STEPS, ExplorerState
+from .controls import LabelledCheckbox
+from .state import STAGES, STEPS, ExplorerState
 
 _WIDE = dict(sizing_mode="stretch_width")
 _PLOT = dict(sizing_mode="stretch_width", min_height=380)
+
+#: The CSS class a layout holding a stale result's drawings gets: greyed, still readable.
+STALE_CLASS = "stale-result"
+#: Its rule, given to those layouts once (toggling a class changes one string property
+#: in the browser; changing `styles` makes new style-sheet models, which raced with the
+#: drawings' own updates: "reference ... isn't known" in the browser).
+STALE_CSS = f":host(.{STALE_CLASS}) {{ opacity: 0.45; filter: grayscale(0.8); }}"
+
+
+def _body(layout, *objects, **params):
+    """A layout (pn.Column or pn.Row) that can be greyed by :class:`StaleBadge`."""
+    return layout(*objects, stylesheets=[STALE_CSS], **params)
+
+#: What a view waiting for a run says.
+NO_RUN = "Waiting for a run: press **Run** (sidebar, step 3) to compute this view."
 
 
 def _bytes(n: float) -> str:
@@ -42,7 +64,104 @@ def _count(n) -> str:
     return f"{n:,.0f}"
 
 
-NO_RUN = "Press **Run** to compute this view."
+def _value(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def stale_text(stage) -> str:
+    """Why `stage`'s result is stale: the inputs that produced it, where they differ
+    from the current ones ('' when it is current or there is none)."""
+    if stage.result is None or not stage.stale or stage.inputs is None:
+        return ""
+    now = stage.inputs_now()
+    parts = []
+    data = getattr(stage.result, "data", None)
+    if now is None or any(a is not b for a, b in zip(stage.inputs.upstream, now.upstream,
+                                                      strict=False)):
+        if data is not None:
+            parts.append(f"data {data.describe()}")
+    if now is not None:
+        parts += [f"{name} = {_value(stage.inputs[name])}"
+                  for name in stage.inputs.changed(now)]
+    how = ", ".join(parts) if parts else "other inputs"
+    return f"**Stale result**, computed with {how}. Press **Run** to update it."
+
+
+class StaleBadge:
+    """A warning line over a view while the run it draws is stale, and the greying
+    of the layouts that hold its drawings (layouts, not the plot panes themselves:
+    styles set on a HoloViews pane reach its Bokeh model, which refuses them)."""
+
+    def __init__(self, state: ExplorerState, *panes, when=lambda: True):
+        self.state, self.panes, self.when = state, panes, when
+        self.pane = pn.pane.Alert("", alert_type="warning", visible=False,
+                                  css_classes=["stale-badge"], **_WIDE)
+        state.run_state.param.watch(self.update, ["stale", "result"])
+        self.update()
+
+    def update(self, *events) -> None:
+        text = stale_text(self.state.run_state) if self.when() else ""
+        if text != self.pane.object or bool(text) != self.pane.visible:
+            self.pane.param.update(object=text, visible=bool(text))
+        for pane in self.panes:
+            _grey(pane, bool(text))
+
+
+def _grey(layout, stale: bool) -> None:
+    """Grey `layout` (made by :func:`_body`) or not; only changes reach the browser."""
+    classes = [c for c in layout.css_classes if c != STALE_CLASS]
+    if stale:
+        classes.append(STALE_CLASS)
+    if classes != list(layout.css_classes):
+        layout.css_classes = classes
+
+
+class PipelineStatus(pn.viewable.Viewer):
+    """The top of the main area: which stage is working, the run's progress, and
+    whether the results shown are stale."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.text = pn.pane.HTML("", css_classes=["pipeline-status"], **_WIDE)
+        self.progress = pn.indicators.Progress(value=0, max=len(STAGES), active=False,
+                                               visible=False, bar_color="primary", **_WIDE)
+        s = self.state
+        for stage in s.stages:
+            stage.param.watch(self._render, ["busy", "progress", "stale", "error", "result"])
+        s.run_state.param.watch(self._render, "stages_done")
+        self._render()
+
+    def _render(self, *events) -> None:
+        s = self.state
+        r = s.run_state
+        lines = []
+        if s.data.busy:
+            lines.append("Loading the data…")
+        if s.graph.busy:
+            lines.append(f"Graph statistics: {s.graph.progress or 'computing'}…")
+        if r.busy:
+            lines.append(f"<b>Run</b>: {html.escape(r.progress or 'starting')}")
+        elif s.views.busy:
+            lines.append("Drawing the run…")
+        if not lines:
+            if r.result is None:
+                lines.append("Ready: tune the graph in the sidebar, then press <b>Run</b>.")
+            elif r.stale:
+                lines.append("The parameters changed since the last run: its results are "
+                             "greyed; press <b>Run</b> to update them.")
+            else:
+                lines.append(f"Showing the run on {html.escape(r.result.data.describe())} "
+                             f"({r.result.timings['total']:.2f} s).")
+        self.text.object = ("<div style='font-size:0.95em;color:#333'>"
+                            + " · ".join(lines) + "</div>")
+        self.progress.param.update(value=r.stages_done, active=r.busy, visible=r.busy)
+
+    def __panel__(self):
+        return pn.Column(self.text, self.progress, css_classes=["pipeline"], **_WIDE)
 
 
 class StatsCard(pn.viewable.Viewer):
@@ -57,28 +176,34 @@ class StatsCard(pn.viewable.Viewer):
         self.histogram = plots.LiveHistogram()
         self.hist = pn.pane.Bokeh(self.histogram.figure, sizing_mode="stretch_width", height=230)
         g = self.state.graph
-        g.param.watch(self._render, ["stats", "stats_error", "stats_seconds"])
+        g.param.watch(self._render, ["result", "error", "stale", "busy", "waiting"])
+        self._drawn = None  # the statistics the histogram shows
         self._render()
 
     def _render(self, *events) -> None:
         g = self.state.graph
-        self.error.object = g.stats_error
-        self.error.visible = bool(g.stats_error)
+        self.error.object = g.error
+        self.error.visible = bool(g.error)
         s = g.stats
         if s is None:
-            self.table.object = "<i>No statistics yet.</i>"
-            self._draw([0], [0, 1], None)
+            self.table.object = f"<i>No statistics yet{': ' + g.waiting if g.waiting else ''}.</i>"
+            if self._drawn is not None or not events:
+                self._drawn = None
+                self._draw([0], [0, 1], None)
             return
         approx = "≈ " if s.estimated else ""
-        if s.n_components is not None:
-            comps = f"{s.n_components:,}"
+        components = components_besides_isolated(s)
+        if components is not None:
+            comps = f"{components:,} <small>(besides the isolated vertices)</small>"
         else:
             comps = "not counted (sampled)" if s.estimated else "<i>counting…</i>"
         how = (
             f"estimated from {s.sample_rows:,} sampled rows of {s.n:,}" if s.estimated
             else f"exact, all {s.n:,} rows"
         )
-        seconds = "" if g.stats_seconds is None else f" · {1000 * g.stats_seconds:.0f} ms"
+        seconds = "" if g.seconds is None else f" · {1000 * g.seconds:.0f} ms"
+        if g.stale:
+            how += " · <b>updating…</b>" if g.busy else " · <b>not for the current parameters</b>"
         rows = [
             ("nnz", f"{approx}{_count(s.nnz)}"),
             ("nnz / row",
@@ -103,8 +228,10 @@ class StatsCard(pn.viewable.Viewer):
             f"{body}</table><div class='stats-how' style='color:#666;font-size:0.8em;"
             f"margin-top:4px'>{how}{seconds}</div>"
         )
-        counts, edges = s.nnz_row_hist
-        self._draw(counts, edges, s.hypo_max_nnz_row)
+        if s is not self._drawn:  # the histogram changes with the statistics only
+            self._drawn = s
+            counts, edges = s.nnz_row_hist
+            self._draw(counts, edges, s.hypo_max_nnz_row)
 
     def _draw(self, counts, edges, hypo) -> None:
         def draw():
@@ -124,8 +251,14 @@ class StatsCard(pn.viewable.Viewer):
         )
 
 
+def _presentation(state: ExplorerState):
+    """The views stage's result (the run with matched labels), or None."""
+    return state.views.result
+
+
 class ClustersView(pn.viewable.Viewer):
-    """Spectral clusters beside k-means on the raw data, with ARI / NMI."""
+    """Spectral clusters beside k-means on the raw data, with ARI / NMI; the data
+    coloured by its ground truth until there is a run of these data."""
 
     state = param.ClassSelector(class_=ExplorerState)
 
@@ -135,49 +268,66 @@ class ClustersView(pn.viewable.Viewer):
         self.warning = pn.pane.Alert("", alert_type="warning", visible=False, **_WIDE)
         self.note = pn.pane.Markdown("", styles={"color": "#555"}, **_WIDE)
         self.plot = pn.pane.HoloViews(None, **_PLOT)
-        self.state.run_state.param.watch(self._render, "result")
-        self.state.data.param.watch(self._render, ["xy", "current"])
+        self.body = _body(pn.Column, self.scores, self.plot, **_WIDE)
+        self._drawing_run = False
+        self._drawn = None
+        self.badge = StaleBadge(self.state, self.body, when=lambda: self._drawing_run)
+        self.state.views.param.watch(self._render, "result")
+        self.state.data.param.watch(self._render, "result")
         self._render()
 
     def _render(self, *events) -> None:
-        data, result = self.state.data, self.state.result
-        self.note.object = data.projection_note
-        ds = data.current
-        warnings = [] if result is None else result.warnings
-        self.warning.object = "  \n".join(warnings)
-        self.warning.visible = bool(warnings)
-        if ds is None or data.xy is None:
-            self.scores.object, self.plot.object = "*No data loaded.*", None
+        data = self.state.data.result
+        shown = _presentation(self.state)
+        if shown is not None and data is not None and shown.data is not data:
+            shown = None  # a run of other data: these data are shown until the next run
+        self._drawing_run = shown is not None
+        self.badge.update()
+        key = (data, shown)
+        if key == self._drawn:  # what is drawn is drawn already
             return
-        if result is None:
+        self._drawn = key
+        if shown is None:
+            self.warning.visible = False
+            if data is None:
+                self.scores.object, self.plot.object, self.note.object = \
+                    "*Waiting for data.*", None, ""
+                return
+            ds = data.dataset
             truth = ds.y if ds.y is not None else np.zeros(ds.n, dtype=np.int64)
             title = "Ground truth" if ds.y is not None else "Data"
-            self.scores.object = "Press **Run** to cluster. Shown: the data" + (
-                ", coloured by its ground-truth classes." if ds.y is not None else "."
-            )
+            last = self.state.result
+            before = ("" if last is None else
+                      f" (The last run was on {last.data.describe()}.)")
+            self.scores.object = "Press **Run** to cluster these data. Shown: the data" + (
+                ", coloured by its ground-truth classes." if ds.y is not None else ".") + before
             self.plot.object = plots.labelled_points(data.xy, truth, title=title)
+            self.note.object = data.projection_note
             return
+        result, xy = shown.run, shown.data.xy
+        self.warning.object = "  \n".join(result.warnings)
+        self.warning.visible = bool(result.warnings)
+        self.note.object = shown.data.projection_note
         # The plot first: the browser then has it when the scores appear (tests and
         # users alike read the scores as "the run is shown").
-        spectral = plots.labelled_points(data.xy, result.labels,
+        spectral = plots.labelled_points(xy, shown.labels,
                                          title=f"Spectral clustering (k = {result.n_clusters})")
-        if result.kmeans_labels is None:
+        if shown.kmeans_labels is None:
             self.plot.object = spectral
         else:
             kmeans = plots.labelled_points(
-                data.xy, result.kmeans_labels,
+                xy, shown.kmeans_labels,
                 title=f"k-means on the raw data (k = {result.n_clusters})",
             )
             self.plot.object = (spectral + kmeans).opts(shared_axes=True)
         self.scores.object = _scores_markdown(result)
 
     def __panel__(self):
-        return pn.Column(self.scores, self.warning, self.plot, self.note, **_WIDE)
+        return pn.Column(self.badge.pane, self.warning, self.body, self.note, **_WIDE)
 
 
 def _scores_markdown(result) -> str:
     sc = result.scores["spectral"]
-    iso = int(result.isolated.sum())
     parts = []
     if "ari" in sc:
         line = f"**Spectral**: ARI **{sc['ari']:.3f}**, NMI **{sc['nmi']:.3f}**"
@@ -189,7 +339,7 @@ def _scores_markdown(result) -> str:
         parts.append("No ground truth: ARI/NMI need labels.")
     parts.append(
         f"Normalised cut {sc['normalized_cut']:.4g}, ratio cut {sc['ratio_cut']:.4g}; "
-        f"{iso:,} isolated point(s) (grey, label −1). Ran on **{result.backend}** "
+        f"{result.counts()} (grey points: label −1). Ran on **{result.backend}** "
         f"({result.method}), {result.timings['total']:.2f} s."
     )
     return "  \n".join(parts)
@@ -208,62 +358,73 @@ class EigenvectorView(pn.viewable.Viewer):
         self.axis_y = pn.widgets.Select(name="embedding y axis", options=[1], width=150)
         self.values = pn.pane.HoloViews(None, **_PLOT)
         self.embedding = pn.pane.HoloViews(None, **_PLOT)
-        self.caption = pn.pane.Markdown("", **_WIDE)
-        self.state.run_state.param.watch(self._new_result, "result")
+        self.caption = pn.pane.Markdown(NO_RUN, **_WIDE)
+        self._updating = False
+        self.body = _body(pn.Row, self.values, self.embedding, **_WIDE)
+        self.badge = StaleBadge(self.state, self.body)
+        self.state.views.param.watch(self._new_result, "result")
         self.index.param.watch(self._render_values, "value")
         self.axis_x.param.watch(self._render_embedding, "value")
         self.axis_y.param.watch(self._render_embedding, "value")
         self._new_result()
 
     def _new_result(self, *events) -> None:
-        result = self.state.result
-        if result is None:
+        shown = _presentation(self.state)
+        if shown is None:
             self.values.object = self.embedding.object = None
             self.caption.object = NO_RUN
             return
+        result = shown.run
         m = result.vectors.shape[1]
         k = result.embedding.shape[1]
         axes = list(range(1, k + 1))
-        with param.parameterized.batch_call_watchers(self):
+        self._updating = True  # one drawing below, not one per widget change
+        try:
             self.index.param.update(end=max(m, 2), value=min(2, m))
             self.axis_x.param.update(options=axes, value=1)
             self.axis_y.param.update(options=axes, value=min(2, k))
+        finally:
+            self._updating = False
         self._render_values()
         self._render_embedding()
 
     def _render_values(self, *events) -> None:
-        result, xy = self.state.result, self.state.data.xy
-        if result is None or xy is None:
+        shown = _presentation(self.state)
+        if shown is None or self._updating:
             return
+        result = shown.run
         i = min(self.index.value, result.vectors.shape[1])
         self.values.object = plots.valued_points(
-            xy, result.vectors[:, i - 1], clabel=f"u{i}",
-            title=f"Eigenvector u{i} of L_rw (λ{i} = {_eig(result.eigenvalues[i - 1])})",
+            shown.data.xy, result.vectors[:, i - 1], clabel=f"u{i}",
+            title=f"Eigenvector u{i} = D^-1/2 v{i}, v{i} of L_sym "
+                  f"(λ{i} = {_eig(result.eigenvalues[i - 1])})",
         )
         self.caption.object = (
-            f"Left: each point coloured by its entry in eigenvector u{i} = D^-1/2 v{i} "
-            "(red positive, blue negative, grey isolated). Right: the rows of the first k "
-            "eigenvectors scaled to unit length (the points k-means clusters), in two of "
-            "their coordinates, coloured by spectral cluster."
+            f"Left: each point coloured by its entry in u{i} = D^-1/2 v{i}, where v{i} is "
+            f"the eigenvector of L_sym = I − D^-1/2 S D^-1/2 for λ{i} (red positive, blue "
+            "negative, grey isolated). Right: the rows of the first k eigenvectors scaled "
+            "to unit length (the points k-means clusters), in two of their coordinates, "
+            "coloured by spectral cluster."
         )
 
     def _render_embedding(self, *events) -> None:
-        result = self.state.result
-        if result is None:
+        shown = _presentation(self.state)
+        if shown is None or self._updating:
             return
-        emb = result.embedding
-        i, j = self.axis_x.value, self.axis_y.value
+        emb = shown.run.embedding
+        k = emb.shape[1]
+        i, j = min(self.axis_x.value, k), min(self.axis_y.value, k)
         keep = np.isfinite(emb).all(axis=1)
         coords = np.column_stack([emb[:, i - 1], emb[:, j - 1]])[keep]
         self.embedding.object = plots.labelled_points(
-            coords, result.labels[keep], title="Spectral embedding (unit rows)",
+            coords, shown.labels[keep], title="Spectral embedding (unit rows)",
             xlabel=f"embedding {i}", ylabel=f"embedding {j}", space="embedding",
         )
 
     def __panel__(self):
         return pn.Column(
-            pn.Row(self.index, self.axis_x, self.axis_y),
-            pn.Row(self.values, self.embedding, **_WIDE), self.caption, **_WIDE,
+            self.badge.pane, pn.Row(self.index, self.axis_x, self.axis_y),
+            self.body, self.caption, **_WIDE,
         )
 
 
@@ -281,15 +442,18 @@ class SpectrumView(pn.viewable.Viewer):
         super().__init__(**params)
         self.plot = pn.pane.HoloViews(None, **_PLOT)
         self.text = pn.pane.Markdown(NO_RUN, **_WIDE)
-        self.state.run_state.param.watch(self._render, "result")
+        self.body = _body(pn.Column, self.text, self.plot, **_WIDE)
+        self.badge = StaleBadge(self.state, self.body)
+        self.state.views.param.watch(self._render, "result")
         self._render()
 
     def _render(self, *events) -> None:
-        result = self.state.result
-        if result is None:
+        shown = _presentation(self.state)
+        if shown is None:
             self.plot.object = None
             self.text.object = NO_RUN
             return
+        result = shown.run
         lam = result.eigenvalues
         self.plot.object = plots.spectrum(lam, k_used=result.n_clusters,
                                           k_suggested=result.k_suggested)
@@ -307,36 +471,40 @@ class SpectrumView(pn.viewable.Viewer):
         )
 
     def __panel__(self):
-        return pn.Column(self.text, self.plot, **_WIDE)
+        return pn.Column(self.badge.pane, self.body, **_WIDE)
 
 
 class SparsityView(pn.viewable.Viewer):
     """Spy plot of the run's CSR (optionally ordered by cluster) and its nnz histogram."""
 
     state = param.ClassSelector(class_=ExplorerState)
+    ordered = param.Boolean(default=True, doc="Order rows and columns by cluster.")
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.order = pn.widgets.Checkbox(name="order rows and columns by cluster", value=True)
+        self.order = LabelledCheckbox(self, "ordered", "order rows and columns by cluster")
         self.spy = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=440)
         self.hist = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=300)
         self.text = pn.pane.Markdown(NO_RUN, **_WIDE)
-        self.state.run_state.param.watch(self._render, "result")
-        self.order.param.watch(self._render, "value")
+        self.body = _body(pn.Row, self.spy, self.hist, **_WIDE)
+        self.badge = StaleBadge(self.state, self.body)
+        self.state.views.param.watch(self._render, "result")
+        self.param.watch(self._render, "ordered")
         self._render()
 
     def _render(self, *events) -> None:
-        result = self.state.result
-        if result is None:
+        shown = _presentation(self.state)
+        if shown is None:
             self.spy.object = self.hist.object = None
             self.text.object = NO_RUN
             return
+        result = shown.run
         rows, cols = _entries(result.csr, SPY_MAX_ENTRIES)
-        if self.order.value:
-            rank = _cluster_order(result.labels, self.state.data.xy)
+        if self.ordered:
+            rank = _cluster_order(shown.labels, shown.data.xy)
             rows, cols = rank[rows], rank[cols]
         s = result.graph_stats
-        how = "rows ordered by cluster" if self.order.value else "rows in data order"
+        how = "rows ordered by cluster" if self.ordered else "rows in data order"
         self.spy.object = plots.spy(rows, cols, result.n,
                                     title=f"Sparsity pattern of S ({how})")
         counts, edges = s.nnz_row_hist
@@ -350,7 +518,215 @@ class SparsityView(pn.viewable.Viewer):
         )
 
     def __panel__(self):
-        return pn.Column(self.order, self.text, pn.Row(self.spy, self.hist, **_WIDE), **_WIDE)
+        return pn.Column(self.badge.pane, self.order, self.text, self.body, **_WIDE)
+
+
+class TimingsView(pn.viewable.Viewer):
+    """Stage timings of the last run, and what ran where."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.bars = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=260)
+        self.table = pn.pane.Markdown(NO_RUN, css_classes=["timings"], **_WIDE)
+        self.body = _body(pn.Row, pn.Column(self.table, width=520), self.bars, **_WIDE)
+        self.badge = StaleBadge(self.state, self.body)
+        self.state.views.param.watch(self._render, "result")
+        self._render()
+
+    def _render(self, *events) -> None:
+        shown = _presentation(self.state)
+        if shown is None:
+            self.bars.object = None
+            self.table.object = NO_RUN
+            return
+        r = shown.run
+        stages = {k: v for k, v in r.timings.items() if k != "total"}
+        self.bars.object = plots.timings_bars(stages)
+        lines = ["| stage | seconds |", "| --- | ---: |"]
+        lines += [f"| {k} | {v:.3f} |" for k, v in r.timings.items()]
+        it = "—" if r.eigen_iterations is None else f"{r.eigen_iterations:,}"
+        why = (" (the clustered graph has exactly k connected components, whose indicators "
+               "are the eigenvectors: nothing to iterate)" if r.solver == "components" else "")
+        residual = (f"{float(np.max(r.eigen_residuals)):.2e}" if len(r.eigen_residuals)
+                    else "—")
+        lines += [
+            "",
+            f"**Backend**: {r.backend} — {r.backend_reason}  ",
+            f"**Graph builder**: {r.method} — {r.method_reason}  ",
+            f"**Eigensolver**: {r.solver}{why}, iterations {it}, largest residual "
+            f"‖Av − μv‖ = {residual}",
+        ]
+        self.table.object = "\n".join(lines)
+
+    def __panel__(self):
+        return pn.Column(self.badge.pane, self.body, **_WIDE)
+
+
+#: The guided tour's headings: fixed sizes, whatever style sheets the page has loaded.
+_HEADING = "<h3 style='font-size:1.3rem;font-weight:600;margin:0.3em 0 0.4em 0'>{}</h3>"
+
+
+class TeachingView(pn.viewable.Viewer):
+    """The guided pipeline, one step at a time."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.previous = pn.widgets.Button(name="◀ Previous", width=120)
+        self.next = pn.widgets.Button(name="Next ▶", width=120, button_type="primary")
+        self.where = pn.pane.Markdown("", margin=(8, 10))
+        self.heading = pn.pane.HTML("", css_classes=["teaching-heading"], **_WIDE)
+        self.text = pn.pane.Markdown("", css_classes=["teaching-text"], **_WIDE)
+        self.plot = pn.pane.HoloViews(None, **_PLOT)
+        self.body = _body(pn.Column, self.plot, **_WIDE)
+        self.extra = pn.pane.Markdown("", styles={"color": "#555"}, **_WIDE)
+        self._drawn = None
+        s = self.state
+        t = s.teaching
+        self.previous.on_click(lambda e: t.previous())
+        self.next.on_click(lambda e: t.next())
+        t.param.watch(self._render, "step")
+        s.tour.param.watch(self._render, ["result", "busy"])
+        s.run_state.param.watch(self._render, "stale")
+        s.views.param.watch(self._render, "result")
+        s.data.param.watch(self._render, "result")
+        self._render()
+
+    def _render(self, *events) -> None:
+        s = self.state
+        t, data, shown = s.teaching, s.data.result, _presentation(s)
+        step = t.current
+        key = (t.step, data, shown, s.tour.result, s.tour.busy, s.run_state.stale)
+        if key == self._drawn:  # what is drawn is drawn already
+            return
+        self._drawn = key
+        self.where.object = f"Step {t.step + 1} of {len(STEPS)}"
+        self.previous.disabled, self.next.disabled = t.at_start, t.at_end
+        self.heading.object = _HEADING.format(html.escape(step.title))
+        self.text.object = step.text
+        self.extra.object = ""
+        _grey(self.body, shown is not None and step.needs_run and s.run_state.stale)
+        if data is None:
+            self.plot.object = None
+            self.extra.object = "Waiting for data."
+            return
+        if step.needs_run and shown is None:
+            self.plot.object = None
+            self.extra.object = "Waiting for a run: press **Run** (sidebar) to compute this step."
+            return
+        if step.key == "data":
+            ds = data.dataset
+            labels = ds.y if ds.y is not None else np.zeros(ds.n, np.int64)
+            self.plot.object = plots.labelled_points(data.xy, labels, title="The data")
+        elif step.key == "graph":
+            tour = s.tour.result
+            if tour is None or tour.csr is None:
+                self.plot.object = None
+                self.extra.object = ("Building the graph…" if s.tour.busy or tour is None
+                                     else tour.note)
+                return
+            # Each edge is stored twice; 20 entries per drawn edge is ample to sample from.
+            rows, cols = _entries(tour.csr, 20 * plots.MAX_EDGES_DRAWN)
+            overlay, drawn = plots.graph_edges(tour.data.xy, rows, cols)
+            total = int(tour.csr.nnz) // 2
+            self.plot.object = overlay
+            sample = f", {drawn:,} of them drawn (a random sample)" if drawn < total else ""
+            stale = "" if not s.tour.stale else " (updating…)"
+            self.extra.object = f"{total:,} edges{sample}. {tour.note}{stale}"
+        else:
+            result, xy = shown.run, shown.data.xy
+            if s.run_state.stale:
+                self.extra.object = stale_text(s.run_state)
+            if step.key == "laplacian":
+                rows, cols = _entries(result.csr, SPY_MAX_ENTRIES)
+                rank = _cluster_order(shown.labels, xy)
+                self.plot.object = (
+                    plots.spy(rank[rows], rank[cols], result.n, title="S, ordered by cluster")
+                    + plots.spectrum(result.eigenvalues, k_suggested=result.k_suggested)
+                )
+            elif step.key == "eigenvectors":
+                i = min(2, result.vectors.shape[1])
+                self.plot.object = plots.valued_points(
+                    xy, result.vectors[:, i - 1], clabel=f"u{i}",
+                    title=f"Eigenvector u{i} = D^-1/2 v{i} of L_sym "
+                          f"(λ{i} = {_eig(result.eigenvalues[i - 1])})",
+                )
+            else:
+                emb = result.embedding
+                right = None
+                if emb.shape[1] >= 2:
+                    keep = np.isfinite(emb).all(axis=1)
+                    right = plots.labelled_points(emb[keep][:, :2], shown.labels[keep],
+                                                  title="k-means in the embedding",
+                                                  xlabel="embedding 1", ylabel="embedding 2",
+                                                  space="embedding")
+                left = plots.labelled_points(xy, shown.labels, title="Spectral clusters")
+                self.plot.object = left if right is None else left + right
+
+    def __panel__(self):
+        return pn.Column(
+            pn.Row(self.previous, self.next, self.where), self.heading, self.text, self.body,
+            self.extra, **_WIDE,
+        )
+
+
+class ExportView(pn.viewable.Viewer):
+    """Download the last run: labels (CSV), the graph (NPZ), the result (JSON)."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.labels = pn.widgets.FileDownload(
+            callback=self._labels, filename="labels.csv", label="Labels (CSV)",
+            button_type="primary", embed=False, width=220,
+        )
+        self.graph = pn.widgets.FileDownload(
+            callback=self._graph, filename="graph.npz", label="Graph (NPZ)",
+            button_type="primary", embed=False, width=220,
+        )
+        self.json = pn.widgets.FileDownload(
+            callback=self._json, filename="result.json", label="Result (JSON)",
+            button_type="primary", embed=False, width=220,
+        )
+        self.text = pn.pane.Markdown("", **_WIDE)
+        self.badge = StaleBadge(self.state)
+        self.state.run_state.param.watch(self._enable, "result")
+        self._enable()
+
+    def _enable(self, *events) -> None:
+        result = self.state.result
+        for w in (self.labels, self.graph, self.json):
+            w.disabled = result is None
+        if result is None:
+            self.text.object = ("Waiting for a run: press **Run** first; the downloads hold "
+                                "the last run.")
+        else:
+            stem = _safe_stem(result.dataset)
+            self.labels.filename = f"{stem}-labels.csv"
+            self.graph.filename = f"{stem}-graph.npz"
+            self.json.filename = f"{stem}-result.json"
+            self.text.object = (
+                "**Labels**: one row per point (`index,spectral,kmeans,truth`; −1 = isolated). "
+                "**Graph**: the similarity matrix S, `scipy.sparse.load_npz`. **Result**: "
+                "parameters, statistics, timings, eigenvalues and scores."
+            )
+
+    def _labels(self):
+        return _as_file(_export.labels_csv(self.state.result))
+
+    def _graph(self):
+        return _as_file(_export.graph_npz(self.state.result))
+
+    def _json(self):
+        return _as_file(_export.result_json(self.state.result))
+
+    def __panel__(self):
+        return pn.Column(self.badge.pane, self.text, pn.Row(self.labels, self.graph, self.json),
+                         **_WIDE)
 
 
 #: Nonzeros drawn at most in a spy plot: beyond, a uniform sample (the aggregated
@@ -381,179 +757,6 @@ def _cluster_order(labels, xy) -> np.ndarray:
     return rank
 
 
-class TimingsView(pn.viewable.Viewer):
-    """Stage timings of the last run, and what ran where."""
-
-    state = param.ClassSelector(class_=ExplorerState)
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.bars = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=260)
-        self.table = pn.pane.Markdown(NO_RUN, css_classes=["timings"], **_WIDE)
-        self.state.run_state.param.watch(self._render, "result")
-        self._render()
-
-    def _render(self, *events) -> None:
-        r = self.state.result
-        if r is None:
-            self.bars.object = None
-            self.table.object = NO_RUN
-            return
-        stages = {k: v for k, v in r.timings.items() if k != "total"}
-        self.bars.object = plots.timings_bars(stages)
-        lines = ["| stage | seconds |", "| --- | ---: |"]
-        lines += [f"| {k} | {v:.3f} |" for k, v in r.timings.items()]
-        it = "—" if r.eigen_iterations is None else f"{r.eigen_iterations:,}"
-        why = (" (the clustered graph has exactly k connected components, whose indicators "
-               "are the eigenvectors: nothing to iterate)" if r.solver == "components" else "")
-        lines += [
-            "",
-            f"**Backend**: {r.backend} — {r.backend_reason}  ",
-            f"**Graph builder**: {r.method} — {r.method_reason}  ",
-            f"**Eigensolver**: {r.solver}{why}, iterations {it}, largest residual "
-            f"‖Av − μv‖ = {float(np.max(r.eigen_residuals)):.2e}",
-        ]
-        self.table.object = "\n".join(lines)
-
-    def __panel__(self):
-        return pn.Row(pn.Column(self.table, width=520), self.bars, **_WIDE)
-
-
-class TeachingView(pn.viewable.Viewer):
-    """The guided pipeline, one step at a time."""
-
-    state = param.ClassSelector(class_=ExplorerState)
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.previous = pn.widgets.Button(name="◀ Previous", width=120)
-        self.next = pn.widgets.Button(name="Next ▶", width=120, button_type="primary")
-        self.where = pn.pane.Markdown("", margin=(8, 10))
-        self.text = pn.pane.Markdown("", css_classes=["teaching-text"], **_WIDE)
-        self.plot = pn.pane.HoloViews(None, **_PLOT)
-        self.extra = pn.pane.Markdown("", styles={"color": "#555"}, **_WIDE)
-        t = self.state.teaching
-        self.previous.on_click(lambda e: t.previous())
-        self.next.on_click(lambda e: t.next())
-        t.param.watch(self._render, ["step", "csr", "note"])
-        self.state.run_state.param.watch(self._render, "result")
-        self.state.data.param.watch(self._render, "xy")
-        self._render()
-
-    def _render(self, *events) -> None:
-        t, data, result = self.state.teaching, self.state.data, self.state.result
-        step = t.current
-        self.where.object = f"Step {t.step + 1} of {len(STEPS)}"
-        self.previous.disabled, self.next.disabled = t.at_start, t.at_end
-        self.text.object = f"### {step.title}\n{step.text}"
-        self.extra.object = ""
-        xy = data.xy
-        if xy is None:
-            self.plot.object = None
-            return
-        if step.needs_run and result is None:
-            self.plot.object = None
-            self.extra.object = "Press **Run** (sidebar) to compute this step."
-            return
-        ds = data.current
-        if step.key == "data":
-            labels = ds.y if ds is not None and ds.y is not None else np.zeros(len(xy), np.int64)
-            self.plot.object = plots.labelled_points(xy, labels, title="The data")
-        elif step.key == "graph":
-            if t.csr is None:
-                self.plot.object = None
-                self.extra.object = t.note
-                return
-            # Each edge is stored twice; 20 entries per drawn edge is ample to sample from.
-            rows, cols = _entries(t.csr, 20 * plots.MAX_EDGES_DRAWN)
-            overlay, drawn = plots.graph_edges(xy, rows, cols)
-            total = int(t.csr.nnz) // 2
-            self.plot.object = overlay
-            sample = f", {drawn:,} of them drawn (a random sample)" if drawn < total else ""
-            self.extra.object = f"{total:,} edges{sample}. {t.note}"
-        elif step.key == "laplacian":
-            rows, cols = _entries(result.csr, SPY_MAX_ENTRIES)
-            rank = _cluster_order(result.labels, xy)
-            self.plot.object = (
-                plots.spy(rank[rows], rank[cols], result.n, title="S, ordered by cluster")
-                + plots.spectrum(result.eigenvalues, k_suggested=result.k_suggested)
-            )
-        elif step.key == "eigenvectors":
-            i = min(2, result.vectors.shape[1])
-            self.plot.object = plots.valued_points(
-                xy, result.vectors[:, i - 1], clabel=f"u{i}",
-                title=f"Eigenvector u{i} (λ{i} = {_eig(result.eigenvalues[i - 1])})",
-            )
-        else:
-            emb = result.embedding
-            if emb.shape[1] >= 2:
-                keep = np.isfinite(emb).all(axis=1)
-                right = plots.labelled_points(emb[keep][:, :2], result.labels[keep],
-                                              title="k-means in the embedding",
-                                              xlabel="embedding 1", ylabel="embedding 2",
-                                              space="embedding")
-            else:
-                right = None
-            left = plots.labelled_points(xy, result.labels, title="Spectral clusters")
-            self.plot.object = left if right is None else left + right
-
-    def __panel__(self):
-        return pn.Column(
-            pn.Row(self.previous, self.next, self.where), self.text, self.plot, self.extra, **_WIDE,
-        )
-
-
-class ExportView(pn.viewable.Viewer):
-    """Download the last run: labels (CSV), the graph (NPZ), the result (JSON)."""
-
-    state = param.ClassSelector(class_=ExplorerState)
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        self.labels = pn.widgets.FileDownload(
-            callback=self._labels, filename="labels.csv", label="Labels (CSV)",
-            button_type="primary", embed=False, width=220,
-        )
-        self.graph = pn.widgets.FileDownload(
-            callback=self._graph, filename="graph.npz", label="Graph (NPZ)",
-            button_type="primary", embed=False, width=220,
-        )
-        self.json = pn.widgets.FileDownload(
-            callback=self._json, filename="result.json", label="Result (JSON)",
-            button_type="primary", embed=False, width=220,
-        )
-        self.text = pn.pane.Markdown("", **_WIDE)
-        self.state.run_state.param.watch(self._enable, "result")
-        self._enable()
-
-    def _enable(self, *events) -> None:
-        result = self.state.result
-        for w in (self.labels, self.graph, self.json):
-            w.disabled = result is None
-        if result is None:
-            self.text.object = "Press **Run** first: the downloads hold the last run."
-        else:
-            stem = _safe_stem(result.dataset)
-            self.labels.filename = f"{stem}-labels.csv"
-            self.graph.filename = f"{stem}-graph.npz"
-            self.json.filename = f"{stem}-result.json"
-            self.text.object = (
-                "**Labels**: one row per point (`index,spectral,kmeans,truth`; −1 = isolated). "
-                "**Graph**: the similarity matrix S, `scipy.sparse.load_npz`. **Result**: "
-                "parameters, statistics, timings, eigenvalues and scores."
-            )
-
-    def _labels(self):
-        return _as_file(_export.labels_csv(self.state.result))
-
-    def _graph(self):
-        return _as_file(_export.graph_npz(self.state.result))
-
-    def _json(self):
-        return _as_file(_export.result_json(self.state.result))
-
-    def __panel__(self):
-        return pn.Column(self.text, pn.Row(self.labels, self.graph, self.json), **_WIDE)
 
 
 def _as_file(content: bytes):
