@@ -211,7 +211,7 @@ def test_tick_formatter_in_the_browser():
     """The formatter's JavaScript, run in Chromium on ticks Bokeh produces."""
     from playwright.sync_api import sync_playwright
 
-    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS
+    from tests._server import CHROMIUM, CHROMIUM_ARGS
 
     code = plots.tick_formatter().code
     cases = {
