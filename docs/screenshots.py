@@ -29,6 +29,7 @@ VIEWPORT = {"width": 1500, "height": 1100}
 STEP_TIMEOUT_MS = 120_000
 RUN_TIMEOUT_MS = 900_000  # a run on 100,000 points takes minutes on a 2-core machine
 SCORES = re.compile(r"Spectral: ARI \d")
+BUSY = re.compile(r"^(Drawing|Loading|Running)\b")
 
 
 def _summary(page, dataset: str) -> str:
@@ -64,7 +65,14 @@ def run_and_wait(page) -> None:
     page.get_by_role("button", name="Run", exact=True).click()
     page.get_by_text(SCORES).first.wait_for(timeout=RUN_TIMEOUT_MS)
     page.get_by_role("button", name="Run", exact=True).wait_for()
-    page.wait_for_timeout(3000)  # the plots draw on their canvases after the scores
+    # The views of a run are drawn after its scores appear: wait for the status line to
+    # stop saying so, then for the canvases.
+    deadline = time.monotonic() + STEP_TIMEOUT_MS / 1000
+    while page.get_by_text(BUSY).count():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the page kept saying it was drawing the run")
+        page.wait_for_timeout(250)
+    page.wait_for_timeout(3000)
 
 
 def main(argv=None) -> int:
@@ -89,6 +97,11 @@ def main(argv=None) -> int:
                 page.locator(".stats-table table").wait_for()
                 set_size(page, dataset, n)
                 run_and_wait(page)
+                # The sidebar from its top (clicking Run scrolled it), no hover tooltip.
+                page.evaluate("for (const e of document.querySelectorAll('*'))"
+                              " if (e.scrollTop) e.scrollTop = 0; window.scrollTo(0, 0)")
+                page.mouse.move(0, VIEWPORT["height"] - 1)
+                page.wait_for_timeout(500)
                 page.screenshot(path=str(args.out / name))
                 print(f"{args.out / name}: {dataset}, n = {n:,}")
                 page.close()
