@@ -4,7 +4,8 @@ Installed as ``explorer.data`` (also reachable as ``explorer.datasets``).
 
 - :func:`load` generates a built-in set by name; :data:`DATASETS` is the catalogue
   (description, default size, options) a UI lists.
-- :func:`read` reads CSV, NPY, NPZ or Parquet files, with an optional label column.
+- :func:`read` reads CSV, NPY, NPZ or Parquet files, with an optional label column
+  (``label_column="auto"`` takes it from the file; class names are kept).
 - :func:`suggest_params` proposes graph parameters that suit a data matrix.
 
 Nothing here downloads anything: the digits ship inside scikit-learn, everything
@@ -13,9 +14,10 @@ else is generated.
 
 from ._dataset import Dataset, DatasetInfo
 from ._digits import infinite_digits_gpu
-from ._files import FORMATS, read
+from ._files import AUTO, FORMATS, LABEL_NAMES, read
 from ._registry import DATASETS, load
 from .suggest import suggest_params
 
-__all__ = ["DATASETS", "FORMATS", "Dataset", "DatasetInfo", "infinite_digits_gpu", "load", "read",
+__all__ = ["AUTO", "DATASETS", "FORMATS", "LABEL_NAMES", "Dataset", "DatasetInfo",
+           "infinite_digits_gpu", "load", "read",
            "suggest_params"]

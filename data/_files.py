@@ -33,6 +33,14 @@ FORMATS = {
     ".pq": "parquet",
 }
 
+#: ``label_column="auto"``: take the label column from the file (see :func:`read`).
+AUTO = "auto"
+
+#: Column names taken as labels under ``label_column="auto"`` (compared without case
+#: and surrounding spaces), in this order of preference.
+LABEL_NAMES = ("label", "labels", "class", "classes", "target", "cluster", "truth", "y_true",
+               "species", "category")
+
 #: Lines read to decide the delimiter and whether the first line is a header.
 _PEEK_LINES = 100
 
@@ -89,12 +97,21 @@ def read(path, label_column=None, *, center=False) -> Dataset:
         name or by 0-based position (negative counts from the end). For an ``.npz``
         file a name may also be the key of a 1-D label array. None: the file has no
         labels, except that an ``.npz`` file with a ``y`` array uses it.
+        ``"auto"`` (:data:`AUTO`; a column of that name, if there is one, is taken by
+        name): a column whose name is one of :data:`LABEL_NAMES` when the table has
+        another column; else the table's only non-numeric column (text labels such as
+        ``setosa``) when it has exactly one and another column; else as None.
 
     Returns
     -------
     Dataset
-        X float32 (n, d), y coded ``0 .. k-1`` (original values in ``classes``) or
-        None, ``feature_names`` when the file names its columns.
+        X float32 (n, d), y coded ``0 .. k-1`` (original values in ``classes``: the
+        class names as the file wrote them) or None, ``feature_names`` when the file
+        names its columns. ``params["columns"]`` lists every column of the table in
+        file order, the label column included: names when the file has them, else
+        0-based positions (either can be passed back as `label_column`), so that a
+        UI can offer the label column by name; ``params["label_column"]`` is the
+        column the labels came from (its name, position or ``.npz`` key) or None.
 
     Raises
     ------
@@ -139,7 +156,7 @@ def read(path, label_column=None, *, center=False) -> Dataset:
             "subsample the file, or save it as .npy (read without parsing)",
         )
     reader = {"csv": _read_csv, "npy": _read_npy, "npz": _read_npz, "parquet": _read_parquet}
-    X, y, classes, names = reader[kind](path, label_column)
+    X, y, classes, names, columns, used = reader[kind](path, label_column)
     offset = column_offsets(X) if center else None
     X = check_data(X, name=path.name, center=True if center else None)
     if y is not None and len(y) != X.shape[0]:
@@ -155,7 +172,7 @@ def read(path, label_column=None, *, center=False) -> Dataset:
         + ("" if offset is None else "; centred by "
            + ", ".join(f"{v:.6g}" for v in np.asarray(offset).tolist()))
         + ("" if offset is None else " (float32 could not carry the offset)"),
-        params={"path": str(path), "label_column": label_column,
+        params={"path": str(path), "label_column": used, "columns": columns,
                 **({} if offset is None else {"offset": np.asarray(offset).tolist()})},
         classes=classes,
         feature_names=names,
@@ -300,10 +317,14 @@ def _from_frame(frame, path, label_column):
         raise ValueError(f"{path.name}: no data rows")
     columns = list(frame.columns)
     named = not all(isinstance(c, int) for c in columns)
-    y = classes = None
+    table = tuple(str(c) for c in columns) if named else tuple(range(len(columns)))
+    if isinstance(label_column, str) and label_column == AUTO and AUTO not in table:
+        label_column = _auto_label(frame, columns, named)
+    y = classes = used = None
     if label_column is not None:
         j = _column_index(columns, label_column, path, named)
         y, classes = _encode_labels(frame.iloc[:, j], path, columns[j])
+        used = table[j]
         frame = frame.drop(columns=columns[j])
         columns = list(frame.columns)
     if frame.shape[1] == 0:
@@ -337,7 +358,28 @@ def _from_frame(frame, path, label_column):
             frame[name] = text.astype(np.float64)
     X = frame.to_numpy(dtype=np.float64)
     names = tuple(str(c) for c in columns) if named else None
-    return X, y, classes, names
+    return X, y, classes, names, table, used
+
+
+def _is_numeric_column(col) -> bool:
+    import pandas as pd
+
+    if pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
+        return True
+    return bool(col.dropna().astype(str).str.strip().map(_is_number).all())
+
+
+def _auto_label(frame, columns, named):
+    """The label column ``label_column="auto"`` picks (a name or position), or None."""
+    if len(columns) < 2:
+        return None
+    if named:
+        lowered = [str(c).strip().lower() for c in columns]
+        for candidate in LABEL_NAMES:
+            if candidate in lowered:
+                return columns[lowered.index(candidate)]
+    text = [c for c in columns if not _is_numeric_column(frame[c])]
+    return text[0] if len(text) == 1 else None
 
 
 def _column_index(columns, label_column, path, named) -> int:
@@ -520,8 +562,8 @@ def _read_npy(path, label_column):
             f"{path.name}: needs a 2-D array (rows × features) or a 1-D structured array; "
             f"got a {array.ndim}-D array of shape {array.shape}"
         )
-    if label_column is None:
-        return array, None, None, None
+    if label_column is None or (isinstance(label_column, str) and label_column == AUTO):
+        return array, None, None, None, tuple(range(array.shape[1])), None
     if isinstance(label_column, str) and not label_column.lstrip("-").isdigit():
         raise ValueError(
             f"{path.name}: label_column={label_column!r} names a column, but a plain array "
@@ -592,10 +634,10 @@ def _read_npz(path, label_column):
         raise ValueError(f"{path.name}: array {xkey!r} must be 2-D; got shape {X.shape}")
     if isinstance(label_column, str) and label_column in arrays and label_column != xkey:
         ykey = label_column
-    elif label_column is None and "y" in arrays and xkey != "y":
+    elif label_column in (None, AUTO) and "y" in arrays and xkey != "y":
         ykey = "y"
-    elif label_column is None:
-        return X, None, None, None
+    elif label_column is None or label_column == AUTO:
+        return X, None, None, None, tuple(range(X.shape[1])), None
     else:  # a column of X
         import pandas as pd
 
@@ -610,7 +652,8 @@ def _read_npz(path, label_column):
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError(f"{path.name}: labels {ykey!r} contain NaN or inf")
     classes, codes = np.unique(y, return_inverse=True)
-    return X, codes.astype(np.int64).reshape(-1), tuple(classes.tolist()), None
+    return (X, codes.astype(np.int64).reshape(-1), tuple(classes.tolist()), None,
+            tuple(range(X.shape[1])), ykey)
 
 
 # --- Parquet ------------------------------------------------------------------------

@@ -306,9 +306,67 @@ def test_read_csv_with_header_and_text_labels(tmp_path):
     assert ds.X.dtype == np.float32
     assert ds.y.tolist() == [0, 1, 0] and ds.classes == ("setosa", "virginica")
     assert ds.feature_names == ("a", "b") and ds.name == "iris.csv"
-    assert ds.params == {"path": str(p), "label_column": "species"}
-    assert data.read(p, label_column=-1).y.tolist() == [0, 1, 0]
-    assert data.read(p, label_column="2").y.tolist() == [0, 1, 0]
+    assert ds.params == {"path": str(p), "label_column": "species",
+                         "columns": ("a", "b", "species")}
+    for by_position in (-1, 2, "2"):  # the column used is recorded by its name
+        ds = data.read(p, label_column=by_position)
+        assert ds.y.tolist() == [0, 1, 0] and ds.params["label_column"] == "species"
+
+
+def test_auto_label_column_by_name_keeps_class_names(tmp_path, rng):
+    """label_column="auto" takes a column named like labels (any case, any position),
+    and the class names stay the file's."""
+    names = np.array(["setosa", "versicolor", "virginica"])
+    y = rng.integers(0, 3, 40)
+    X = rng.normal(size=(40, 3))
+    header = ["sepal", "Species", "petal", "width"]
+    rows = [f"{a:.4f},{names[c]},{b:.4f},{d:.4f}" for (a, b, d), c in zip(X, y, strict=True)]
+    p = _write(tmp_path / "iris.csv", ",".join(header) + "\n" + "\n".join(rows) + "\n")
+    ds = data.read(p, label_column="auto")
+    assert ds.params["label_column"] == "Species"
+    assert ds.params["columns"] == tuple(header)
+    assert ds.classes == tuple(names[np.unique(y)])
+    assert [ds.classes[c] for c in ds.y] == names[y].tolist()
+    assert ds.d == 3 and ds.feature_names == ("sepal", "petal", "width")
+    np.testing.assert_allclose(ds.X, X, atol=1e-4)
+    # Numeric labels in a "target" column: taken by name, values kept as classes.
+    p = _write(tmp_path / "t.csv", "u,v,target\n0.1,0.2,7\n0.3,0.4,3\n0.5,0.6,7\n")
+    ds = data.read(p, label_column="auto")
+    assert ds.params["label_column"] == "target" and ds.classes == (3, 7)
+    assert ds.y.tolist() == [1, 0, 1] and ds.d == 2
+
+
+def test_auto_label_column_is_the_only_text_column(tmp_path):
+    """Without a label-like name, the one non-numeric column is the label column, with or
+    without a header; with none or two, nothing (or the usual error) follows."""
+    p = _write(tmp_path / "a.csv", "kind,p,q\nred,1,2\nblue,3,4\nred,5,6\n")
+    ds = data.read(p, label_column="auto")
+    assert ds.params["label_column"] == "kind" and ds.classes == ("blue", "red")
+    assert ds.params["columns"] == ("kind", "p", "q")
+    p = _write(tmp_path / "b.csv", "1,2,#a\n3,4,#b\n5,6,#a\n")
+    ds = data.read(p, label_column="auto")
+    assert ds.params["label_column"] == 2 and ds.params["columns"] == (0, 1, 2)
+    assert ds.classes == ("#a", "#b") and ds.feature_names is None
+    p = _write(tmp_path / "c.csv", "x,y\n1,2\n3,4\n")  # "y" is a coordinate, not labels
+    ds = data.read(p, label_column="auto")
+    assert ds.y is None and ds.params["label_column"] is None and ds.d == 2
+    p = _write(tmp_path / "d.csv", "p,q,r\n1,a,b\n2,c,d\n")
+    with pytest.raises(ValueError, match=r"column 'q' is not numeric"):
+        data.read(p, label_column="auto")
+    p = _write(tmp_path / "auto.csv", "auto,label,p\n0,1,2\n1,0,3\n")  # a column named auto
+    assert data.read(p, label_column="auto").params["label_column"] == "auto"
+
+
+def test_auto_label_column_of_numpy_files(tmp_path, rng):
+    X = rng.normal(size=(20, 3))
+    np.save(tmp_path / "x.npy", X)
+    ds = data.read(tmp_path / "x.npy", label_column="auto")
+    assert ds.y is None and ds.params["columns"] == (0, 1, 2)
+    y = np.array(["b", "a"] * 10)
+    np.savez(tmp_path / "xy.npz", X=X, y=y)
+    ds = data.read(tmp_path / "xy.npz", label_column="auto")
+    assert ds.params["label_column"] == "y" and ds.classes == ("a", "b")
+    assert [ds.classes[c] for c in ds.y] == y.tolist()
 
 
 def test_read_csv_without_header_semicolons_and_comments(tmp_path):

@@ -12,8 +12,9 @@ import explorer
 from ._errors import describe_error
 
 #: Up to this many points the tour builds the graph of the current parameters to draw
-#: it; beyond, drawing edges teaches nothing (they merge into a smear) and the build
-#: would be a full run's work, so the last run's graph is drawn instead.
+#: it; beyond, the build would be a full run's work, so the last run's graph is drawn
+#: instead. Either is drawn at any n: ``plots.graph_edges`` aggregates the edges as
+#: lines (datashader) above ``plots.EDGES_RASTERIZE_ABOVE`` of them.
 TOUR_GRAPH_MAX_N = 20_000
 
 

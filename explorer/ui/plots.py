@@ -4,10 +4,22 @@ Every function here is pure presentation. It draws what the library computed and
 computes nothing the library should (no graph, no eigenvectors, no clustering).
 Large point sets go through datashader (``rasterize`` / ``datashade`` + ``dynspread``)
 so that millions of points stay interactive: on a Bokeh server the image is
-re-aggregated on every zoom, and only an image travels to the browser.
+re-aggregated on every zoom, and only an image travels to the browser. Edges are
+aggregated as lines (datashader's line aggregation of ``hv.Segments``) above
+:data:`EDGES_RASTERIZE_ABOVE`.
+
+Readability at every size: one tick formatter (:func:`tick_formatter`: plain numbers
+with thousands separators, an exponent only outside 10⁻⁴ … 10⁷) on every axis and
+colour bar; colour bars titled by what they show (datashader's aggregates would
+otherwise be titled ``x_y value``); integer ticks on index axes (rows, columns,
+eigenvalue numbers). Cluster label ``i`` has the colour ``cluster_colors`` gives it in
+every view (so matched labels share colours across spectral, k-means and the ground
+truth); class names, when the data has them, label the legend.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import colorcet
 import datashader as ds
@@ -15,16 +27,26 @@ import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401  (registers the Bokeh backend the options below target)
 import numpy as np
 import pandas as pd
-from holoviews.operation.datashader import datashade, dynspread, rasterize
+from bokeh.models import BasicTicker, CustomJSTickFormatter
+from holoviews.operation.datashader import datashade, dynspread, rasterize, spread
 
 #: Above this many points (or nonzeros, for the spy plot) plots are datashaded.
 #: Bokeh draws a few tens of thousands of glyphs fluently; beyond that the
 #: browser, not the server, becomes the bottleneck.
 DATASHADE_ABOVE = 20_000
 
-#: Edges drawn at most in the teaching view's graph picture (a denser picture is a
-#: grey smear that teaches nothing).
-MAX_EDGES_DRAWN = 6_000
+#: Above this many edges the graph picture aggregates its edges as lines (datashader)
+#: instead of drawing one Bokeh segment each.
+EDGES_RASTERIZE_ABOVE = 20_000
+
+#: Edges drawn at most in the graph picture: a seeded uniform sample beyond (the
+#: aggregated picture of a sample this size shows the same structure, and the line
+#: aggregation of it takes a fraction of a second per zoom).
+MAX_EDGES_DRAWN = 200_000
+
+#: Pixels each datashaded point is grown by on every side (a 5×5 dot, as a glyph of
+#: size 3 on small data).
+SPREAD_PX = 2
 
 ISOLATED_COLOR = "#b8b8b8"
 ISOLATED_NAME = "isolated"
@@ -33,24 +55,86 @@ ISOLATED_NAME = "isolated"
 _PALETTE = [c for c in colorcet.b_glasbey_category10 if c.lower() != "#7e7e7e"]
 
 DIVERGING_CMAP = colorcet.coolwarm
+EDGE_CMAP = ["#d9d9d9", "#6b6b6b", "#1f1f1f"]
+
+# Plain numbers up to 10⁷ (thousands separated: "20,000"), down to 10⁻⁴ ("0.0004"),
+# an exponent beyond ("3e-7"); a tick within 10⁻⁹ of the span of 0 is "0".
+_TICK_JS = """
+const span = Math.max(...ticks.map(Math.abs));
+if (tick === 0 || Math.abs(tick) < 1e-9 * span) return "0";
+const a = Math.abs(tick);
+if (a >= 1e-4 && a < 1e7)
+  return tick.toLocaleString("en-US", {maximumSignificantDigits: 4});
+const [m, e] = tick.toExponential(2).split("e");
+return Number(m) + "e" + Number(e);
+"""
+
+
+def tick_formatter() -> CustomJSTickFormatter:
+    """The tick formatter of every axis and colour bar here.
+
+    Plain numbers between 10⁻⁴ and 10⁷ with at most 4 significant digits and
+    thousands separators (``0.0004``, ``1.5``, ``20,000``), an exponent outside
+    (``3e-7``, ``5e+7``), and ``0`` for a tick that is zero up to rounding. Bokeh's
+    default writes ``4.000e-4`` and ``2.000e+4``.
+    """
+    return CustomJSTickFormatter(code=_TICK_JS)
+
+
+def _integer_ticker() -> BasicTicker:
+    """Ticks at whole numbers only (row and column indices, eigenvalue numbers)."""
+    return BasicTicker(min_interval=1)
+
+
+def _axes_opts() -> dict:
+    return dict(xformatter=tick_formatter(), yformatter=tick_formatter())
+
+
+def _colorbar_opts(clabel: str) -> dict:
+    return dict(colorbar=True, clabel=clabel,
+                colorbar_opts={"formatter": tick_formatter(), "title": clabel})
+
 
 _POINT_OPTS = dict(size=3, line_alpha=0, tools=["hover"], responsive=True, min_height=320)
-_FRAME_OPTS = dict(responsive=True, min_height=320, default_tools=["pan", "wheel_zoom", "reset"])
+_FRAME_OPTS = dict(responsive=True, min_height=320, padding=0.05,
+                   default_tools=["pan", "wheel_zoom", "reset"])
 
 
-def cluster_name(label: int) -> str:
-    """The legend text of a cluster label (``-1`` is an isolated vertex)."""
-    return ISOLATED_NAME if label < 0 else str(int(label))
+def cluster_name(label: int, names: Sequence | None = None) -> str:
+    """The legend text of a label: ``names[label]`` when given (class names),
+    the label number otherwise; ``-1`` is an isolated vertex."""
+    if label < 0:
+        return ISOLATED_NAME
+    if names is not None and label < len(names):
+        return str(names[int(label)])
+    return str(int(label))
 
 
-def cluster_colors(labels) -> dict[str, str]:
-    """Categorical colour of every label present: a fixed colour per label number
-    (so spectral and k-means views share colours), grey for isolated vertices."""
+def cluster_color(label: int) -> str:
+    """The colour of label `label` in every view: a fixed palette entry per label
+    number, grey for ``-1`` (isolated or unclustered)."""
+    return ISOLATED_COLOR if label < 0 else _PALETTE[int(label) % len(_PALETTE)]
+
+
+def cluster_colors(labels, names: Sequence | None = None) -> dict[str, str]:
+    """Legend text -> colour of every label present in `labels`.
+
+    Parameters
+    ----------
+    labels : array-like of int
+        Cluster labels (or class codes); ``-1`` is grey.
+    names : sequence, optional
+        Display names by label number (e.g. a data set's ``classes``).
+
+    Returns
+    -------
+    dict
+        ``cluster_name(label, names) -> cluster_color(label)`` in label order. The
+        colour depends on the label number only, so views that show matched labels
+        (spectral, k-means and the ground truth) give one cluster one colour.
+    """
     present = np.unique(np.asarray(labels))
-    return {
-        cluster_name(lab): ISOLATED_COLOR if lab < 0 else _PALETTE[int(lab) % len(_PALETTE)]
-        for lab in present
-    }
+    return {cluster_name(lab, names): cluster_color(lab) for lab in present}
 
 
 def _frame(xy, **columns) -> pd.DataFrame:
@@ -67,8 +151,16 @@ def _axes(space: str, xlabel: str, ylabel: str) -> list:
         else [hv.Dimension(f"{space}_x", label=xlabel), hv.Dimension(f"{space}_y", label=ylabel)]
 
 
-def labelled_points(xy, labels, *, title: str = "", xlabel: str = "x", ylabel: str = "y",
-                    space: str = "data"):
+def _check_xy(xy) -> np.ndarray:
+    xy = np.asarray(xy)
+    if xy.ndim != 2 or xy.shape[1] != 2:
+        raise ValueError(f"xy must be an (n, 2) array of coordinates; got shape {xy.shape}")
+    return xy
+
+
+def labelled_points(xy, labels, *, names: Sequence | None = None, title: str = "",
+                    xlabel: str = "x", ylabel: str = "y", space: str = "data",
+                    spread_px: int = SPREAD_PX):
     """Points coloured by categorical `labels` (label −1 grey).
 
     Parameters
@@ -76,36 +168,50 @@ def labelled_points(xy, labels, *, title: str = "", xlabel: str = "x", ylabel: s
     xy : ndarray, shape (n, 2)
         Coordinates to draw (data, a projection of it, or embedding columns).
     labels : ndarray of int, shape (n,)
+        Cluster labels or class codes; the colour of label i is ``cluster_color(i)``.
+    names : sequence, optional
+        Legend text by label number, e.g. the data set's ``classes`` (class names
+        of an uploaded file); label numbers otherwise.
     title, xlabel, ylabel : str
     space : str
         What the coordinates are: plots of the same space share their axis ranges
         (zooming one zooms the others); ``"data"`` for the data or its projection.
+    spread_px : int
+        Datashaded points are grown by this many pixels on every side.
 
     Returns
     -------
     holoviews.Element or holoviews.DynamicMap
-        Plain points up to :data:`DATASHADE_ABOVE` points, a datashaded image beyond.
+        Plain points up to :data:`DATASHADE_ABOVE` points, a datashaded image beyond
+        (its legend lists the labels as well, up to 16 of them).
     """
+    xy = _check_xy(xy)
     labels = np.asarray(labels)
-    colors = cluster_colors(labels)
+    if labels.shape != (len(xy),):
+        raise ValueError(f"labels must have one entry per point ({len(xy)}); got shape "
+                         f"{labels.shape}")
+    colors = cluster_colors(labels, names)
     values = np.unique(labels)
-    names = [cluster_name(v) for v in values]
+    legend = list(colors)
     codes = np.searchsorted(values, labels)
     # Drawn (and listed in the legend) in label order.
     order = np.argsort(codes, kind="stable")
-    cluster = pd.Categorical.from_codes(codes[order], categories=names)
-    frame = _frame(np.asarray(xy)[order], cluster=cluster)
+    cluster = pd.Categorical.from_codes(codes[order], categories=legend)
     kdims = _axes(space, xlabel, ylabel)
-    frame.columns = [kdims[0].name, kdims[1].name, "cluster"]
+    frame = pd.DataFrame({kdims[0].name: xy[order, 0], kdims[1].name: xy[order, 1],
+                          "cluster": cluster})
     points = hv.Points(frame, kdims=kdims, vdims=["cluster"], label=title)
-    axes = dict(title=title)
+    show_legend = len(colors) <= 16
+    opts = dict(title=title, show_legend=show_legend, legend_position="right", **_axes_opts())
     if len(frame) > DATASHADE_ABOVE:
-        shaded = datashade(points, aggregator=ds.count_cat("cluster"), color_key=colors)
-        return dynspread(shaded, threshold=0.6, max_px=3).opts(**_FRAME_OPTS, **axes)
-    return points.opts(
-        color="cluster", cmap=colors, show_legend=len(colors) <= 16, legend_position="right",
-        **_POINT_OPTS, **axes,
-    )
+        shaded = datashade(points, aggregator=ds.count_cat("cluster"), color_key=colors,
+                           min_alpha=80)
+        # A fixed spread, as a glyph has a size: dynspread leaves compact clusters (the
+        # unit-row embedding's, a few pixels each at any n) unspread, and so invisible.
+        if spread_px:
+            shaded = spread(shaded, px=spread_px)
+        return shaded.opts(**_FRAME_OPTS, **opts)
+    return points.opts(color="cluster", cmap=colors, **_POINT_OPTS, **opts)
 
 
 def valued_points(xy, values, *, title: str = "", clabel: str = "value", xlabel="x", ylabel="y",
@@ -113,26 +219,28 @@ def valued_points(xy, values, *, title: str = "", clabel: str = "value", xlabel=
     """Points coloured by a signed real value on a diverging colormap centred on 0.
 
     NaN values (e.g. isolated vertices, which have no eigenvector entry) are drawn
-    grey on small data and left out of the aggregate on large data.
+    grey on small data and left out of the aggregate on large data. The colour bar is
+    titled `clabel`; above :data:`DATASHADE_ABOVE` points a pixel shows the mean of
+    its points' values.
     """
+    xy = _check_xy(xy)
     values = np.asarray(values, dtype=np.float64)
+    if values.shape != (len(xy),):
+        raise ValueError(f"values must have one entry per point ({len(xy)}); got shape "
+                         f"{values.shape}")
     finite = values[np.isfinite(values)]
     span = float(np.max(np.abs(finite))) if finite.size else 1.0
     span = span if span > 0 else 1.0
     kdims = _axes(space, xlabel, ylabel)
-    frame = _frame(xy, value=values)
-    frame.columns = [kdims[0].name, kdims[1].name, "value"]
-    points = hv.Points(frame, kdims=kdims, vdims=[hv.Dimension("value", label=clabel)])
-    axes = dict(title=title)
+    frame = pd.DataFrame({kdims[0].name: xy[:, 0], kdims[1].name: xy[:, 1], "value": values})
+    vdim = hv.Dimension("value", label=clabel)
+    points = hv.Points(frame, kdims=kdims, vdims=[vdim])
+    opts = dict(title=title, cmap=DIVERGING_CMAP, clim=(-span, span), **_colorbar_opts(clabel),
+                **_axes_opts())
     if len(frame) > DATASHADE_ABOVE:
-        image = rasterize(points, aggregator=ds.mean("value"))
-        return dynspread(image, threshold=0.6, max_px=3).opts(
-            cmap=DIVERGING_CMAP, clim=(-span, span), colorbar=True, **_FRAME_OPTS, **axes,
-        )
-    return points.opts(
-        color="value", cmap=DIVERGING_CMAP, clim=(-span, span), colorbar=True,
-        nonselection_alpha=0.2, **_POINT_OPTS, **axes,
-    )
+        image = rasterize(points, aggregator=ds.mean("value"), vdim_prefix="")
+        return dynspread(image, threshold=0.6, max_px=3).opts(**_FRAME_OPTS, **opts)
+    return points.opts(color="value", nonselection_alpha=0.2, **_POINT_OPTS, **opts)
 
 
 def spectrum(eigenvalues, *, k_used=None, k_suggested=None, title="Eigenvalues of L_sym"):
@@ -167,7 +275,7 @@ def spectrum(eigenvalues, *, k_used=None, k_suggested=None, title="Eigenvalues o
                                                   line_width=1.5))
     return hv.Overlay(layers).opts(
         title=title, xlabel="i", ylabel="λ_i", responsive=True, min_height=320, show_grid=True,
-        yformatter="%.2g",
+        xticks=_integer_ticker(), **_axes_opts(),
     )
 
 
@@ -176,14 +284,22 @@ def spy(rows, cols, n: int, *, title: str = "Sparsity pattern"):
 
     Rasterized always: one pixel stands for a block of entries, counted, so the plot
     costs the same for 10⁴ and 10⁸ nonzeros and dense blocks read as dark squares.
+    The axes are row and column indices: integer ticks, thousands separated.
     """
-    frame = pd.DataFrame({"column": np.asarray(cols), "row": np.asarray(rows)})
-    points = hv.Points(frame, kdims=["column", "row"])
-    image = rasterize(points, aggregator=ds.count(), x_range=(0, n), y_range=(0, n))
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    if rows.shape != cols.shape:
+        raise ValueError(f"rows and cols must have the same shape; got {rows.shape} and "
+                         f"{cols.shape}")
+    frame = pd.DataFrame({"column": cols, "row": rows})
+    points = hv.Points(frame, kdims=[hv.Dimension("column", label="column j"),
+                                     hv.Dimension("row", label="row i")])
+    image = rasterize(points, aggregator=ds.count(), x_range=(0, n), y_range=(0, n),
+                      vdim_prefix="")
     return dynspread(image, threshold=0.8, max_px=2).opts(
         cmap="kbc_r" if "kbc_r" in colorcet.palette else "Blues", cnorm="eq_hist",
         invert_yaxis=True, title=title, xlabel="column j", ylabel="row i",
         responsive=True, min_height=360, data_aspect=1, colorbar=False, tools=["hover"],
+        xticks=_integer_ticker(), yticks=_integer_ticker(), **_axes_opts(),
     )
 
 
@@ -211,7 +327,7 @@ def nnz_histogram(counts, edges, *, hypo=None, title="Nonzeros per row"):
         )
     return hv.Overlay(layers).opts(
         title=title, responsive=True, min_height=260, show_grid=True, xlim=(lo, hi),
-        ylim=(0, top * 1.25),
+        ylim=(0, top * 1.25), xticks=_integer_ticker(), **_axes_opts(),
     )
 
 
@@ -221,44 +337,105 @@ def timings_bars(timings: dict, *, title="Stage timings"):
     return hv.Bars(items, kdims="stage", vdims=hv.Dimension("seconds", unit="s")).opts(
         invert_axes=True, color="#55a868", tools=["hover"], title=title,
         responsive=True, min_height=max(160, 40 * len(items) + 60), show_grid=True,
+        yformatter=tick_formatter(),
     )
 
 
-def graph_edges(xy, rows, cols, *, labels=None, max_edges: int = MAX_EDGES_DRAWN, seed: int = 0,
-                title: str = "Similarity graph"):
-    """The graph drawn over the points: one segment per undirected edge, capped.
+def edges_of(csr, max_edges: int = MAX_EDGES_DRAWN, seed: int = 0):
+    """The undirected edges (i < j) of a symmetric sparse matrix, at most `max_edges`.
+
+    Parameters
+    ----------
+    csr : scipy.sparse.csr_matrix or csr_array
+        A symmetric matrix (each edge stored as (i, j) and (j, i)).
+    max_edges : int
+        Beyond this many edges, a seeded uniform sample of them (drawn with
+        replacement from the stored entries, duplicates removed: no permutation of
+        all nonzeros is made, so this costs O(max_edges) memory at any nnz).
+    seed : int
+
+    Returns
+    -------
+    (rows, cols, total) : (ndarray, ndarray, int)
+        Endpoints of the edges returned, and the number of edges of the graph.
+    """
+    indptr, indices = np.asarray(csr.indptr), np.asarray(csr.indices)
+    nnz = int(indptr[-1])
+    if nnz <= 2 * max_edges:
+        rows = np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
+        cols = indices.astype(np.int64)
+    else:
+        # Stored entries drawn with replacement until `max_edges` distinct ones of the
+        # upper triangle (about half of all) are among them.
+        gen = np.random.default_rng(seed)
+        pick = np.empty(0, dtype=np.int64)
+        while True:
+            pick = np.union1d(pick, gen.integers(0, nnz, 2 * max_edges))
+            rows = np.searchsorted(indptr, pick, side="right") - 1
+            cols = indices[pick].astype(np.int64)
+            if np.count_nonzero(rows < cols) >= max_edges:
+                break
+    upper = rows < cols
+    rows, cols = rows[upper], cols[upper]
+    if len(rows) > max_edges:
+        keep = np.sort(np.random.default_rng(seed).choice(len(rows), max_edges, replace=False))
+        rows, cols = rows[keep], cols[keep]
+    return rows, cols, nnz // 2
+
+
+def graph_edges(xy, rows, cols, *, labels=None, names=None, max_edges: int = MAX_EDGES_DRAWN,
+                seed: int = 0, title: str = "Similarity graph"):
+    """The graph drawn over the points: one segment per undirected edge.
 
     Parameters
     ----------
     xy : ndarray, shape (n, 2)
     rows, cols : ndarray
         COO coordinates of the (symmetric) matrix; each edge is drawn once (i < j).
+        :func:`edges_of` gives them from a CSR without copying all of it.
     labels : ndarray, optional
-        Colour the points by label; grey when None.
+        Colour the points by label; one colour when None.
+    names : sequence, optional
+        Legend text by label number (see :func:`labelled_points`).
     max_edges : int
         At most this many edges are drawn, a seeded uniform sample beyond.
 
     Returns
     -------
-    (holoviews.Overlay, int)
-        The picture and the number of edges drawn.
+    (holoviews.Overlay or holoviews.DynamicMap, int)
+        The picture and the number of edges drawn. Up to
+        :data:`EDGES_RASTERIZE_ABOVE` edges are Bokeh segments; beyond, datashader
+        aggregates them as lines (darker where more edges cross a pixel), so edges
+        show at any n.
     """
-    xy = np.asarray(xy)
+    xy = _check_xy(xy)
     rows, cols = np.asarray(rows), np.asarray(cols)
     upper = rows < cols
     rows, cols = rows[upper], cols[upper]
     if len(rows) > max_edges:
         keep = np.random.default_rng(seed).choice(len(rows), max_edges, replace=False)
         rows, cols = rows[keep], cols[keep]
-    segments = hv.Segments(
-        (xy[rows, 0], xy[rows, 1], xy[cols, 0], xy[cols, 1]), kdims=["x0", "y0", "x1", "y1"]
-    ).opts(color="#6b6b6b", alpha=0.35, line_width=0.7)
-    if labels is None:
-        points = hv.Points(_frame(xy), kdims=["x", "y"]).opts(color="#4c72b0", size=3, line_alpha=0)
+    kdims = [hv.Dimension("x", label="x"), hv.Dimension("y", label="y"), "x1", "y1"]
+    segments = hv.Segments((xy[rows, 0], xy[rows, 1], xy[cols, 0], xy[cols, 1]), kdims=kdims)
+    if len(rows) > EDGES_RASTERIZE_ABOVE:
+        edges = rasterize(segments, aggregator=ds.count(), vdim_prefix="").opts(
+            cmap=EDGE_CMAP, cnorm="eq_hist", alpha=0.6, colorbar=False, **_FRAME_OPTS,
+        )
     else:
-        points = labelled_points(xy, labels)
-    overlay = (segments * points).opts(title=title, responsive=True, min_height=320,
-                                       xlabel="x", ylabel="y")
+        edges = segments.opts(color="#6b6b6b", alpha=0.35 if len(rows) > 2000 else 0.6,
+                              line_width=0.7)
+    if labels is None:
+        labels = np.zeros(len(xy), dtype=np.int64)
+        names, show_legend = None, False
+    else:
+        show_legend = True
+    # Points under the edges, small: the edges stay visible between and over them.
+    points = labelled_points(xy, labels, names=names, spread_px=0)
+    if len(xy) <= DATASHADE_ABOVE:
+        points = points.opts(size=2 if len(xy) > 2000 else 4)
+    points = points.opts(show_legend=show_legend)
+    overlay = (points * edges).opts(title=title, responsive=True, min_height=320,
+                                    xlabel="x", ylabel="y", **_axes_opts())
     return overlay, len(rows)
 
 
@@ -287,6 +464,8 @@ class LiveHistogram:
             x_axis_label="nnz in row", y_axis_label="rows", toolbar_location="right",
             x_range=Range1d(0, 1), y_range=Range1d(0, 1),
         )
+        self.figure.xaxis.formatter = tick_formatter()
+        self.figure.yaxis.formatter = tick_formatter()
         self.figure.quad(left="left", right="right", top="top", bottom="bottom",
                          source=self.source, fill_color="#4c72b0", line_color=None)
         self.figure.add_tools(HoverTool(tooltips=[("nnz", "@left{0} – @right{0}"),
