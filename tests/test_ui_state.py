@@ -452,9 +452,8 @@ def test_uploaded_csv_with_a_label_column(rng):
     assert (ds.n, ds.d) == (120, 2) and ds.name == "points.csv"
     np.testing.assert_allclose(ds.X, X, rtol=1e-6)
     np.testing.assert_array_equal(ds.y, y)
-    # offered by its name (a position where the reader does not name columns)
-    assert s.data.label_column in (2, "label") and None in s.data.label_options.values()
-    assert any(text.startswith("label") for text in s.data.label_options)
+    assert s.data.label_column == "label" and None in s.data.label_options.values()
+    assert list(s.data.label_options) == ["(none)", "x", "y", "label"]  # by header name
     s.data.choose_label(None)  # no labels: the label column becomes a feature
     assert s.load()
     assert s.dataset.d == 3 and s.dataset.y is None and s.data.label_column is None

@@ -22,8 +22,6 @@ NOISE_OPTIONS = ("noise", "cluster_std")
 #: two connected components, no "more than k components" warning on the first Run).
 DEFAULT_N = 5000
 
-#: Column names that are taken as the label column of an uploaded table by default.
-LABEL_NAMES = ("label", "labels", "class", "classes", "target", "cluster", "truth", "y_true")
 
 #: Rows used to fit the PCA projection of high-dimensional data (all rows are
 #: projected; the fit only needs the covariance, which a sample estimates well).
@@ -97,23 +95,13 @@ def project_2d(X) -> tuple[np.ndarray, str]:
     return xy, note
 
 
-def _label_options(n_columns: int, names) -> dict:
-    """Label-column choices of a table: display text -> 0-based position (None: no labels)."""
+def _label_options(columns) -> dict:
+    """Label-column choices of a table: display text (the column's name, or "column j"
+    without a header) -> what ``explorer.data.read`` takes as its label column."""
     options = {"(none)": None}
-    for j in range(n_columns):
-        text = str(names[j]) if names is not None and j < len(names) else f"column {j}"
-        options[f"{text} (#{j})"] = j
+    for c in columns:
+        options[str(c) if isinstance(c, str) else f"column {c}"] = c
     return options
-
-
-def _guess_label(names) -> int | None:
-    if names is None:
-        return None
-    lowered = [str(c).strip().lower() for c in names]
-    for candidate in LABEL_NAMES:
-        if candidate in lowered:
-            return lowered.index(candidate)
-    return None
 
 
 #: Most values (n × d) a generated data set may have in the app: the data lives in the
@@ -346,38 +334,11 @@ class DataState(Stage):
     def _read_with_labels(path, column, chosen):
         """Read the file: ``(dataset, label options or None to keep them, label column)``.
 
-        Where :func:`explorer.data.read` takes ``label_column="auto"`` it picks the
-        label column and names the table's columns, which the options offer by name.
-        Otherwise, on first sight of a file its label column is guessed here. A first read takes no
-        labels; a column named like a label (``label``, ``class``, ``target``...) is
-        then taken as labels. When that first read fails (typically: a text column,
-        which only a label column may hold), the last column is tried as labels, the
-        common layout; if that fails too, the first error is the one reported.
+        On first sight of a file :func:`explorer.data.read` picks the label column
+        (``label_column="auto"``: a column named like a label, else the only text
+        column) and names the table's columns, which the options offer by name; a
+        column the user chose is read as the labels.
         """
-        auto = getattr(datasets, "AUTO", None)
-        if auto is not None:  # the reader takes the label column from the file, by name
-            ds = datasets.read(path, label_column=column if chosen else auto, center=True)
-            columns = ds.params.get("columns")
-            options = None
-            if not chosen and columns is not None:
-                options = {"(none)": None, **{
-                    f"column {c}" if isinstance(c, int) else str(c): c for c in columns}}
-            return ds, options, ds.params.get("label_column", column)
-        if chosen:
-            return datasets.read(path, label_column=column, center=True), None, column
-        try:
-            ds = datasets.read(path, label_column=None, center=True)
-        except ValueError as first:
-            try:
-                ds = datasets.read(path, label_column=-1, center=True)
-            except ValueError:
-                raise first from None
-            names = None if ds.feature_names is None else [*ds.feature_names, "last column"]
-            return ds, _label_options(ds.d + 1, names), ds.d
-        names = ds.feature_names
-        guess = _guess_label(names)
-        options = _label_options(ds.d, names)  # every column of the table, labels too
-        if guess is not None and ds.d > 1:
-            ds = datasets.read(path, label_column=guess, center=True)
-            return ds, options, guess
-        return ds, options, None
+        ds = datasets.read(path, label_column=column if chosen else datasets.AUTO, center=True)
+        options = None if chosen else _label_options(ds.params["columns"])
+        return ds, options, ds.params["label_column"]

@@ -301,7 +301,8 @@ class ClustersView(pn.viewable.Viewer):
                       f" (The last run was on {last.data.describe()}.)")
             self.scores.object = "Press **Run** to cluster these data. Shown: the data" + (
                 ", coloured by its ground-truth classes." if ds.y is not None else ".") + before
-            self.plot.object = plots.labelled_points(data.xy, truth, title=title)
+            self.plot.object = plots.labelled_points(data.xy, truth, names=ds.classes,
+                                                     title=title)
             self.note.object = data.projection_note
             return
         result, xy = shown.run, shown.data.xy
@@ -620,7 +621,8 @@ class TeachingView(pn.viewable.Viewer):
         if step.key == "data":
             ds = data.dataset
             labels = ds.y if ds.y is not None else np.zeros(ds.n, np.int64)
-            self.plot.object = plots.labelled_points(data.xy, labels, title="The data")
+            self.plot.object = plots.labelled_points(data.xy, labels, names=ds.classes,
+                                                     title="The data")
         elif step.key == "graph":
             tour = s.tour.result
             if tour is None or tour.csr is None:
