@@ -117,7 +117,7 @@ def test_no_request_leaves_this_machine(server, browser, tmp_path, rng):
         p.keyboard.press("ArrowLeft")
         page.summary(r"circles: n = (?!" + re.escape(n_before) + r"\b)[\d,]+")
         page.settle()
-        box = p.locator(".bk-Checkbox", has_text="eigengap").locator("input[type=checkbox]")
+        box = p.get_by_role("checkbox", name="choose k by eigengap")
         box.check()
         page.settle()
         box.uncheck()

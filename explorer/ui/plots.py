@@ -60,6 +60,7 @@ EDGE_CMAP = ["#d9d9d9", "#6b6b6b", "#1f1f1f"]
 # Plain numbers up to 10⁷ (thousands separated: "20,000"), down to 10⁻⁴ ("0.0004"),
 # an exponent beyond ("3e-7"); a tick within 10⁻⁹ of the span of 0 is "0".
 _TICK_JS = """
+if (typeof tick !== "number") return String(tick);  // a categorical axis' factor
 const span = Math.max(...ticks.map(Math.abs));
 if (tick === 0 || Math.abs(tick) < 1e-9 * span) return "0";
 const a = Math.abs(tick);
