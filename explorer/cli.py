@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import json
 import sys
 import time
@@ -32,6 +33,7 @@ import numpy as np
 
 import explorer
 from explorer.graph.rule import BUILD_FIELDS, EDGE_FIELDS, EdgeRule, MissingThreshold
+from explorer.preprocessing import SCALINGS
 
 #: Exceptions that are the user's to fix: reported as one line, exit status 2.
 #: ArithmeticError (overflow, division by zero) is a numeric extreme of the input that
@@ -130,6 +132,9 @@ def _data_arguments(p):
     g.add_argument("--data-seed", type=int, default=0, help="generator seed (default 0)")
     g.add_argument("-o", "--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                    help="generator option, e.g. -o noise=0.1 (repeatable)")
+    g.add_argument("--scale", choices=SCALINGS,
+                   help="scale the features before the graph is built: standard (zero mean, "
+                        "unit std) or minmax (into [0, 1]); default: as given")
 
 
 def _graph_arguments(p):
@@ -179,6 +184,23 @@ def _load(args):
     return ds, time.perf_counter() - start
 
 
+def _apply_scale(args, ds):
+    """The data set the graph is built from: `ds` with its features scaled by
+    ``--scale`` (its suggestion then recomputed on the scaled data; a preset of raw
+    units no longer applies), or `ds` as given after warning when its features'
+    spreads differ by orders of magnitude."""
+    from explorer.preprocessing import check_feature_scales, scale_features
+
+    if args.scale is None:
+        check_feature_scales(ds.X)
+        return ds
+    return dataclasses.replace(
+        ds, X=scale_features(ds.X, args.scale), preset=None,
+        description=f"{ds.description} ({args.scale} scaling)",
+        params={**ds.params, "scale": args.scale},
+    )
+
+
 def _edge_rule(args, ds) -> EdgeRule:
     """The edge rule: the user's flags, the rest from the data set's suggestion
     (:meth:`explorer.EdgeRule.suggest`; ``rule.suggested`` names what it filled)."""
@@ -210,6 +232,7 @@ def _cmd_run(args, out) -> dict:
     from explorer.metrics import clustering_scores
 
     ds, load_s = _load(args)
+    ds = _apply_scale(args, ds)
     graph, filled = _graph_params(args, ds)  # complete: the estimator chooses nothing
     n_clusters = args.n_clusters
     if n_clusters is None:  # as suggested: the classes of labelled data, else the eigengap
@@ -298,6 +321,7 @@ def _cmd_stats(args, out) -> dict:
     from explorer import graph_stats, resolve_backend
 
     ds, load_s = _load(args)
+    ds = _apply_scale(args, ds)
     rule = _edge_rule(args, ds)
     filled = sorted(rule.suggested)
     backend = resolve_backend(args.backend)

@@ -37,6 +37,7 @@ from .embedding import (
 )
 from .graph import BuildOptions, EdgeRule, Graph, build_graph, csr_stats
 from .kmeans import MAX_ITER_LIMIT, N_INIT_LIMIT, KMeans
+from .preprocessing import SCALINGS, check_feature_scales, fit_scaler
 
 #: Practical limit of ``eigen_max_iter``.
 EIGEN_MAX_ITER_LIMIT = 1_000_000
@@ -110,6 +111,14 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     random_state : int, numpy.random.RandomState or None
         Seeds the eigensolver's start and k-means.
     backend : {"auto", "gpu", "cpu"}, default "auto"
+    scale : {"standard", "minmax"} or None, default None
+        Feature scaling before the graph is built (:mod:`explorer.preprocessing`):
+        ``"standard"`` (zero mean, unit standard deviation per feature), ``"minmax"``
+        (each feature into [0, 1]), statistics fitted in float64 on X; None uses the
+        features as given and warns (:class:`~explorer.preprocessing.FeatureScaleWarning`)
+        when their spreads differ more than 100-fold. A constant feature is centred and
+        kept with scale 1 (:class:`~explorer.preprocessing.ConstantFeatureWarning`).
+        Not with ``affinity="precomputed"``.
 
     Attributes
     ----------
@@ -153,6 +162,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         data), ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
     backend_ : {"gpu", "cpu"}
     backend_reason_ : str
+    scaler_ : explorer.preprocessing.FeatureScaler or None
+        The fitted feature scaling (None without `scale`); ``scaler_.transform(X)``
+        gives the points the graph was built on.
     n_features_in_ : int
         Columns of X (with ``affinity="precomputed"``, n_samples).
     feature_names_in_ : ndarray of str objects, shape (n_features_in_,)
@@ -231,6 +243,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         kmeans_max_iter=300,
         random_state=None,
         backend="auto",
+        scale=None,
     ):
         self.n_clusters = n_clusters
         self.affinity = affinity
@@ -250,6 +263,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.kmeans_max_iter = kmeans_max_iter
         self.random_state = random_state
         self.backend = backend
+        self.scale = scale
 
     def fit(self, X, y=None):
         """Cluster the rows of `X` (NumPy or CuPy, n_samples × n_features), or with
@@ -272,6 +286,12 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             of non-isolated points.
         """
         if type(X).__module__.split(".")[0] == "dask":
+            if self.scale is not None:
+                raise ValueError(
+                    f"scale={self.scale!r} is not available on a Dask array (the distributed "
+                    "fit takes the points as given); scale the array first, e.g. "
+                    "(X - X.mean(axis=0)) / X.std(axis=0), and use scale=None"
+                )
             # A Dask array: the distributed pipeline on the Client in scope.
             from .distributed import fit_spectral
 
@@ -282,7 +302,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
 
         t0 = time.perf_counter()
-        rule = None
+        rule, scaler = None, None
         if self.affinity == "precomputed":
             graph = _precomputed_graph(X, backend)
             check_features(self, X, reset=True)
@@ -291,11 +311,14 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             # (check_data); cosine, not translation invariant, takes the data as is.
             Xv = check_data(X, center=self.metric != "cosine")
             check_features(self, X, reset=True)
+            scaler, Xv = _scaled(Xv, self.scale)
             # The edge rule, built once: explicit values win, the rest is chosen from Xv.
             rule = EdgeRule.suggest(Xv, self.metric, self.sigma, self.threshold_sqdist,
                                     self.threshold_sim, n_clusters=self.n_clusters)
-            if rule.compares == "cosine" and self.metric != "cosine":
-                Xv = check_data(X, center=False)  # "auto" chose cosine: as given
+            if rule.compares == "cosine" and self.metric != "cosine" and scaler is None:
+                # "auto" chose cosine: the data as given (scaled data are the same
+                # whether centred first or not: scaling subtracts its own offset)
+                Xv = check_data(X, center=False)
             _warn_duplicates(Xv, self.n_clusters)
             t_suggest = time.perf_counter() - t0
             t0 = time.perf_counter()
@@ -359,6 +382,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.eigen_residuals_ = emb.residual_norms
         self.backend_ = graph.backend
         self.backend_reason_ = backend.reason
+        self.scaler_ = scaler
         self.timings_ = {
             **({"suggest": t_suggest} if rule is not None and rule.suggested else {}),
             "graph": t1 - t0,
@@ -393,6 +417,13 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         else:
             check_int(self.n_clusters, "n_clusters", low=1)
         check_choice(self.affinity, "affinity", AFFINITIES)
+        if self.scale is not None:
+            check_choice(self.scale, "scale", SCALINGS)
+            if self.affinity == "precomputed":
+                raise ValueError(
+                    f"scale={self.scale!r} applies to points, not to affinity='precomputed' "
+                    "(X is then the graph); use scale=None"
+                )
         # The edge rule is validated by EdgeRule.suggest in fit, before any search (and
         # unused on a precomputed graph).
         options = BuildOptions.from_args(self.hypo_max_nnz_row, self.sp_max_nz_pct,
@@ -664,6 +695,16 @@ def _precomputed_graph(X, backend) -> Graph:
         csr=csr, rule=None, stats=stats, timings=timings, backend=backend.name,
         method="precomputed", method_reason="affinity='precomputed': X is the graph",
     )
+
+
+def _scaled(X, scale):
+    """``(scaler, X scaled)`` under `scale`; ``(None, X)`` without, after warning when the
+    features' spreads differ by orders of magnitude."""
+    if scale is None:
+        check_feature_scales(X)
+        return None, X
+    scaler = fit_scaler(X, scale)
+    return scaler, scaler.transform(X)
 
 
 #: Up to this many values (n·d), :func:`_warn_duplicates` counts distinct rows.
