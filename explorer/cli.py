@@ -151,8 +151,20 @@ def _field_arguments(group, names):
     for name in names:
         f = fields[name]
         bounds = "" if f.type is str else f"; allowed {_range(f)}"
-        group.add_argument(f.flag, type=f.type, metavar=name.upper(),
-                           help=f.help.replace("%", "%%") + bounds)
+        if f.words:
+            bounds += " or " + ", ".join(f.words)
+        group.add_argument(f.flag, type=_number_or_word(f) if f.words else f.type,
+                           metavar=name.upper(), help=f.help.replace("%", "%%") + bounds)
+
+
+def _number_or_word(f):
+    """The flag's type for a number field that also takes words (``--sigma local``)."""
+
+    def parse(text: str):
+        return text if text in f.words else f.type(text)
+
+    parse.__name__ = f.type.__name__  # argparse names the type in its message
+    return parse
 
 
 def _range(f) -> str:
@@ -209,7 +221,11 @@ def _edge_rule(args, ds) -> EdgeRule:
         "sigma": "auto" if args.sigma is None else args.sigma,
         "threshold_sqdist": args.threshold_sqdist,
         "threshold_sim": args.threshold_sim,
+        "graph": args.graph or "epsilon",
     }
+    for name in ("n_neighbors", "local_neighbor"):
+        if getattr(args, name) is not None:
+            given[name] = getattr(args, name)
     try:
         return EdgeRule.suggest(ds.X, **given, suggestion=ds.suggested)
     except MissingThreshold as exc:
@@ -222,6 +238,7 @@ def _graph_params(args, ds) -> tuple[dict, list[str]]:
     """The edge rule as estimator keywords (those that apply), and the names filled in."""
     rule = _edge_rule(args, ds)
     params = {k: v for k, v in rule.to_kwargs().items() if v is not None}
+    params["affinity"] = params.pop("graph", "epsilon")  # the estimator's name of it
     return params, sorted(rule.suggested)
 
 

@@ -6,12 +6,14 @@ estimate and check:
 
 - :func:`available_host_bytes` and :func:`free_device_bytes`: what there is;
 - :func:`estimate_cpu_bytes` and :func:`estimate_gpu_bytes`: what a build needs for a
-  given number of nonzeros;
+  given number of nonzeros; :func:`estimate_knn_bytes`: what a kNN build needs (its
+  size is known from n and k, no sample needed);
 - :func:`cpu_shortfall`, :func:`check_cpu_memory` and :func:`check_gpu_memory`: the
   checks, which estimate nnz by counting a seeded sample of rows (a small fraction of a
   build) only when the complete graph would not fit anyway;
 - :func:`check_allocation`: the same rule for any other allocation proportional to
-  its input (a file's decompressed contents, a generated data set, an upload), with
+  its input (a file's decompressed contents, a generated data set, an upload; on the
+  device :func:`check_gpu_allocation`), with
   :func:`file_content_limit`, the cap on what one file may decompress to;
 - :class:`MemoryEstimateError`, the one error they raise.
 
@@ -39,10 +41,12 @@ __all__ = [
     "available_host_bytes",
     "check_allocation",
     "check_cpu_memory",
+    "check_gpu_allocation",
     "check_gpu_memory",
     "cpu_shortfall",
     "estimate_cpu_bytes",
     "estimate_gpu_bytes",
+    "estimate_knn_bytes",
     "file_content_limit",
     "file_limit",
     "file_limit_name",
@@ -174,6 +178,43 @@ def estimate_gpu_bytes(n: int, nnz: float, method: str, hypo_max_nnz_row: int,
         capacity = 1.5 * nnz if sp_max_nz_pct is None else n * n * sp_max_nz_pct / 100.0
         need = 8.0 * max(capacity, nnz) + (per_nonzero - 8.0) * nnz + 8.0 * (n + 1)
     return need
+
+
+def estimate_knn_bytes(n: int, k: int, *, gpu: bool) -> float:
+    """Peak bytes of a kNN graph build with k neighbours per point.
+
+    The directed lists (int64 index and float64 value: 16 B per entry, n·k entries),
+    the union's keys, values and sort order (twice the lists: 2·n·k entries of 24 B)
+    and the CSR result (at most 2·n·k nonzeros of 8 B, 12 B from 2**31). The GPU's
+    distance tiles are sized from what is left (``kernels.knn``) and not counted.
+    """
+    entries = float(n) * k
+    nnz = 2.0 * entries
+    per_nonzero = 8.0 if nnz < 2**31 else 12.0
+    need = 16.0 * entries + 24.0 * nnz + per_nonzero * nnz + 8.0 * (n + 1)
+    return need if gpu else max(need, estimate_cpu_bytes(nnz) / 2)
+
+
+def check_gpu_allocation(nbytes: float, what: str, advice: str, *,
+                         free: int | None = None) -> None:
+    """Refuse, before allocating, `nbytes` of device memory that will not fit
+    (:data:`GPU_MEMORY_FRACTION` of the free bytes), as :func:`check_allocation` does
+    on the host.
+
+    Raises
+    ------
+    MemoryEstimateError
+        With the estimate, the free memory and `advice`.
+    """
+    nbytes = float(nbytes)
+    free = free_device_bytes() if free is None else int(free)
+    if nbytes <= GPU_MEMORY_FRACTION * free:
+        return
+    raise MemoryEstimateError(
+        f"{what} needs about {format_bytes(nbytes)}, but only {format_bytes(free)} of GPU "
+        f"memory is free; {advice}",
+        device="GPU", nnz=0.0, need_bytes=nbytes, available_bytes=free,
+    )
 
 
 def _sampled_nnz(n: int, count_rows) -> tuple[float, int]:

@@ -42,9 +42,14 @@ from .preprocessing import SCALINGS, check_feature_scales, fit_scaler
 #: Practical limit of ``eigen_max_iter``.
 EIGEN_MAX_ITER_LIMIT = 1_000_000
 
-#: What X is to :class:`SpectralClustering`: points to build an ε-neighbourhood graph
-#: of, or the affinity matrix itself.
-AFFINITIES = ("epsilon", "precomputed")
+#: What X is to :class:`SpectralClustering`: points to build an ε-neighbourhood or kNN
+#: graph of, or the affinity matrix itself (``"nearest_neighbors"``: scikit-learn's
+#: name of ``"knn"``).
+AFFINITIES = ("epsilon", "knn", "mutual_knn", "nearest_neighbors", "precomputed")
+
+#: The graph kind (:attr:`explorer.EdgeRule.graph`) of each affinity that builds one.
+AFFINITY_GRAPH = {"epsilon": "epsilon", "knn": "knn", "mutual_knn": "mutual_knn",
+                  "nearest_neighbors": "knn"}
 
 
 class SpectralClustering(ClusterMixin, BaseEstimator):
@@ -64,22 +69,36 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         k, between 1 and the number of non-isolated vertices; ``"auto"`` computes
         ``min(20, that number)`` eigenpairs and lets :func:`~explorer.embedding.eigengap_k`
         choose k.
-    affinity : {"epsilon", "precomputed"}, default "epsilon"
+    affinity : {"epsilon", "knn", "mutual_knn", "nearest_neighbors", "precomputed"}, \
+            default "epsilon"
         ``"epsilon"``: X holds points (n_samples × n_features) and ``fit`` builds their
-        ε-neighbourhood graph by the edge rule below. ``"precomputed"``: X is the
+        ε-neighbourhood graph by the edge rule below. ``"knn"`` (or scikit-learn's
+        name ``"nearest_neighbors"``): their kNN graph, edge iff one point is among the
+        `n_neighbors` nearest of the other (the union); ``"mutual_knn"``: iff each is
+        among the other's (see :class:`explorer.EdgeRule`); no threshold is needed
+        (one given also drops the kNN edges that fail it). ``"precomputed"``: X is the
         affinity matrix S itself, n_samples × n_samples: SciPy or cupyx sparse (any
         format) or dense NumPy/CuPy; square, symmetric (to a relative 1e-5),
         non-negative and finite, else a ``ValueError`` says which. Its diagonal is
         ignored (as scikit-learn's Laplacian ignores it) and its values are used in
         float32; the edge rule and the builder's parameters are then unused. (kNN
-        graphs, scikit-learn's ``"precomputed_nearest_neighbors"``, do not exist yet.)
+        graphs given as such, scikit-learn's ``"precomputed_nearest_neighbors"``, are
+        not taken.)
     metric : {"auto", "gaussian", "cosine", "uniform"}, default "auto"
         The similarity (see :class:`explorer.EdgeRule`). ``"auto"``: ``"gaussian"``
         for ``n_features <= 8`` or when `threshold_sqdist` is given, else
         ``"cosine"``.
-    sigma : float or "auto", default "auto"
-        Gaussian width (ignored by the other metrics). ``"auto"``:
-        ``sqrt(t / 8)`` for the squared-distance cutoff t (see Notes).
+    sigma : float, "local" or "auto", default "auto"
+        Gaussian width (ignored by the other metrics). ``"local"``: self-tuning σ
+        (σi = distance from i to its `local_neighbor`-th nearest other point, weight
+        ``exp(-‖xi − xj‖²/(σi σj))``, Zelnik-Manor & Perona). ``"auto"``:
+        ``sqrt(t / 8)`` for the squared-distance cutoff t of an ε graph (see Notes),
+        ``"local"`` for a kNN graph.
+    n_neighbors : int, default 10
+        k of the kNN affinities (and the neighbour count the ε threshold search
+        measures in).
+    local_neighbor : int, default 7
+        m of ``sigma="local"``.
     threshold_sqdist, threshold_sim : float or None, default None
         At most one: edge iff ``‖xi − xj‖² < threshold_sqdist`` or similarity
         ``> threshold_sim``. Neither: a threshold chosen from the data (see Notes).
@@ -146,10 +165,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         The edge rule the graph was built with, the chosen values filled in
         (``edge_rule_.describe()`` says it in one line).
     metric_ : str
-    sigma_ : float or None
+    sigma_ : float, "local" or None
         None for the cosine and uniform metrics.
     threshold_sqdist_, threshold_sim_ : float or None
-        The threshold used (one of the two is None).
+        The threshold used (one of the two is None; both for a kNN graph without one).
     suggested_params_ : tuple of str
         The graph parameters chosen from the data (empty when all were given).
     eigen_solver_ : str
@@ -231,6 +250,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         sigma="auto",
         threshold_sqdist=None,
         threshold_sim=None,
+        n_neighbors=10,
+        local_neighbor=7,
         method="auto",
         hypo_max_nnz_row=None,
         sp_max_nz_pct=None,
@@ -251,6 +272,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.sigma = sigma
         self.threshold_sqdist = threshold_sqdist
         self.threshold_sim = threshold_sim
+        self.n_neighbors = n_neighbors
+        self.local_neighbor = local_neighbor
         self.method = method
         self.hypo_max_nnz_row = hypo_max_nnz_row
         self.sp_max_nz_pct = sp_max_nz_pct
@@ -314,7 +337,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             scaler, Xv = _scaled(Xv, self.scale)
             # The edge rule, built once: explicit values win, the rest is chosen from Xv.
             rule = EdgeRule.suggest(Xv, self.metric, self.sigma, self.threshold_sqdist,
-                                    self.threshold_sim, n_clusters=self.n_clusters)
+                                    self.threshold_sim, n_clusters=self.n_clusters,
+                                    n_neighbors=self.n_neighbors,
+                                    graph=AFFINITY_GRAPH[self.affinity],
+                                    local_neighbor=self.local_neighbor)
             if rule.compares == "cosine" and self.metric != "cosine" and scaler is None:
                 # "auto" chose cosine: the data as given (scaled data are the same
                 # whether centred first or not: scaling subtracts its own offset)
@@ -764,7 +790,8 @@ def warn_components(n_components: int, n_isolated: int, k: int, n_dropped: int) 
         f"the graph has {n_components} connected components besides its {n_isolated} "
         f"isolated vertices, more than k={k}: the {k} largest are the clusters and the "
         f"{n_dropped} vertices of the other {n_components - k} are left unclustered "
-        "(label -1); raise the threshold (or sigma) to join them",
+        "(label -1); raise the threshold (or sigma; n_neighbors for a kNN graph) to "
+        "join them",
         UserWarning,
         stacklevel=3,
     )

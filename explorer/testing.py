@@ -6,7 +6,9 @@
 differences only inside the float32 rounding band. Both take SciPy or CuPy CSR
 matrices (CuPy ones are copied to the host) and raise ``AssertionError`` with a
 message that says what differs and shows a few offending entries.
-:func:`check_row_block` checks one row block of a graph (the distributed build's).
+:func:`assert_same_knn_graph` does the same for kNN graphs, whose band is around each
+point's k-th value. :func:`check_row_block` checks one row block of a graph (the
+distributed build's).
 :func:`tricky_data` makes the data that trips builders up.
 """
 
@@ -23,12 +25,15 @@ from .graph.reference import (
     pair_values,
     pair_values_at,
     reference_csr,
+    reference_knn,
     threshold_value,
 )
+from .graph.rule import BAND_RTOL
 
 __all__ = [
     "DATA_FLAVOURS",
     "assert_same_graph",
+    "assert_same_knn_graph",
     "check_canonical",
     "check_row_block",
     "pair_values",
@@ -331,4 +336,85 @@ def assert_same_graph(
             if v_off[q]:
                 lines.append(f"    value at ({common[q] // n}, {common[q] % n}): actual "
                              f"{a_val[q]!r}, expected {e_val[q]!r}")
+    raise AssertionError("\n".join(lines))
+
+
+def assert_same_knn_graph(actual, expected, X, params: EdgeRule, rtol: float = 1e-5, *,
+                          atol: float | None = None, max_report: int = 6) -> None:
+    """Assert that the kNN graph `actual` is `expected` up to ties within the band.
+
+    A pair may differ only where its float64 compared value lies within the rounding
+    band (relative :data:`~explorer.graph.rule.BAND_RTOL`; cosines relative to
+    ``max(|v|, 1)``) of the k-th nearest value of one of its ends (a tie for the last
+    place, which a float32 or differently ordered search may give either way), or of
+    the rule's threshold when it has one. Values on the common pattern agree to
+    ``rtol |e| + atol``.
+
+    Parameters
+    ----------
+    actual, expected : scipy.sparse CSR or cupyx.scipy.sparse.csr_matrix
+        `expected` is normally ``reference_csr(X, params)``.
+    X : array_like of shape (n, d)
+    params : EdgeRule
+        A kNN rule (``graph`` ``"knn"`` or ``"mutual_knn"``).
+    rtol, atol, max_report
+        As in :func:`assert_same_graph`.
+
+    Raises
+    ------
+    AssertionError
+        With the counts and a few offending pairs.
+    """
+    A = _host_csr(actual, "actual")
+    E = _host_csr(expected, "expected")
+    X = check_data(to_numpy(X))
+    n = X.shape[0]
+    atol = float(np.finfo(np.float32).tiny) if atol is None else float(atol)
+    ra, ca = _rows_cols(A)
+    re, ce = _rows_cols(E)
+    ka, ke = ra * n + ca, re * n + ce
+    if np.unique(ka).size != ka.size:
+        raise AssertionError("actual stores duplicate entries")
+    _, val = reference_knn(X, params, params.n_neighbors)
+    kth = np.full(n, np.nan)
+    has = ~np.isnan(val)
+    last = has.sum(axis=1) - 1
+    ok = last >= 0
+    kth[ok] = val[np.flatnonzero(ok), last[ok]]
+
+    def near(c, ref):
+        scale = np.abs(ref) if params.compares == "sqdist" else np.maximum(np.abs(ref), 1.0)
+        with np.errstate(invalid="ignore"):
+            return np.abs(c - ref) <= BAND_RTOL * scale
+
+    def judge(keys):
+        i, j = keys // n, keys % n
+        c, _ = pair_values_at(X, i, j, params)
+        allowed = near(c, kth[i]) | near(c, kth[j])
+        if params.has_threshold:
+            allowed |= near(c, threshold_value(params))
+        return i, j, c, allowed & (i != j)
+
+    common, ia, ie = np.intersect1d(ka, ke, assume_unique=True, return_indices=True)
+    xi, xj, xc, x_ok = judge(np.setdiff1d(ka, ke, assume_unique=True))
+    mi, mj, mc, m_ok = judge(np.setdiff1d(ke, ka, assume_unique=True))
+    a_val = A.data[ia].astype(np.float64)
+    e_val = E.data[ie].astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        v_off = ~(np.abs(a_val - e_val) <= rtol * np.abs(e_val) + atol)
+    if not ((~x_ok).any() or (~m_ok).any() or v_off.any()):
+        return
+    lines = [f"kNN graphs differ for {params.describe()}, n={n}: nnz actual={A.nnz}, "
+             f"expected={E.nnz}, common={common.size}; missing outside the band "
+             f"{int((~m_ok).sum())}, extra outside the band {int((~x_ok).sum())}, "
+             f"values off {int(v_off.sum())}"]
+    for q in np.flatnonzero(~m_ok)[:max_report]:
+        lines.append(f"    missing ({mi[q]}, {mj[q]}): {mc[q]!r}, k-th of {mi[q]}: "
+                     f"{kth[mi[q]]!r}, of {mj[q]}: {kth[mj[q]]!r}")
+    for q in np.flatnonzero(~x_ok)[:max_report]:
+        lines.append(f"    extra ({xi[q]}, {xj[q]}): {xc[q]!r}, k-th of {xi[q]}: "
+                     f"{kth[xi[q]]!r}, of {xj[q]}: {kth[xj[q]]!r}")
+    for q in np.flatnonzero(v_off)[:max_report]:
+        lines.append(f"    value at ({common[q] // n}, {common[q] % n}): actual {a_val[q]!r}, "
+                     f"expected {e_val[q]!r}")
     raise AssertionError("\n".join(lines))

@@ -32,6 +32,7 @@ ESTIMATORS = [
     SpectralClustering(),
     SpectralClustering(metric="gaussian", sigma=0.5, threshold_sqdist=4.0),
     SpectralClustering(affinity="precomputed"),
+    SpectralClustering(affinity="nearest_neighbors"),
     KMeans(),
 ]
 
@@ -98,7 +99,8 @@ def test_affinity_is_validated_with_the_allowed_values():
     X = np.random.default_rng(0).random((10, 2))
     for bad in ("precomputed_nearest_neighbors", "rbf", None):
         with pytest.raises(ValueError, match=rf"affinity={bad!r} is not allowed; use one of "
-                                             r"'epsilon', 'precomputed'"):
+                                             r"'epsilon', 'knn', 'mutual_knn', "
+                                             r"'nearest_neighbors', 'precomputed'"):
             SpectralClustering(2, affinity=bad, backend="cpu").fit(X)
 
 

@@ -20,7 +20,7 @@ from .._backend import Backend, array_module, resolve_backend, to_numpy
 from .._csr import row_sums
 from .._validation import check_data, check_int
 from ..components import count_components
-from . import _cpu
+from . import _cpu, knn
 from ._stats import stats_from_counts
 from ._types import Graph, GraphStats
 from .rule import BUILD_FIELDS, DEFAULT_MEM_USE_RATE, BuildOptions, EdgeRule
@@ -42,6 +42,9 @@ def build_graph(
     sigma=None,
     threshold_sqdist=None,
     threshold_sim=None,
+    graph="epsilon",
+    n_neighbors=10,
+    local_neighbor=7,
     method="auto",
     hypo_max_nnz_row=None,
     sp_max_nz_pct=None,
@@ -50,7 +53,7 @@ def build_graph(
     options=None,
     backend="auto",
 ) -> Graph:
-    """Build the ε-neighbourhood similarity graph of `X` in canonical CSR.
+    """Build the similarity graph of `X` (ε-neighbourhood or kNN) in canonical CSR.
 
     Parameters
     ----------
@@ -59,19 +62,32 @@ def build_graph(
         the work happens: NumPy data is copied to the GPU on a GPU run, CuPy data to
         the host on a CPU run.
     rule : EdgeRule, optional
-        A ready edge rule (:class:`~explorer.graph.EdgeRule`), instead of the four
+        A ready edge rule (:class:`~explorer.graph.EdgeRule`), instead of the seven
         keywords below.
     metric : {"gaussian", "cosine", "uniform"}
-    sigma : float, optional
-        Gaussian width; required for ``metric="gaussian"``.
+    sigma : float or "local", optional
+        Gaussian width, required for ``metric="gaussian"``; ``"local"``: self-tuning
+        (σi = distance from i to its `local_neighbor`-th nearest other point, weight
+        ``exp(-‖xi - xj‖²/(σi σj))``), for every graph kind.
     threshold_sqdist, threshold_sim : float
-        Exactly one: edge iff ``|xi - xj|² < threshold_sqdist`` or similarity
-        ``> threshold_sim`` (see :class:`~explorer.graph.EdgeRule`;
-        ``EdgeRule.suggest(X)`` chooses them from the data).
+        Edge iff ``|xi - xj|² < threshold_sqdist`` or similarity ``> threshold_sim``
+        (see :class:`~explorer.graph.EdgeRule`; ``EdgeRule.suggest(X)`` chooses them
+        from the data): exactly one for ``graph="epsilon"``; at most one for the kNN
+        graphs, where it drops the kNN edges that fail it.
+    graph : {"epsilon", "knn", "mutual_knn"}
+        ``"knn"``: edge iff j is among the `n_neighbors` nearest other points of i or
+        i among those of j (the union; scikit-learn's ``nearest_neighbors``);
+        ``"mutual_knn"``: both. Nearest by squared distance (cosine: by similarity),
+        ties broken by the lower index.
+    n_neighbors : int >= 1
+        k of the kNN graphs.
+    local_neighbor : int >= 1
+        m of ``sigma="local"``.
     method : str
         ``"auto"``; on the CPU ``"bruteforce"`` (any metric; memory: a block of rows
         × n) or ``"kdtree"`` (distance rules); on the GPU the bridge's methods
-        (``"csr1"``, ``"csr2"``, ``"csr3"``, ...).
+        (``"csr1"``, ``"csr2"``, ``"csr3"``, ``"grid"``, ``"gemm"``; kNN graphs:
+        ``"grid"`` or ``"gemm"``).
     hypo_max_nnz_row : int >= 1, optional
         CSR-2's ELLPACK width (default
         :func:`~explorer.graph.default_hypo_max_nnz_row`: 32 for d < 64, else 512);
@@ -113,7 +129,8 @@ def build_graph(
     explicit zeros: the rule, not the value, makes an edge.
     """
     t_start = time.perf_counter()
-    rule = edge_rule(rule, metric, sigma, threshold_sqdist, threshold_sim)
+    rule = edge_rule(rule, metric, sigma, threshold_sqdist, threshold_sim, graph=graph,
+                     n_neighbors=n_neighbors, local_neighbor=local_neighbor)
     options = build_options(options, hypo_max_nnz_row, sp_max_nz_pct, mem_use_rate,
                             block_shapes)
     be = resolve_backend(backend)
@@ -125,16 +142,20 @@ def build_graph(
 
 
 def edge_rule(rule, metric="gaussian", sigma=None, threshold_sqdist=None,
-              threshold_sim=None) -> EdgeRule:
+              threshold_sim=None, *, graph="epsilon", n_neighbors=10,
+              local_neighbor=7) -> EdgeRule:
     """`rule` when given (and no rule keyword), else the rule of the keywords."""
+    knn_kw = {"graph": graph, "n_neighbors": n_neighbors, "local_neighbor": local_neighbor}
     if rule is None:
-        return EdgeRule.from_args(metric, sigma, threshold_sqdist, threshold_sim)
+        return EdgeRule.from_args(metric, sigma, threshold_sqdist, threshold_sim, **knn_kw)
     if not isinstance(rule, EdgeRule):
         raise TypeError(f"rule must be an explorer.EdgeRule or None; got {rule!r} "
                         f"({type(rule).__name__})")
-    if (metric, sigma, threshold_sqdist, threshold_sim) != ("gaussian", None, None, None):
+    if ((metric, sigma, threshold_sqdist, threshold_sim) != ("gaussian", None, None, None)
+            or knn_kw != {"graph": "epsilon", "n_neighbors": 10, "local_neighbor": 7}):
         raise TypeError("give either rule or the keywords metric, sigma, threshold_sqdist, "
-                        f"threshold_sim, not both (rule={rule!r})")
+                        "threshold_sim, graph, n_neighbors, local_neighbor, not both "
+                        f"(rule={rule!r})")
     return rule
 
 
@@ -162,17 +183,23 @@ def _build(X, rule: EdgeRule, options: BuildOptions, method: str, be: Backend, *
     method, reason = _resolve_method(method, be, n, d, rule)
 
     t0 = time.perf_counter()
-    if be.is_gpu:
+    if rule.is_knn:
+        csr, stage_times, info = knn.build_knn(X, rule, method, be)
+    elif be.is_gpu:
         gpu = _gpu_bridge()
         csr, stage_times, info = gpu.build_gpu(
-            X, rule, method, hypo_max_nnz_row=options.hypo_max_nnz_row,
+            X, rule.pattern_rule, method, hypo_max_nnz_row=options.hypo_max_nnz_row,
             sp_max_nz_pct=options.sp_max_nz_pct, mem_use_rate=options.mem_use_rate,
             block_shapes=options.block_shapes,
         )
         be.xp.cuda.get_current_stream().synchronize()
     else:
-        memory.check_cpu_memory(n, _cpu.row_counter(X, rule, method), rule)
-        csr, stage_times, info = _cpu.build_cpu(X, rule, method)
+        pattern = rule.pattern_rule
+        memory.check_cpu_memory(n, _cpu.row_counter(X, pattern, method), rule)
+        csr, stage_times, info = _cpu.build_cpu(X, pattern, method)
+    if rule.local_sigma and not rule.is_knn:
+        stage_times = dict(stage_times)
+        csr = knn.apply_local_sigma(csr, X, rule, method, be, stage_times)
     timings["build"] = time.perf_counter() - t0
     timings.update({f"build.{k}": float(v) for k, v in stage_times.items()})
 
@@ -217,6 +244,9 @@ def graph_stats(
     sigma=None,
     threshold_sqdist=None,
     threshold_sim=None,
+    graph="epsilon",
+    n_neighbors=10,
+    local_neighbor=7,
     hypo_max_nnz_row=None,
     backend="auto",
     sample_rows=None,
@@ -226,7 +256,8 @@ def graph_stats(
 
     Parameters
     ----------
-    X, rule, metric, sigma, threshold_sqdist, threshold_sim, backend
+    X, rule, metric, sigma, threshold_sqdist, threshold_sim, graph, n_neighbors, \
+local_neighbor, backend
         As in :func:`build_graph`.
     hypo_max_nnz_row : int >= 1, optional
         The ELLPACK width the byte and rows-over figures use (default: suggested).
@@ -253,9 +284,15 @@ def graph_stats(
     ``components=False`` or `sample_rows`. Without components the degree summary is
     None on the CPU (the counting pass computes no weights) and whatever the GPU
     counting pass reports on the GPU.
+
+    A kNN graph's rows cannot be counted apart from the whole (a point's degree
+    depends on who lists it): its statistics always come from a build (a kNN build
+    costs about a counting pass: 10⁵ 2-D points in well under a second on the CPU),
+    exact, `sample_rows` and `components` notwithstanding (components are counted).
     """
     t_start = time.perf_counter()
-    rule = edge_rule(rule, metric, sigma, threshold_sqdist, threshold_sim)
+    rule = edge_rule(rule, metric, sigma, threshold_sqdist, threshold_sim, graph=graph,
+                     n_neighbors=n_neighbors, local_neighbor=local_neighbor)
     hypo = BUILD_FIELDS["hypo_max_nnz_row"].check(hypo_max_nnz_row, allow_none=True)
     sample_rows = check_int(sample_rows, "sample_rows", low=1, allow_none=True)
     if not isinstance(components, (bool, np.bool_)):
@@ -265,7 +302,7 @@ def graph_stats(
     X = _to_backend(X, be, {})
     n, d = X.shape
     sampled = sample_rows is not None and sample_rows < n
-    if components and not sampled:
+    if rule.is_knn or (components and not sampled):
         return _build(X, rule, BuildOptions(hypo), "auto", be, t_start=t_start).stats
     rows = None
     if sampled:
@@ -273,13 +310,16 @@ def graph_stats(
     degrees = None
     if be.is_gpu:
         counts, degrees = _gpu_bridge().count_rows_gpu(
-            X, rule, None if rows is None else be.xp.asarray(rows)
+            X, rule.pattern_rule, None if rows is None else be.xp.asarray(rows)
         )
+        if rule.local_sigma:  # the counting pass weighs by the uniform pattern rule
+            degrees = None
     else:
-        method, _ = _cpu.choose_method(n, d, rule)
+        pattern = rule.pattern_rule
+        method, _ = _cpu.choose_method(n, d, pattern)
         low_memory = rows is None and memory.cpu_shortfall(
-            n, _cpu.row_counter(X, rule, method)) is not None
-        counts = _cpu.count_rows_cpu(X, rule, method, rows, low_memory=low_memory)
+            n, _cpu.row_counter(X, pattern, method)) is not None
+        counts = _cpu.count_rows_cpu(X, pattern, method, rows, low_memory=low_memory)
     return stats_from_counts(
         counts, n=n, hypo_max_nnz_row=hypo, degrees=degrees, estimated=sampled,
         sample_rows=sample_rows if sampled else None,
@@ -310,6 +350,12 @@ def _check_method_name(method, be: Backend) -> None:
 
 
 def _resolve_method(method: str, be: Backend, n: int, d: int, params: EdgeRule):
+    if params.is_knn:
+        if method == "auto":
+            return knn.choose_method(n, d, params, be)
+        knn.check_method(method, params, be)
+        return method, "asked for"
+    params = params.pattern_rule
     if method == "auto":
         if not be.is_gpu:
             return _cpu.choose_method(n, d, params)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .._backend import array_module
 from .rule import EdgeRule
 
 #: Pairs evaluated per chunk in :meth:`PairValues.at`. Each feature step makes a few
@@ -186,17 +187,37 @@ def _cosine(dot, norm_a, norm_b):
 
 
 def weights_from(compared, params: EdgeRule):
-    """Float64 weights for float64 compared values, per the metric.
+    """Float64 weights for float64 compared values, per the metric (fixed σ).
 
     gaussian: ``exp(-d2 / (2 sigma^2))``; uniform: 1; cosine: the cosine itself,
-    0 for a zero vector (whose compared value is ``-inf``).
+    0 for a zero vector (whose compared value is ``-inf``). NumPy or CuPy values
+    (the same expression on both, so the GPU's kNN builders weigh as this does);
+    ``sigma="local"`` weights are :func:`local_weights_from`'s.
     """
-    compared = np.asarray(compared, dtype=np.float64)
+    xp = array_module(compared)
+    compared = xp.asarray(compared, dtype=xp.float64)
     if params.metric == "gaussian":
-        return np.exp(compared * (-0.5 / (params.sigma * params.sigma)))
+        if params.local_sigma:
+            raise ValueError("sigma='local' weights need each point's σ: use "
+                             "local_weights_from")
+        return xp.exp(compared * (-0.5 / (params.sigma * params.sigma)))
     if params.metric == "uniform":
-        return np.ones_like(compared)
-    return np.where(np.isfinite(compared), compared, 0.0)
+        return xp.ones_like(compared)
+    return xp.where(xp.isfinite(compared), compared, 0.0)
+
+
+def local_weights_from(sqdist, sigma_i, sigma_j):
+    """Self-tuning weights ``exp(-d2 / (σi σj))`` (Zelnik-Manor & Perona), float64.
+
+    A pair of coincident points weighs 1 and a pair at a positive distance where
+    ``σi σj == 0`` (a point with at least m duplicates) weighs 0, the limits of the
+    formula. NumPy or CuPy arrays of one shape.
+    """
+    xp = array_module(sqdist)
+    den = sigma_i * sigma_j
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = xp.exp(-(sqdist / den))
+    return xp.where(den > 0, w, xp.where(sqdist == 0, 1.0, 0.0))
 
 
 def edge_mask(compared, params: EdgeRule):
@@ -261,7 +282,9 @@ def reference_csr(X, params: EdgeRule):
     """The float64 brute-force similarity matrix, canonical CSR (for test sizes).
 
     Evaluates all n² pairs, a block of rows at a time (memory: a block × n of
-    float64, never n × n), with the arithmetic of this module; O(n² d) time.
+    float64, never n × n), with the arithmetic of this module; O(n² d) time. Every
+    rule: ε graphs, kNN graphs (:func:`reference_knn_csr`) and self-tuning weights
+    (σi from :func:`reference_local_sqdist`, weights :func:`local_weights_from`).
 
     Parameters
     ----------
@@ -277,6 +300,21 @@ def reference_csr(X, params: EdgeRule):
         are kept as explicit zeros: the rule, not the value, makes an edge.
     """
     X = np.asarray(X)
+    if params.is_knn:
+        csr = reference_knn_csr(X, params)
+    elif params.local_sigma:
+        csr = reference_csr(X, params.pattern_rule)
+    else:
+        csr = _reference_epsilon(X, params)
+    if params.local_sigma:
+        rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
+        sig = np.sqrt(reference_local_sqdist(X, params.local_neighbor))
+        d2 = PairValues(X, params).at(rows, csr.indices)
+        csr.data = local_weights_from(d2, sig[rows], sig[csr.indices]).astype(np.float32)
+    return csr
+
+
+def _reference_epsilon(X, params: EdgeRule):
     pv = PairValues(X, params)
     n = pv.n
     step = max(1, _BLOCK_BYTES // (8 * n))
@@ -298,5 +336,87 @@ def reference_csr(X, params: EdgeRule):
     indices = np.concatenate(cols).astype(idx, copy=False)
     data = np.concatenate(vals)
     csr = sp.csr_matrix((data, indices, indptr), shape=(n, n))
+    csr.has_sorted_indices = True
+    return csr
+
+
+def _knn_key(compared, params: EdgeRule):
+    """Sort key of "nearer": the squared distance, or minus the cosine; a zero vector's
+    ``-inf`` cosine becomes ``+inf`` (never a neighbour)."""
+    key = compared if params.compares == "sqdist" else -compared
+    return np.where(np.isnan(key), np.inf, key)
+
+
+def reference_knn(X, params: EdgeRule, k: int):
+    """Each point's `k` nearest other points, float64 brute force (for test sizes).
+
+    Nearest: smallest squared distance (cosine: largest cosine), ties broken by the
+    lower index; a zero vector under cosine is nobody's neighbour and has none.
+
+    Returns
+    -------
+    neighbors : ndarray of int64, shape (n, min(k, n - 1))
+        Ascending by (key, index) per row; ``-1`` pads rows with fewer candidates.
+    compared : ndarray of float64, same shape
+        Their compared values (NaN in padding).
+    """
+    X = np.asarray(X)
+    pv = PairValues(X, params)
+    n = pv.n
+    k = min(int(k), n - 1)
+    step = max(1, _BLOCK_BYTES // (16 * n))
+    nbr = np.full((n, k), -1, dtype=np.int64)
+    val = np.full((n, k), np.nan)
+    cols = np.broadcast_to(np.arange(n), (step, n))
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        compared = pv.block(slice(r0, r1))
+        key = _knn_key(compared, params)
+        key[np.arange(r1 - r0), np.arange(r0, r1)] = np.inf
+        order = np.lexsort((cols[: r1 - r0], key), axis=1)[:, :k]
+        top = np.take_along_axis(key, order, axis=1)
+        ok = np.isfinite(top)
+        nbr[r0:r1] = np.where(ok, order, -1)
+        val[r0:r1] = np.where(ok, np.take_along_axis(compared, order, axis=1), np.nan)
+    return nbr, val
+
+
+def reference_local_sqdist(X, m: int):
+    """σi² of self-tuning weights: each point's squared distance to its m-th nearest
+    other point (``min(m, n - 1)``-th), float64 brute force."""
+    nbr, val = reference_knn(X, EdgeRule("uniform", None, None, None, graph="knn"), m)
+    return val[:, -1]
+
+
+def reference_knn_csr(X, params: EdgeRule):
+    """The kNN graph of `params` (``graph="knn"`` or ``"mutual_knn"``), canonical CSR.
+
+    Directed lists from :func:`reference_knn`, symmetrised with SciPy (union: the
+    pattern of A + Aᵀ; mutual: of A ∘ Aᵀ), the optional threshold applied, weights per
+    the metric (fixed σ; :func:`reference_csr` applies ``sigma="local"``).
+    """
+    X = np.asarray(X)
+    n = X.shape[0]
+    nbr, _ = reference_knn(X, params, params.n_neighbors)
+    rows = np.repeat(np.arange(n), nbr.shape[1])
+    cols = nbr.ravel()
+    ok = cols >= 0
+    A = sp.csr_matrix((np.ones(int(ok.sum())), (rows[ok], cols[ok])), shape=(n, n))
+    S = A + A.T if params.graph == "knn" else A.multiply(A.T)
+    S = sp.csr_matrix(S)
+    S.sort_indices()
+    r = np.repeat(np.arange(n), np.diff(S.indptr))
+    c = S.indices.astype(np.int64)
+    compared = PairValues(X, params).at(r, c)
+    keep = edge_mask(compared, params) if params.has_threshold else np.ones(r.size, bool)
+    r, c, compared = r[keep], c[keep], compared[keep]
+    if params.local_sigma:
+        weights = np.ones(r.size)  # replaced by reference_csr
+    else:
+        weights = weights_from(compared, params)
+    idx = index_dtype(r.size, n)
+    indptr = np.zeros(n + 1, dtype=idx)
+    np.cumsum(np.bincount(r, minlength=n), out=indptr[1:])
+    csr = sp.csr_matrix((weights.astype(np.float32), c.astype(idx), indptr), shape=(n, n))
     csr.has_sorted_indices = True
     return csr

@@ -19,6 +19,14 @@ A gaussian similarity threshold is the distance threshold ``-2σ² ln t`` in dis
 (exp is monotone), so the builders only ever compare either a squared distance
 (``compares == "sqdist"``) or a cosine (``compares == "cosine"``).
 
+The graph kind (``graph``): ``"epsilon"`` (the table above), ``"knn"`` (edge iff j is
+among the `n_neighbors` nearest other points of i or i among those of j: the union) or
+``"mutual_knn"`` (both: the intersection); "nearest" is by squared distance (cosine:
+by similarity), ties broken by the lower index. A kNN graph needs no threshold; one
+given as well drops the kNN edges that fail it. Self-tuning σ (``sigma="local"``,
+Zelnik-Manor & Perona): σi is the distance from i to its `local_neighbor`-th nearest
+other point and the weight is ``exp(-‖xi - xj‖² / (σi σj))``, for every graph kind.
+
 The fields are declared once, in :data:`EDGE_FIELDS` and :data:`BUILD_FIELDS` (name,
 type, bounds, help); the validation here, the command line's flags and the app's
 parameters are generated from those declarations. Defaults the builders need are
@@ -39,6 +47,22 @@ import numpy as np
 from .._validation import check_choice, check_float, check_int, check_limit
 
 METRICS = ("gaussian", "cosine", "uniform")
+
+#: Graph kinds (docs/architecture.md "Semantics"): the ε-neighbourhood graph, the kNN
+#: graph symmetrised as the union, and the mutual kNN graph (the intersection).
+GRAPHS = ("epsilon", "knn", "mutual_knn")
+
+#: The word that asks for self-tuning σ (local scaling) instead of a number.
+LOCAL_SIGMA = "local"
+
+#: Defaults of the kNN fields: scikit-learn's ``n_neighbors`` and Zelnik-Manor &
+#: Perona's m = 7 for local scaling.
+DEFAULT_N_NEIGHBORS = 10
+DEFAULT_LOCAL_NEIGHBOR = 7
+
+#: Practical limit of ``n_neighbors`` and ``local_neighbor``: the GPU kernels keep each
+#: point's best k in registers and local memory (``kernels.knn.MAX_K``).
+MAX_NEIGHBORS = 256
 
 #: Threshold kinds each metric takes (docs/architecture.md "Semantics"), the first its default.
 THRESHOLD_KINDS = {"gaussian": ("sqdist", "sim"), "cosine": ("sim",), "uniform": ("sqdist",)}
@@ -101,6 +125,11 @@ class Field:
     low, high : float or None
         Bounds of a number, ``None`` for unbounded.
     low_inclusive, high_inclusive : bool
+    limit : float or None
+        A practical limit of an int, past the bounds (see ``check_limit``).
+    limit_why : str
+    words : tuple of str
+        Words a number field accepts besides numbers (``sigma="local"``).
     """
 
     name: str
@@ -113,6 +142,7 @@ class Field:
     high_inclusive: bool = True
     limit: float | None = None
     limit_why: str = ""
+    words: tuple = ()
 
     @property
     def flag(self) -> str:
@@ -128,6 +158,8 @@ class Field:
 
     def check(self, value, *, allow_none: bool = False):
         """Validate `value` against the declaration (the messages name the keyword)."""
+        if self.words and isinstance(value, str) and value in self.words:
+            return value
         if self.type is str:
             if value is None and allow_none:
                 return None
@@ -145,8 +177,18 @@ class Field:
 #: cosine [-1, 1), gaussian (0, 1); the declaration holds the union.
 EDGE_FIELDS = {
     f.name: f for f in (
+        Field("graph", str, "epsilon (threshold), knn (union) or mutual_knn (intersection)",
+              choices=GRAPHS),
+        Field("n_neighbors", int, "neighbours per point of the knn and mutual_knn graphs",
+              low=1, limit=MAX_NEIGHBORS, limit_why="the GPU kernels keep a point's best k "
+              "in registers"),
         Field("metric", str, "gaussian, cosine or uniform", choices=METRICS),
-        Field("sigma", float, "gaussian width σ", low=0.0, low_inclusive=False),
+        Field("sigma", float, "gaussian width σ, or 'local': σi = distance to the "
+              "local_neighbor-th neighbour, weight exp(-d²/(σiσj))", low=0.0,
+              low_inclusive=False, words=(LOCAL_SIGMA,)),
+        Field("local_neighbor", int, "m of sigma='local' (σi: distance to the m-th neighbour)",
+              low=1, limit=MAX_NEIGHBORS, limit_why="the GPU kernels keep a point's best k "
+              "in registers"),
         Field("threshold_sqdist", float, "edge iff squared distance ‖xi−xj‖² < t (ε = √t)",
               low=0.0, low_inclusive=False),
         Field("threshold_sim", float,
@@ -206,15 +248,26 @@ class EdgeRule:
     Attributes
     ----------
     metric : {"gaussian", "cosine", "uniform"}
-    sigma : float or None
-        Gaussian width; None for the other metrics.
-    threshold_kind : {"sqdist", "sim"}
-        Which threshold keyword the rule has.
-    threshold : float
+    sigma : float, "local" or None
+        Gaussian width, or ``"local"`` for self-tuning σ (σi: the distance from i to
+        its `local_neighbor`-th nearest other point; weight ``exp(-d²/(σi σj))``);
+        None for the other metrics.
+    threshold_kind : {"sqdist", "sim"} or None
+        Which threshold keyword the rule has; None for a kNN graph without one.
+    threshold : float or None
         Its value.
     suggested : tuple of str
         The keywords :meth:`suggest` chose from the data (not compared: a rule is its
         values, however they were found).
+    graph : {"epsilon", "knn", "mutual_knn"}
+        The graph kind: edges by the threshold, or the `n_neighbors` nearest others of
+        each point symmetrised as the union (``"knn"``) or the intersection
+        (``"mutual_knn"``); a threshold given with a kNN graph also drops the kNN
+        edges that fail it.
+    n_neighbors : int
+        k of the kNN graphs (ignored by ``"epsilon"``).
+    local_neighbor : int
+        m of ``sigma="local"`` (ignored otherwise).
 
     Examples
     --------
@@ -222,16 +275,80 @@ class EdgeRule:
     >>> rule = EdgeRule.from_args("gaussian", sigma=0.1, threshold_sim=0.5)
     >>> round(rule.sqdist_cutoff, 6), rule.threshold_sqdist, rule.threshold_sim
     (0.013863, None, 0.5)
+    >>> EdgeRule.from_args("gaussian", sigma="local", graph="knn", n_neighbors=10).describe()
+    'knn k=10 (union), gaussian σ=local (m=7)'
     """
 
     metric: str
-    sigma: float | None
-    threshold_kind: str
-    threshold: float
+    sigma: float | str | None
+    threshold_kind: str | None
+    threshold: float | None
     suggested: tuple = field(default=(), compare=False)
+    graph: str = "epsilon"
+    n_neighbors: int = DEFAULT_N_NEIGHBORS
+    local_neighbor: int = DEFAULT_LOCAL_NEIGHBOR
 
     def __post_init__(self):
         check_choice(self.metric, "metric", METRICS)
+        graph = EDGE_FIELDS["graph"].check(self.graph)
+        k = EDGE_FIELDS["n_neighbors"].check(self.n_neighbors)
+        m = EDGE_FIELDS["local_neighbor"].check(self.local_neighbor)
+        object.__setattr__(self, "n_neighbors", k)
+        object.__setattr__(self, "local_neighbor", m)
+        if self.threshold_kind is None or self.threshold is None:
+            if graph == "epsilon":
+                raise ValueError(
+                    "graph='epsilon' needs a threshold: give exactly one of threshold_sqdist "
+                    f"and threshold_sim (got threshold_kind={self.threshold_kind!r}, "
+                    f"threshold={self.threshold!r}); a kNN graph (graph='knn' or "
+                    "'mutual_knn') needs none"
+                )
+            if (self.threshold_kind, self.threshold) != (None, None):
+                raise ValueError(
+                    "threshold_kind and threshold go together: both None (no threshold) or "
+                    f"both given; got threshold_kind={self.threshold_kind!r}, "
+                    f"threshold={self.threshold!r}"
+                )
+            t = None
+        else:
+            t = self._check_threshold()
+        local = isinstance(self.sigma, str) and self.sigma == LOCAL_SIGMA
+        if self.metric == "gaussian":
+            if self.sigma is None:
+                raise ValueError("metric='gaussian' needs sigma > 0; got sigma=None "
+                                 "(sigma='local' for self-tuning weights)")
+            sigma = EDGE_FIELDS["sigma"].check(self.sigma)
+        else:
+            sigma = None
+        if local and self.metric == "gaussian" and self.threshold_kind == "sim":
+            raise ValueError(
+                f"sigma='local' with threshold_sim={t!r}: a similarity threshold is a "
+                "distance cutoff -2σ² ln t, which no single σ gives under local scaling; "
+                "give threshold_sqdist (or a kNN graph without a threshold)"
+            )
+        if isinstance(sigma, float) and not SIGMA_MIN <= sigma <= SIGMA_MAX:
+            two = 2.0 * sigma * sigma  # float64: 0 or inf at the extremes, never raises
+            what = "underflows" if sigma < SIGMA_MIN else "overflows"
+            raise ValueError(
+                f"sigma={sigma!r} is out of range: 2σ² = {two:.3g} {what} float32, the "
+                f"precision every builder weighs in (exp(-‖xi−xj‖²/(2σ²))); allowed: "
+                f"[{SIGMA_MIN:.3g}, {SIGMA_MAX:.3g}]; rescale the data (and sigma with it)"
+            )
+        if isinstance(sigma, float) and self.threshold_kind == "sim":
+            cutoff = -2.0 * sigma * sigma * math.log(t)
+            if not F32_TINY <= cutoff <= F32_MAX:
+                raise ValueError(
+                    f"sigma={sigma!r} with threshold_sim={t!r} gives the squared-distance "
+                    f"cutoff -2σ² ln t = {cutoff:.3g}, beyond float32's normal range "
+                    f"[{F32_TINY:.3g}, {F32_MAX:.3g}]; raise sigma or lower threshold_sim"
+                )
+        object.__setattr__(self, "threshold", t)
+        object.__setattr__(self, "sigma", sigma)
+        object.__setattr__(self, "graph", graph)
+        object.__setattr__(self, "suggested", tuple(self.suggested))
+
+    def _check_threshold(self) -> float:
+        """Validate the threshold kind and value against the metric; return the value."""
         check_choice(self.threshold_kind, "threshold_kind", ("sqdist", "sim"))
         name = f"threshold_{self.threshold_kind}"
         if self.threshold_kind not in THRESHOLD_KINDS[self.metric]:
@@ -248,43 +365,51 @@ class EdgeRule:
         else:  # gaussian similarity lies in (0, 1]; t = 0 would keep underflowed pairs
             t = check_float(self.threshold, name, low=0.0, high=1.0, low_inclusive=False,
                             high_inclusive=False)
-        if self.metric == "gaussian":
-            if self.sigma is None:
-                raise ValueError("metric='gaussian' needs sigma > 0; got sigma=None")
-            sigma = EDGE_FIELDS["sigma"].check(self.sigma)
-        else:
-            sigma = None
         if self.threshold_kind == "sqdist" and not F32_TINY <= t <= F32_MAX:
             raise ValueError(
                 f"{name}={t!r} is out of range: beyond float32's normal range "
                 f"[{F32_TINY:.3g}, {F32_MAX:.3g}], the precision every builder compares in; "
                 "rescale the data (and the threshold with it)"
             )
-        if sigma is not None and not SIGMA_MIN <= sigma <= SIGMA_MAX:
-            two = 2.0 * sigma * sigma  # float64: 0 or inf at the extremes, never raises
-            what = "underflows" if sigma < SIGMA_MIN else "overflows"
-            raise ValueError(
-                f"sigma={sigma!r} is out of range: 2σ² = {two:.3g} {what} float32, the "
-                f"precision every builder weighs in (exp(-‖xi−xj‖²/(2σ²))); allowed: "
-                f"[{SIGMA_MIN:.3g}, {SIGMA_MAX:.3g}]; rescale the data (and sigma with it)"
-            )
-        if sigma is not None and self.threshold_kind == "sim":
-            cutoff = -2.0 * sigma * sigma * math.log(t)
-            if not F32_TINY <= cutoff <= F32_MAX:
-                raise ValueError(
-                    f"sigma={sigma!r} with threshold_sim={t!r} gives the squared-distance "
-                    f"cutoff -2σ² ln t = {cutoff:.3g}, beyond float32's normal range "
-                    f"[{F32_TINY:.3g}, {F32_MAX:.3g}]; raise sigma or lower threshold_sim"
-                )
-        object.__setattr__(self, "threshold", t)
-        object.__setattr__(self, "sigma", sigma)
-        object.__setattr__(self, "suggested", tuple(self.suggested))
+        return t
+
+    @property
+    def is_knn(self) -> bool:
+        """True for the kNN graph kinds (``"knn"``, ``"mutual_knn"``)."""
+        return self.graph != "epsilon"
+
+    @property
+    def local_sigma(self) -> bool:
+        """True when the weights are self-tuning (``sigma="local"``, gaussian)."""
+        return self.sigma == LOCAL_SIGMA
+
+    @property
+    def has_threshold(self) -> bool:
+        """Whether the rule thresholds pairs (always for ε; optional for kNN graphs)."""
+        return self.threshold_kind is not None
+
+    @property
+    def pattern_rule(self) -> EdgeRule:
+        """The ε rule the ε builders run for this rule's pattern and fixed weights.
+
+        The rule itself for a fixed σ; under ``sigma="local"`` the uniform rule of the
+        same squared-distance threshold (same edges; the weights are recomputed from
+        the data afterwards, :func:`explorer.graph.knn.local_scale_weights`). Only for
+        rules with a threshold.
+        """
+        if not self.has_threshold:
+            raise AttributeError("a kNN rule without a threshold has no ε pattern rule")
+        base = EdgeRule(self.metric, self.sigma, self.threshold_kind, self.threshold)
+        if self.local_sigma:
+            return EdgeRule("uniform", None, "sqdist", self.threshold)
+        return base
 
     @property
     def zero_weight_sqdist(self) -> float | None:
         """Squared distance from which a gaussian weight is 0 in float32 (it underflows:
-        ``2σ² · 103.3``); None for the other metrics (no weight vanishes)."""
-        if self.metric != "gaussian":
+        ``2σ² · 103.3``); None for the other metrics (no weight vanishes) and for
+        ``sigma="local"`` (the point depends on the pair)."""
+        if self.metric != "gaussian" or self.local_sigma:
             return None
         return 2.0 * self.sigma * self.sigma * F32_EXP_UNDERFLOW
 
@@ -296,34 +421,42 @@ class EdgeRule:
         return z is not None and self.threshold_kind == "sqdist" and self.threshold > z
 
     @classmethod
-    def from_args(cls, metric="gaussian", sigma=None, threshold_sqdist=None, threshold_sim=None):
+    def from_args(cls, metric="gaussian", sigma=None, threshold_sqdist=None, threshold_sim=None,
+                  *, graph="epsilon", n_neighbors=DEFAULT_N_NEIGHBORS,
+                  local_neighbor=DEFAULT_LOCAL_NEIGHBOR):
         """Validate the user's keywords and return the edge rule.
 
-        `sigma` is required for ``metric="gaussian"`` and ignored by the others (as
-        scikit-learn ignores ``gamma`` for kernels that do not use it), so switching
-        metric in an estimator or a UI needs no other change.
+        `sigma` (a number or ``"local"``) is required for ``metric="gaussian"`` and
+        ignored by the others (as scikit-learn ignores ``gamma`` for kernels that do
+        not use it), so switching metric in an estimator or a UI needs no other change.
+        ``graph="epsilon"`` needs exactly one threshold; the kNN graphs take at most one.
 
         Raises
         ------
         ValueError
-            Unknown metric, a missing or doubled threshold, a threshold kind the
-            metric does not take, or a value out of its range.
+            Unknown metric or graph, a missing or doubled threshold, a threshold kind
+            the metric does not take, or a value out of its range.
         """
         check_choice(metric, "metric", METRICS)
-        if threshold_sqdist is None and threshold_sim is None:
+        EDGE_FIELDS["graph"].check(graph)
+        _at_most_one_threshold(threshold_sqdist, threshold_sim)
+        if threshold_sqdist is None and threshold_sim is None and graph == "epsilon":
             raise ValueError(
                 "give exactly one of threshold_sqdist and threshold_sim; got neither "
                 "(threshold_sqdist=None, threshold_sim=None); EdgeRule.suggest(X) chooses "
-                "one from the data"
+                "one from the data, and graph='knn' needs none"
             )
-        _at_most_one_threshold(threshold_sqdist, threshold_sim)
+        knn = {"graph": graph, "n_neighbors": n_neighbors, "local_neighbor": local_neighbor}
         if threshold_sqdist is not None:
-            return cls(metric, sigma, "sqdist", threshold_sqdist)
-        return cls(metric, sigma, "sim", threshold_sim)
+            return cls(metric, sigma, "sqdist", threshold_sqdist, **knn)
+        if threshold_sim is not None:
+            return cls(metric, sigma, "sim", threshold_sim, **knn)
+        return cls(metric, sigma, None, None, **knn)
 
     @classmethod
     def suggest(cls, X, metric="auto", sigma="auto", threshold_sqdist=None, threshold_sim=None,
-                *, n_clusters=None, suggestion=None, n_neighbors=10, random_state=0):
+                *, n_clusters=None, suggestion=None, n_neighbors=DEFAULT_N_NEIGHBORS,
+                random_state=0, graph="epsilon", local_neighbor=DEFAULT_LOCAL_NEIGHBOR):
         """The edge rule of the given keywords, with what is left out chosen from `X`.
 
         Explicit values always win; ``"auto"`` (or no threshold at all) is filled in
@@ -353,10 +486,18 @@ class EdgeRule:
             A ready suggestion (:attr:`explorer.data.Dataset.suggested`) to take the
             missing values from instead of computing them.
         n_neighbors : int
-            The neighbour count the threshold is measured in.
+            The neighbour count the threshold is measured in, and k of a kNN graph.
         random_state : int
             Seeds the row samples of the search (fixed, so the same data gets the
             same rule).
+        graph : {"epsilon", "knn", "mutual_knn"}
+            A kNN graph needs no threshold and none is searched: ``metric="auto"`` is
+            the suggestion's metric when given, else ``"gaussian"`` (Euclidean
+            neighbours, as scikit-learn's ``affinity="nearest_neighbors"``), and
+            ``sigma="auto"`` is ``"local"`` (self-tuning; the ε rule's σ when a
+            gaussian similarity threshold is given, which needs one σ).
+        local_neighbor : int
+            m of ``sigma="local"``.
 
         Returns
         -------
@@ -370,13 +511,19 @@ class EdgeRule:
         """
         if metric != "auto":
             check_choice(metric, "metric", METRICS)
-        n_neighbors = check_int(n_neighbors, "n_neighbors", low=1)
+        n_neighbors = EDGE_FIELDS["n_neighbors"].check(n_neighbors)
+        graph = EDGE_FIELDS["graph"].check(graph)
+        local_neighbor = EDGE_FIELDS["local_neighbor"].check(local_neighbor)
         _at_most_one_threshold(threshold_sqdist, threshold_sim)
         for name, value in (("threshold_sqdist", threshold_sqdist),
                             ("threshold_sim", threshold_sim)):
             EDGE_FIELDS[name].check(value, allow_none=True)
         if sigma is not None and not (isinstance(sigma, str) and sigma == "auto"):
             EDGE_FIELDS["sigma"].check(sigma)
+        knn = {"graph": graph, "n_neighbors": n_neighbors, "local_neighbor": local_neighbor}
+        if graph != "epsilon":
+            return cls._suggest_knn(X, metric, sigma, threshold_sqdist, threshold_sim,
+                                    suggestion, knn)
         from .._backend import to_numpy
         from ..data import suggest as data_suggest
 
@@ -452,9 +599,38 @@ class EdgeRule:
                 else:
                     sigma = data_suggest.sigma_for(data_cutoff())
                 chosen.append("sigma")
-        rule = cls.from_args(metric, sigma, threshold_sqdist, threshold_sim)
+        rule = cls.from_args(metric, sigma, threshold_sqdist, threshold_sim, **knn)
         return cls(rule.metric, rule.sigma, rule.threshold_kind, rule.threshold,
-                   suggested=tuple(chosen))
+                   suggested=tuple(chosen), **knn)
+
+    @classmethod
+    def _suggest_knn(cls, X, metric, sigma, threshold_sqdist, threshold_sim, suggestion,
+                     knn) -> EdgeRule:
+        """:meth:`suggest` for a kNN graph (validated keywords): no threshold search."""
+        chosen = []
+        base = dict(suggestion) if suggestion is not None else {}
+        if metric == "auto":
+            metric = "gaussian"
+            if threshold_sqdist is None and base.get("metric") in METRICS:
+                metric = base["metric"]
+                if threshold_sim is not None and metric == "uniform":
+                    metric = "gaussian"
+            chosen.append("metric")
+        if isinstance(sigma, str) and sigma == "auto":
+            sigma = None
+            if metric == "gaussian":
+                sigma = LOCAL_SIGMA
+                if threshold_sim is not None:  # a similarity cutoff needs one σ
+                    from .._backend import to_numpy
+                    from ..data import suggest as data_suggest
+
+                    host = np.ascontiguousarray(to_numpy(X), dtype=np.float32)
+                    sigma = base.get("sigma") or data_suggest.sigma_for(
+                        data_suggest.suggest_sqdist(host, n_neighbors=knn["n_neighbors"]))
+                chosen.append("sigma")
+        rule = cls.from_args(metric, sigma, threshold_sqdist, threshold_sim, **knn)
+        return cls(rule.metric, rule.sigma, rule.threshold_kind, rule.threshold,
+                   suggested=tuple(chosen), **knn)
 
     @property
     def compares(self) -> str:
@@ -463,7 +639,7 @@ class EdgeRule:
 
     @property
     def threshold_sqdist(self) -> float | None:
-        """The `threshold_sqdist` keyword of the rule (None for a similarity rule)."""
+        """The `threshold_sqdist` keyword of the rule (None for a similarity rule or none)."""
         return self.threshold if self.threshold_kind == "sqdist" else None
 
     @property
@@ -476,14 +652,17 @@ class EdgeRule:
         """Edge iff squared distance < this (metrics that compare distances only)."""
         if self.compares != "sqdist":
             raise AttributeError("a cosine rule has no squared-distance cutoff")
+        if not self.has_threshold:
+            raise AttributeError("a kNN rule without a threshold has no squared-distance cutoff")
         if self.threshold_kind == "sqdist":
             return self.threshold
         return -2.0 * self.sigma**2 * math.log(self.threshold)
 
     @property
     def radius(self) -> float | None:
-        """ε = sqrt(sqdist_cutoff): the neighbourhood radius; None for a cosine rule."""
-        if self.compares != "sqdist":
+        """ε = sqrt(sqdist_cutoff): the neighbourhood radius; None for a cosine rule or
+        a kNN rule without a threshold."""
+        if self.compares != "sqdist" or not self.has_threshold:
             return None
         return math.sqrt(self.sqdist_cutoff)
 
@@ -501,18 +680,43 @@ class EdgeRule:
         return BAND_RTOL * max(abs(self.threshold), 1.0)
 
     def to_kwargs(self) -> dict:
-        """The rule as the keywords of :func:`explorer.build_graph` (all four)."""
-        return {"metric": self.metric, "sigma": self.sigma,
-                "threshold_sqdist": self.threshold_sqdist, "threshold_sim": self.threshold_sim}
+        """The rule as the keywords of :func:`explorer.build_graph` that make it.
+
+        Always the four of the ε rule (``metric``, ``sigma``, ``threshold_sqdist``,
+        ``threshold_sim``; None where unused); ``graph`` and ``n_neighbors`` too for a
+        kNN graph, and ``local_neighbor`` for ``sigma="local"``.
+        """
+        out = {"metric": self.metric, "sigma": self.sigma,
+               "threshold_sqdist": self.threshold_sqdist, "threshold_sim": self.threshold_sim}
+        if self.is_knn:
+            out.update(graph=self.graph, n_neighbors=self.n_neighbors)
+        if self.local_sigma:
+            out["local_neighbor"] = self.local_neighbor
+        return out
 
     def describe(self) -> str:
-        """One line for tables and logs, e.g. ``gaussian σ=0.01, ‖xi−xj‖² < 0.0008``."""
+        """One line for tables and logs, e.g. ``gaussian σ=0.01, ‖xi−xj‖² < 0.0008`` or
+        ``knn k=10 (union), gaussian σ=local (m=7)``."""
         if self.metric == "cosine":
-            return f"cosine, s > {self.threshold:g}"
-        head = f"gaussian σ={self.sigma:g}" if self.metric == "gaussian" else "uniform"
-        if self.threshold_kind == "sim":
-            return f"{head}, s > {self.threshold:g} (‖xi−xj‖² < {self.sqdist_cutoff:.6g})"
-        return f"{head}, ‖xi−xj‖² < {self.threshold:g}"
+            head = "cosine"
+        elif self.metric == "uniform":
+            head = "uniform"
+        elif self.local_sigma:
+            head = f"gaussian σ=local (m={self.local_neighbor})"
+        else:
+            head = f"gaussian σ={self.sigma:g}"
+        if self.threshold_kind == "sim" and self.metric == "cosine":
+            tail = f", s > {self.threshold:g}"
+        elif self.threshold_kind == "sim":
+            tail = f", s > {self.threshold:g} (‖xi−xj‖² < {self.sqdist_cutoff:.6g})"
+        elif self.threshold_kind == "sqdist":
+            tail = f", ‖xi−xj‖² < {self.threshold:g}"
+        else:
+            tail = ""
+        if self.is_knn:
+            how = "union" if self.graph == "knn" else "mutual"
+            return f"{self.graph} k={self.n_neighbors} ({how}), {head}{tail}"
+        return head + tail
 
 
 # --- the build options -----------------------------------------------------------------

@@ -86,6 +86,9 @@ class GraphState(param.Parameterized):
     unless sampled, the connected components (a graph build, several times slower).
     """
 
+    graph = _param(EDGE_FIELDS["graph"], "epsilon")
+    n_neighbors = _param(EDGE_FIELDS["n_neighbors"], 10)
+    local_neighbor = _param(EDGE_FIELDS["local_neighbor"], 7)
     metric = _param(EDGE_FIELDS["metric"], "gaussian")
     sigma = _param(EDGE_FIELDS["sigma"], 0.05)
     threshold_kind = param.Selector(default="sqdist", objects=["sqdist", "sim"],
@@ -169,7 +172,11 @@ class GraphState(param.Parameterized):
         """
         threshold = getattr(self, f"threshold_{self.threshold_kind}")
         sigma = self.sigma if self.metric == "gaussian" else None
-        return EdgeRule(self.metric, sigma, self.threshold_kind, threshold)
+        knn = {"graph": self.graph, "n_neighbors": self.n_neighbors,
+               "local_neighbor": self.local_neighbor}
+        if self.graph != "epsilon":  # a kNN graph takes no threshold here
+            return EdgeRule(self.metric, sigma, None, None, **knn)
+        return EdgeRule(self.metric, sigma, self.threshold_kind, threshold, **knn)
 
     @property
     def options(self) -> BuildOptions:
@@ -247,7 +254,8 @@ class GraphState(param.Parameterized):
 
     def _key(self, X) -> tuple:
         """What the statistics depend on: a result is published only for the current key."""
-        return (id(X), X.shape, self.metric, self.sigma, self.threshold_kind,
+        return (id(X), X.shape, self.graph, self.n_neighbors, self.local_neighbor,
+                self.metric, self.sigma, self.threshold_kind,
                 self.threshold_sqdist, self.threshold_sim, self.hypo_max_nnz_row, self.backend,
                 self.exact_max_n, self.sample_rows)
 
