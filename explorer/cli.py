@@ -221,7 +221,7 @@ def _edge_rule(args, ds) -> EdgeRule:
         "sigma": "auto" if args.sigma is None else args.sigma,
         "threshold_sqdist": args.threshold_sqdist,
         "threshold_sim": args.threshold_sim,
-        "graph": args.graph or "epsilon",
+        "graph": _graph_kind(args, ds),
     }
     for name in ("n_neighbors", "local_neighbor"):
         if getattr(args, name) is not None:
@@ -232,6 +232,31 @@ def _edge_rule(args, ds) -> EdgeRule:
         raise ValueError(
             f"--metric {exc.metric} needs --threshold-{exc.kind}: {exc}"
         ) from None
+
+
+def _graph_kind(args, ds) -> str:
+    """``--graph``, or when left out the estimator's ``affinity="auto"`` rule
+    (:func:`explorer.affinity.choose_affinity`; ε when a threshold or σ is given); the
+    reason is kept in ``args.graph_why`` for the output."""
+    if args.graph is not None:
+        args.graph_why = "given (--graph)"
+        return args.graph
+    given = [f.flag for name, f in EDGE_FIELDS.items()
+             if name in ("threshold_sqdist", "threshold_sim", "sigma")
+             and getattr(args, name, None) is not None]
+    if given:
+        args.graph_why = f"{' and '.join(given)} given: the ε-graph they define"
+        return "epsilon"
+    from explorer.affinity import choose_affinity
+
+    n_clusters = getattr(args, "n_clusters", None)
+    if n_clusters is None:
+        n_clusters = "auto" if ds.y is None else ds.n_classes
+    kwargs = {name: getattr(args, name) for name in ("n_neighbors", "local_neighbor")
+              if getattr(args, name, None) is not None}
+    choice = choose_affinity(ds.X, n_clusters, backend=args.backend, **kwargs)
+    args.graph_why = f"chosen (affinity='auto'): {choice.why}"
+    return choice.affinity
 
 
 def _graph_params(args, ds) -> tuple[dict, list[str]]:
@@ -273,6 +298,7 @@ def _cmd_run(args, out) -> dict:
     _print_data(out, ds, load_s)
     _print_graph(out, sc.backend_, sc.backend_reason_, g.method, g.method_reason, g.rule,
                  filled, g.stats, g.options)
+    _row(out, "graph kind", f"{g.rule.graph}: {args.graph_why}")
     residual = float(np.max(sc.eigen_residuals_)) if len(sc.eigen_residuals_) else float("nan")
     _row(out, "clustering", f"k={sc.n_clusters_}" + (" (eigengap)" if n_clusters == "auto" else "")
          + f", eigensolver {sc.eigen_solver_}, {_iters(sc.eigen_iterations_)}, "
@@ -289,6 +315,7 @@ def _cmd_run(args, out) -> dict:
         "backend": {"name": sc.backend_, "reason": sc.backend_reason_},
         "method": {"name": g.method, "reason": g.method_reason},
         "edge_rule": g.rule.describe(),
+        "graph_kind": {"name": g.rule.graph, "why": args.graph_why},
         "options_used": {k: v for k, v in g.options.to_kwargs().items() if v is not None},
         "n_clusters": int(sc.n_clusters_),
         "stats": g.stats.to_dict(),
@@ -349,6 +376,7 @@ def _cmd_stats(args, out) -> dict:
     seconds = time.perf_counter() - start
     _print_data(out, ds, load_s)
     _print_graph(out, backend.name, backend.reason, None, None, rule, filled, stats)
+    _row(out, "graph kind", f"{rule.graph}: {args.graph_why}")
     _row(out, "timings", f"statistics {seconds:.3f} s")
     return {
         "command": "stats",
@@ -359,6 +387,7 @@ def _cmd_stats(args, out) -> dict:
         "suggested_parameters_used": filled,
         "backend": {"name": backend.name, "reason": backend.reason},
         "edge_rule": rule.describe(),
+        "graph_kind": {"name": rule.graph, "why": args.graph_why},
         "stats": stats.to_dict(),
         "timings": {"data": load_s, "stats": seconds},
     }

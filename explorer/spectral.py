@@ -3,6 +3,7 @@ and the scikit-learn style estimator that builds the graph first."""
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable
@@ -12,7 +13,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
 from ._backend import array_module, gpu_status, resolve_backend, to_numpy
-from ._csr import csr_from_arrays
+from ._csr import block_rows, csr_from_arrays, row_blocks, with_values
 from ._persistence import host_state
 from ._validation import (
     check_affinity,
@@ -25,7 +26,7 @@ from ._validation import (
     check_random_state,
     is_sparse,
 )
-from .components import components_besides_isolated, keep_largest_components
+from .components import component_labels, components_besides_isolated, keep_largest_components
 from .embedding import (
     EIGENGAP_TOL,
     SOLVERS,
@@ -45,7 +46,7 @@ EIGEN_MAX_ITER_LIMIT = 1_000_000
 #: What X is to :class:`SpectralClustering`: points to build an ε-neighbourhood or kNN
 #: graph of, or the affinity matrix itself (``"nearest_neighbors"``: scikit-learn's
 #: name of ``"knn"``).
-AFFINITIES = ("epsilon", "knn", "mutual_knn", "nearest_neighbors", "precomputed")
+AFFINITIES = ("auto", "epsilon", "knn", "mutual_knn", "nearest_neighbors", "precomputed")
 
 #: The graph kind (:attr:`explorer.EdgeRule.graph`) of each affinity that builds one.
 AFFINITY_GRAPH = {"epsilon": "epsilon", "knn": "knn", "mutual_knn": "mutual_knn",
@@ -245,7 +246,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self,
         n_clusters=8,
         *,
-        affinity="epsilon",
+        affinity="auto",
         metric="auto",
         sigma="auto",
         threshold_sqdist=None,
@@ -327,6 +328,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         t0 = time.perf_counter()
         rule, scaler = None, None
         if self.affinity == "precomputed":
+            affinity, affinity_why = "precomputed", "given"
             graph = _precomputed_graph(X, backend)
             check_features(self, X, reset=True)
         else:
@@ -335,11 +337,12 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             Xv = check_data(X, center=self.metric != "cosine")
             check_features(self, X, reset=True)
             scaler, Xv = _scaled(Xv, self.scale)
+            affinity, affinity_why = self._resolve_affinity(Xv)
             # The edge rule, built once: explicit values win, the rest is chosen from Xv.
             rule = EdgeRule.suggest(Xv, self.metric, self.sigma, self.threshold_sqdist,
                                     self.threshold_sim, n_clusters=self.n_clusters,
                                     n_neighbors=self.n_neighbors,
-                                    graph=AFFINITY_GRAPH[self.affinity],
+                                    graph=AFFINITY_GRAPH[affinity],
                                     local_neighbor=self.local_neighbor)
             if rule.compares == "cosine" and self.metric != "cosine" and scaler is None:
                 # "auto" chose cosine: the data as given (scaled data are the same
@@ -384,7 +387,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             isolated=isolated,
         )
         if part.n_dropped:
-            warn_components(part.n_components, n_isolated, part.n_clusters, part.n_dropped)
+            warn_components(part.n_components, n_isolated, part.n_clusters, part.n_dropped,
+                            n_stray=part.n_stray, stray_pieces=part.stray_pieces,
+                            stray_size=part.stray_size)
         emb, k, labels = part.clustered, part.n_clusters, part.labels
 
         self.labels_ = _like_input(labels, X)
@@ -409,6 +414,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.backend_ = graph.backend
         self.backend_reason_ = backend.reason
         self.scaler_ = scaler
+        self.affinity_ = affinity
+        self.affinity_why_ = affinity_why
         self.timings_ = {
             **({"suggest": t_suggest} if rule is not None and rule.suggested else {}),
             "graph": t1 - t0,
@@ -435,6 +442,23 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         that the pickle loads where CuPy or a GPU is missing; it then holds NumPy
         arrays and SciPy matrices, whatever backend ran."""
         return host_state(super().__getstate__())
+
+    def _resolve_affinity(self, X) -> tuple[str, str]:
+        """The affinity that builds the graph of `X` and why (``affinity="auto"``: the
+        rule of :func:`explorer.affinity.choose_affinity`)."""
+        if self.affinity != "auto":
+            return AFFINITY_GRAPH[self.affinity], "given"
+        given = [name for name in ("threshold_sqdist", "threshold_sim")
+                 if getattr(self, name) is not None]
+        if not isinstance(self.sigma, str) and self.sigma is not None:
+            given.append("sigma")
+        if given:
+            return "epsilon", f"{' and '.join(given)} given: the ε-graph they define"
+        from .affinity import choose_affinity
+
+        choice = choose_affinity(X, self.n_clusters, n_neighbors=self.n_neighbors,
+                                 local_neighbor=self.local_neighbor, backend=self.backend)
+        return choice.affinity, choice.why
 
     def _check_params(self) -> BuildOptions:
         """Validate the parameters besides the edge rule; return the builder's options."""
@@ -494,9 +518,16 @@ class GraphPartition:
         Connected components outside the isolated vertices, when they were counted
         (given, or counted because of a fixed k).
     n_dropped : int
-        Vertices of the components beyond the k largest (label −1).
+        Vertices left out by the components rule (label −1): those of stray pieces
+        and of the components beyond the k largest.
     timings : dict of str to float
         Seconds: ``"embedding"`` (with the components rule) and ``"kmeans"``.
+    n_stray : int
+        Vertices of the stray pieces left out (part of `n_dropped`).
+    stray_pieces : int
+        How many stray pieces.
+    stray_size : int or None
+        The size under which a component was a stray piece, when strays were left out.
     """
 
     labels: object
@@ -508,6 +539,9 @@ class GraphPartition:
     n_components: int | None
     n_dropped: int
     timings: dict = field(default_factory=dict)
+    n_stray: int = 0
+    stray_pieces: int = 0
+    stray_size: int | None = None
 
 
 def partition_graph(
@@ -608,12 +642,19 @@ def partition_graph(
         )
 
     t0 = time.perf_counter()
-    embedded, n_dropped = csr, 0
+    embedded, n_dropped, strays = csr, 0, _Strays()
+    n_left = n_components
     if not auto:
-        # More components than k: the k largest are the clusters (see
-        # explorer.graph._components); the others' vertices get label -1.
-        embedded, n_components, n_dropped = keep_largest_components(
-            csr, n_clusters, isolated=isolated, n_components=n_components)
+        # Stray pieces (a few points cut off in a sparse tail) out first, then, with
+        # more components than k, the k largest are the clusters (see
+        # explorer.components); the others' vertices get label -1.
+        embedded, isolated_left, strays = _drop_stray_components(csr, n_clusters, isolated,
+                                                                 n_components)
+        n_components = strays.n_components
+        n_left = None if n_components is None else n_components - strays.pieces
+        embedded, n_left, n_dropped = keep_largest_components(
+            embedded, n_clusters, isolated=isolated_left, n_components=n_left)
+        n_dropped += strays.vertices
     n_kept -= n_dropped
     if auto:
         m = auto_k_max(n_kept)
@@ -623,7 +664,7 @@ def partition_graph(
         m = min(n_kept, max(n_clusters, n_eigenpairs or 1))
     tol = EIGENGAP_TOL if auto and eigen_tol is None else eigen_tol
     solver = eigen_solver
-    if solver == "auto" and not auto and m == n_clusters and n_components >= n_clusters:
+    if solver == "auto" and not auto and m == n_clusters and n_left >= n_clusters:
         # The embedded graph has exactly k components: their indicators are the
         # answer, exact where an iterative solver may not resolve the zeros from the
         # next eigenvalues (explorer.spectral_embedding, Notes).
@@ -646,7 +687,49 @@ def partition_graph(
         labels=labels, n_clusters=int(k), n_clusters_suggested=int(suggested), embedding=emb,
         clustered=used, kmeans=km, n_components=n_components, n_dropped=int(n_dropped),
         timings={"embedding": t1 - t0, "kmeans": time.perf_counter() - t1},
+        n_stray=strays.vertices, stray_pieces=strays.pieces, stray_size=strays.size,
     )
+
+
+#: A component holding fewer points than this share of the mean cluster size
+#: (non-isolated points / k) is a stray piece (:func:`partition_graph`).
+STRAY_SHARE = 0.01
+
+
+@dataclass
+class _Strays:
+    """What :func:`_drop_stray_components` left out."""
+
+    n_components: int | None = None
+    pieces: int = 0
+    vertices: int = 0
+    size: int | None = None
+
+
+def _drop_stray_components(csr, k, isolated, n_components):
+    """``(graph, isolated, _Strays)``: the graph with the edges of its stray pieces
+    (components of fewer than ``max(2, ceil(STRAY_SHARE · n_kept / k))`` vertices)
+    set to 0, when it has more than one component and at least one is not a stray."""
+    if n_components is not None and n_components <= 1:
+        return csr, isolated, _Strays(n_components)
+    xp = array_module(csr)
+    labels = component_labels(csr)
+    in_graph = ~isolated
+    found, counts = xp.unique(labels[in_graph], return_counts=True)
+    n_components = int(found.shape[0])
+    n_kept = int(counts.sum())
+    size = max(2, math.ceil(STRAY_SHARE * n_kept / k))
+    small = counts < size
+    pieces = int(xp.count_nonzero(small))
+    vertices = int(counts[small].sum()) if pieces else 0
+    if pieces == 0 or pieces == n_components or n_kept - vertices < k:
+        return csr, isolated, _Strays(n_components)
+    drop = xp.isin(labels, found[small]) & in_graph
+    data = xp.empty(csr.data.shape, dtype=csr.dtype)
+    for r0, r1, e0, e1 in row_blocks(csr.indptr):
+        out = drop[block_rows(csr, r0, r1, e0, e1, xp)] | drop[csr.indices[e0:e1]]
+        data[e0:e1] = xp.where(out, 0, csr.data[e0:e1])
+    return with_values(csr, data), isolated | drop, _Strays(n_components, pieces, vertices, size)
 
 
 def zero_weights_message(rule, nnz: int) -> str:
@@ -770,8 +853,10 @@ def check_params(estimator) -> BuildOptions:
     return estimator._check_params()
 
 
-def warn_components(n_components: int, n_isolated: int, k: int, n_dropped: int) -> None:
-    """Warn that the graph has more components than k and which vertices lost a label.
+def warn_components(n_components: int, n_isolated: int, k: int, n_dropped: int, *,
+                    n_stray: int = 0, stray_pieces: int = 0,
+                    stray_size: int | None = None) -> None:
+    """Warn that some components were left out and which vertices lost a label.
 
     Public for the distributed fit, which warns the same way.
 
@@ -784,14 +869,31 @@ def warn_components(n_components: int, n_isolated: int, k: int, n_dropped: int) 
     k : int
         Number of clusters.
     n_dropped : int
-        Vertices of the components beyond the k largest (labelled -1).
+        Vertices left out (labelled -1), the stray pieces' included.
+    n_stray, stray_pieces, stray_size : int
+        Vertices and number of the stray pieces left out, and the size under which a
+        component was one (see :func:`partition_graph`).
     """
+    if not stray_pieces:
+        warnings.warn(
+            f"the graph has {n_components} connected components besides its {n_isolated} "
+            f"isolated vertices, more than k={k}: the {k} largest are the clusters and the "
+            f"{n_dropped} vertices of the other {n_components - k} are left unclustered "
+            "(label -1); raise the threshold (or sigma; n_neighbors for a kNN graph) to "
+            "join them",
+            UserWarning,
+            stacklevel=3,
+        )
+        return
+    left = n_components - stray_pieces
+    beyond = (f"; the {k} largest of the other {left} are the clusters and the "
+              f"{n_dropped - n_stray} vertices of the remaining {left - k} are left "
+              "unclustered" if n_dropped > n_stray else "")
     warnings.warn(
         f"the graph has {n_components} connected components besides its {n_isolated} "
-        f"isolated vertices, more than k={k}: the {k} largest are the clusters and the "
-        f"{n_dropped} vertices of the other {n_components - k} are left unclustered "
-        "(label -1); raise the threshold (or sigma; n_neighbors for a kNN graph) to "
-        "join them",
+        f"isolated vertices (k={k}): {stray_pieces} stray piece(s) of fewer than "
+        f"{stray_size} points ({n_stray} vertices) are left unclustered (label -1){beyond}; "
+        "raise the threshold (or sigma; n_neighbors for a kNN graph) to join them",
         UserWarning,
         stacklevel=3,
     )

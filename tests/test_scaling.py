@@ -134,6 +134,9 @@ def test_cli_scale_flag(tmp_path, capsys, rng):
     result = json.loads(out.read_text())
     assert result["data"]["params"]["scale"] == "standard"
     assert result["scores"]["ari"] > 0.95
+    # --graph left out: the estimator's affinity="auto" rule, with its reason
+    assert result["graph_kind"]["why"].startswith("chosen (affinity='auto'): ")
+    assert result["graph_kind"]["name"] in ("epsilon", "knn")
     assert not any("differ in spread" in w for w in result["warnings"])
     code = main(["stats", "--file", str(path), "--label-column", "label", "--backend", "cpu"])
     assert code == 0
