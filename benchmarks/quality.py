@@ -56,12 +56,14 @@ SEED = 0
 SKLEARN_NN_MAX = 100_000
 SKLEARN_RBF_MAX = 5_000
 
-#: scikit-learn's rbf mode (gamma=1) runs on up to this many features: on the unscaled
-#: high-d toy sets its affinity is nearly the identity and ARPACK stalls (47 s for
-#: breast cancer's 569 rows, over 5 minutes for digits on a shared 2-core machine).
+#: scikit-learn's rbf mode (gamma=1) runs on up to this many features, each of spread
+#: (std) at most RBF_MAX_SPREAD: beyond, its affinity is nearly the identity and ARPACK
+#: stalls (47 s for breast cancer's 569 rows, over 5 minutes for digits or mixed-units
+#: on a shared 2-core machine).
 RBF_MAX_D = 8
-RBF_HIGH_D = ("d > 8: gamma=1 on unscaled high-d features gives a near-identity affinity "
-              "that ARPACK stalls on (breast cancer 47 s, ARI 0.0; digits > 5 min)")
+RBF_MAX_SPREAD = 10.0
+RBF_SKIPPED = ("d > 8 or a feature std > 10: gamma=1 gives a near-identity affinity that "
+               "ARPACK stalls on (breast cancer 47 s, ARI 0.0; digits, mixed-units > 5 min)")
 
 #: ARI targets of issue 16.
 VS_SKLEARN_TOL = 0.02
@@ -291,8 +293,9 @@ def run_case(case, methods, backend, repeats):
         if limit is not None and n > limit:
             row["methods"][name] = {"skipped": f"n={n} > {limit}"}
             continue
-        if name == "sklearn_rbf" and X.shape[1] > RBF_MAX_D:
-            row["methods"][name] = {"skipped": RBF_HIGH_D}
+        if name == "sklearn_rbf" and (X.shape[1] > RBF_MAX_D
+                                      or float(X.std(axis=0).max()) > RBF_MAX_SPREAD):
+            row["methods"][name] = {"skipped": RBF_SKIPPED}
             continue
         try:
             with warnings.catch_warnings():
@@ -379,9 +382,14 @@ def main(argv=None):
     env = environment_info(backend)
     rows = []
     t0 = time.perf_counter()
+    name = args.out or ("quality-quick" if args.quick else
+                        "quality-gpu" if args.gpu else "quality")
     for case in chosen:
         print(case["name"], flush=True)
         rows.append(run_case(case, methods, backend, repeats))
+        # what is done so far, in case a time limit stops the run
+        write_result(name + "-partial", {"rows": rows, "methods": methods,
+                                         "backend": backend, "environment": env})
     result = {
         "benchmark": "quality",
         "about": "ARI/NMI against ground truth per data set and method (issue 16); "
@@ -394,9 +402,8 @@ def main(argv=None):
         "summary": summarise(rows, methods),
         "seconds_total": time.perf_counter() - t0,
     }
-    name = args.out or ("quality-quick" if args.quick else
-                        "quality-gpu" if args.gpu else "quality")
     path = write_result(name, result)
+    (path.parent / f"{name}-partial.json").unlink(missing_ok=True)
     s = result["summary"]
     for m, v in s["per_method"].items():
         print(f"{m:12s} mean ARI {v['mean_ari']:.4f}  worst {v['worst_ari']:.4f} "
