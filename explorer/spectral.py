@@ -70,8 +70,15 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         k, between 1 and the number of non-isolated vertices; ``"auto"`` computes
         ``min(20, that number)`` eigenpairs and lets :func:`~explorer.embedding.eigengap_k`
         choose k.
-    affinity : {"epsilon", "knn", "mutual_knn", "nearest_neighbors", "precomputed"}, \
-            default "epsilon"
+    affinity : {"auto", "epsilon", "knn", "mutual_knn", "nearest_neighbors", \
+            "precomputed"}, default "auto"
+        ``"auto"``: the ε-graph or the kNN graph (with self-tuning σ), chosen from the
+        data by :func:`explorer.affinity.choose_affinity` (kNN for more than 8 features
+        and where no ε threshold gives a clean graph; otherwise the graph with the
+        larger relative eigengap at k on a sample; a threshold or a numeric σ given
+        means the ε-graph); ``affinity_`` and ``affinity_why_`` say which and why.
+        Measured in benchmarks/results/quality.json: the ε-graph keeps noisy shapes
+        apart, the kNN graph adapts to outliers and densities that differ.
         ``"epsilon"``: X holds points (n_samples × n_features) and ``fit`` builds their
         ε-neighbourhood graph by the edge rule below. ``"knn"`` (or scikit-learn's
         name ``"nearest_neighbors"``): their kNN graph, edge iff one point is among the
@@ -182,6 +189,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         data), ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
     backend_ : {"gpu", "cpu"}
     backend_reason_ : str
+    affinity_ : {"epsilon", "knn", "mutual_knn", "precomputed"}
+        The graph kind that ran (``"nearest_neighbors"`` is ``"knn"``).
+    affinity_why_ : str
+        Why: ``"given"``, or the rule's reason under ``affinity="auto"``.
     scaler_ : explorer.preprocessing.FeatureScaler or None
         The fitted feature scaling (None without `scale`); ``scaler_.transform(X)``
         gives the points the graph was built on.
@@ -218,7 +229,11 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     often large, and copying them back is the caller's choice (``explorer._backend.to_numpy``,
     ``.get()``). Only `labels_`, the answer, follows the input's kind.
 
-    A graph with more connected components (outside the isolated vertices) than k has
+    A component of fewer than 1 % of the mean cluster size (non-isolated points / k,
+    at least 2 points) is a stray piece, a few points cut off in a sparse tail: it is
+    left out (label −1) before components are counted, or it would take a cluster of
+    its own (the components solver makes every component one). Then a graph with more
+    connected components (outside the isolated vertices) than k has
     more than k zero eigenvalues, and any k vectors of that null space would be an
     answer. ``fit`` then clusters the k largest components (by vertex count), labels
     the vertices of the others -1 like isolated points, and warns; raise the
@@ -574,7 +589,9 @@ def partition_graph(
         :func:`~explorer.embedding.auto_k_max` eigenpairs and takes the eigengap's k.
         With a fixed k and more connected components than k (outside the isolated
         vertices), the k largest components are the clusters and the vertices of the
-        others get label −1 (see :class:`SpectralClustering`, Notes).
+        others get label −1, after stray pieces (components of fewer than
+        :data:`STRAY_SHARE` of the mean cluster size) are left out the same way (see
+        :class:`SpectralClustering`, Notes).
     n_eigenpairs : int, optional
         With a fixed k, compute at least this many eigenpairs (to show the spectrum
         beyond k); k-means still uses the first k. Ignored by
