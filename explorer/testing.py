@@ -21,6 +21,7 @@ from ._backend import to_numpy
 from ._validation import check_data
 from .graph import EdgeRule
 from .graph.reference import (
+    PairValues,
     index_dtype,
     pair_values,
     pair_values_at,
@@ -286,9 +287,11 @@ def assert_same_graph(
 
     thr = threshold_value(params)
 
+    values = PairValues(X, params)  # compared values only (self-tuning σ has no pair weight)
+
     def judge(keys):
         i, j = keys // n, keys % n
-        compared, _ = pair_values_at(X, i, j, params)
+        compared = values.at(i, j)
         with np.errstate(invalid="ignore"):
             inside = (np.abs(compared - thr) <= params.band) & (i != j)
         return i, j, compared, inside
@@ -387,9 +390,13 @@ def assert_same_knn_graph(actual, expected, X, params: EdgeRule, rtol: float = 1
         with np.errstate(invalid="ignore"):
             return np.abs(c - ref) <= BAND_RTOL * scale
 
+    # The compared values only: a rule of the same comparison without weights to make.
+    probe = params if params.compares == "cosine" else EdgeRule("uniform", None, None, None,
+                                                                graph="knn")
+
     def judge(keys):
         i, j = keys // n, keys % n
-        c, _ = pair_values_at(X, i, j, params)
+        c, _ = pair_values_at(X, i, j, probe)
         allowed = near(c, kth[i]) | near(c, kth[j])
         if params.has_threshold:
             allowed |= near(c, threshold_value(params))

@@ -33,12 +33,6 @@ GRAPHS = ("knn", "mutual_knn")
 WEIGHTS = (("gaussian", 0.4), ("gaussian", "local"), ("cosine", None), ("uniform", None))
 
 
-def fresh_rng():
-    seed = int(np.random.SeedSequence().entropy % 2**32)
-    print(f"seed {seed}")
-    return np.random.default_rng(seed)
-
-
 def assert_identical(a, b):
     assert a.shape == b.shape
     for name in ("indptr", "indices", "data"):
@@ -155,8 +149,7 @@ def test_local_sigma_of_duplicates_follows_the_limits():
 
 @pytest.mark.parametrize("graph", GRAPHS)
 @pytest.mark.parametrize("metric", ("uniform", "cosine"))
-def test_reference_equals_an_independent_dense_computation(graph, metric):
-    rng = fresh_rng()
+def test_reference_equals_an_independent_dense_computation(graph, metric, rng):
     X = tricky_data(rng, 40, 3, "lattice" if metric == "uniform" else "zeros")
     for k in (1, 4, 39, 60):
         for kw in ({}, {"threshold_sqdist": 2.0} if metric == "uniform" else
@@ -181,8 +174,7 @@ def _pattern(csr):
 @pytest.mark.parametrize("flavour", ("uniform", "blobs", "lattice", "duplicates", "offset",
                                      "zeros"))
 @pytest.mark.parametrize("graph", GRAPHS)
-def test_cpu_builders_equal_the_reference_bit_for_bit(flavour, graph):
-    rng = fresh_rng()
+def test_cpu_builders_equal_the_reference_bit_for_bit(flavour, graph, rng):
     for n, d in ((300, 2), (120, 5), (80, 40)):
         X = tricky_data(rng, n, d, flavour)
         for metric, sigma in WEIGHTS:
@@ -211,8 +203,7 @@ def test_kdtree_settles_ties_in_later_rounds():
     assert set(g.csr[0].indices.tolist()) >= {1, 2, 3, 4, 5}
 
 
-def test_a_threshold_with_a_knn_graph_drops_edges():
-    rng = fresh_rng()
+def test_a_threshold_with_a_knn_graph_drops_edges(rng):
     X = rng.random((200, 2)).astype(np.float32)
     plain = EdgeRule.from_args("gaussian", 0.2, graph="knn", n_neighbors=8)
     cut = EdgeRule.from_args("gaussian", 0.2, threshold_sqdist=0.004, graph="knn",
@@ -226,8 +217,7 @@ def test_a_threshold_with_a_knn_graph_drops_edges():
     assert (d2[rows, b.indices] < 0.004).all()
 
 
-def test_union_and_mutual_degrees():
-    rng = fresh_rng()
+def test_union_and_mutual_degrees(rng):
     X = rng.standard_normal((500, 3)).astype(np.float32)
     k = 7
     union = build_graph(X, graph="knn", n_neighbors=k, metric="uniform", backend="cpu")
@@ -239,8 +229,7 @@ def test_union_and_mutual_degrees():
     check_canonical(mutual.csr)
 
 
-def test_epsilon_graph_with_local_sigma_equals_the_reference():
-    rng = fresh_rng()
+def test_epsilon_graph_with_local_sigma_equals_the_reference(rng):
     for flavour in ("uniform", "duplicates", "lattice"):
         X = tricky_data(rng, 250, 2, flavour)
         rule = EdgeRule.from_args("gaussian", "local", threshold_sqdist=0.05 if flavour !=
@@ -253,8 +242,7 @@ def test_epsilon_graph_with_local_sigma_equals_the_reference():
         assert stats.degree_mean is None or stats.degree_mean > 0
 
 
-def test_the_shared_assembly_and_distances_are_the_reference_arithmetic():
-    rng = fresh_rng()
+def test_the_shared_assembly_and_distances_are_the_reference_arithmetic(rng):
     X = tricky_data(rng, 100, 7, "offset")
     rows = rng.integers(0, 100, 500)
     cols = rng.integers(0, 100, 500)
@@ -285,8 +273,7 @@ def test_assert_same_knn_graph_allows_only_ties_at_the_kth_place():
 # ----------------------------------------------------------------- statistics, front ends
 
 
-def test_graph_stats_of_a_knn_graph_are_the_built_graphs():
-    rng = fresh_rng()
+def test_graph_stats_of_a_knn_graph_are_the_built_graphs(rng):
     X = rng.random((2000, 2)).astype(np.float32)
     kw = dict(metric="gaussian", sigma="local", graph="knn", n_neighbors=6)
     built = build_graph(X, backend="cpu", **kw).stats
@@ -321,3 +308,11 @@ def test_cli_builds_knn_graphs(capsys):
                      "--n-neighbors", "8", "--backend", "cpu"])
     out = capsys.readouterr().out
     assert code in (0, None) and "mutual_knn k=8" in out
+
+
+@pytest.mark.parametrize("kw", [{"affinity": "knn"}, {"sigma": "local"}])
+def test_dask_arrays_refuse_knn_and_local_sigma_by_name(kw):
+    da = pytest.importorskip("dask.array")
+    X = da.from_array(np.random.default_rng(0).random((100, 2)), chunks=50)
+    with pytest.raises(ValueError, match="is not available for a Dask array yet"):
+        SpectralClustering(2, backend="cpu", **kw).fit(X)

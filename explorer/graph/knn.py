@@ -17,7 +17,8 @@ written once with the array namespace ``xp`` (NumPy or CuPy) and shared:
   ``exp(-d²/(σi σj))`` on the edges of any graph kind.
 
 :func:`build_knn` runs them for :func:`explorer.build_graph`; :func:`apply_local_sigma`
-re-weighs an ε graph built with the rule's uniform pattern rule.
+re-weighs an ε graph built with the rule's uniform pattern rule;
+:func:`nearest_neighbors` gives the lists alone.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "knn_search",
     "local_scale",
     "local_sigma",
+    "nearest_neighbors",
 ]
 
 #: GPU kNN searches (the names of the ε builders they share their layout with).
@@ -69,6 +71,51 @@ def knn_search(X, rule: EdgeRule, k: int, method: str, be: Backend):
     return knn_search_cpu(X, rule, k, method)
 
 
+def nearest_neighbors(X, k: int, *, metric: str = "uniform", method: str = "auto",
+                      backend: str = "auto"):
+    """Each point's `k` nearest other points, exact, on the chosen backend.
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d)
+        NumPy or CuPy (moved to the backend).
+    k : int
+        ``1 <= k``; at most ``n - 1`` are returned.
+    metric : {"uniform", "gaussian", "cosine"}
+        Only what "near" is: squared distance, or cosine similarity for ``"cosine"``.
+    method : str
+        ``"auto"``, or a search of the backend (``"kdtree"``, ``"bruteforce"``;
+        ``"grid"``, ``"gemm"``).
+    backend : {"auto", "gpu", "cpu"}
+
+    Returns
+    -------
+    neighbors : int64 array (n, min(k, n - 1)), -1 padded, ascending by (value, index)
+    compared : float64 array, same shape: squared distances or cosines
+    """
+    from .._backend import resolve_backend
+    from .._validation import check_data
+
+    rule = EdgeRule.from_args(metric, 1.0 if metric == "gaussian" else None, graph="knn",
+                              n_neighbors=k)
+    be = resolve_backend(backend)
+    X = check_data(X, center=rule.compares == "sqdist")
+    xp = be.xp
+    X = xp.ascontiguousarray(xp.asarray(X)) if be.is_gpu else np.ascontiguousarray(
+        _host(X))
+    if method == "auto":
+        method = choose_method(X.shape[0], X.shape[1], rule, be)[0]
+    check_method(method, rule, be)
+    nbr, compared, _ = knn_search(X, rule, k, method, be)
+    return nbr, compared
+
+
+def _host(X):
+    from .._backend import to_numpy
+
+    return to_numpy(X)
+
+
 def choose_method(n: int, d: int, rule: EdgeRule, be: Backend) -> tuple[str, str]:
     """``method="auto"`` for a kNN search: the builder and why."""
     if be.is_gpu:
@@ -86,9 +133,10 @@ def check_method(method: str, rule: EdgeRule, be: Backend) -> None:
             f"method={method!r} does not build kNN graphs on the {be.name} backend "
             f"(graph={rule.graph!r}); use one of {', '.join(map(repr, ('auto', *allowed)))}"
         )
-    if method == "kdtree" and rule.compares != "sqdist":
-        raise ValueError(f"method='kdtree' serves distance rules only; got metric="
-                         f"{rule.metric!r}: use method='bruteforce' or 'auto'")
+    if method in ("kdtree", "grid") and rule.compares != "sqdist":
+        other = "gemm" if be.is_gpu else "bruteforce"
+        raise ValueError(f"method={method!r} serves distance rules only; got metric="
+                         f"{rule.metric!r}: use method={other!r} or 'auto'")
 
 
 def knn_csr(n: int, neighbors, compared, rule: EdgeRule):
@@ -144,7 +192,7 @@ def knn_csr(n: int, neighbors, compared, rule: EdgeRule):
     nnz = int(keys.size)
     idx = index_dtype(nnz, n)
     indptr = xp.zeros(n + 1, dtype=idx)
-    xp.cumsum(xp.bincount(r, minlength=n), out=indptr[1:])
+    indptr[1:] = xp.cumsum(xp.bincount(r, minlength=n))
     if rule.local_sigma:
         weights = xp.ones(nnz, dtype=xp.float32)
     else:
@@ -192,12 +240,19 @@ def local_sigma(X, neighbors):
     return xp.sqrt(edge_sqdist(X, xp.arange(n, dtype=xp.int64), last))
 
 
+def entry_rows(csr):
+    """The row of every stored entry of a CSR matrix (int64, NumPy or CuPy)."""
+    xp = array_module(csr.indptr)
+    nnz = int(csr.indptr[-1])
+    return xp.searchsorted(csr.indptr, xp.arange(nnz, dtype=csr.indptr.dtype),
+                           side="right").astype(xp.int64) - 1
+
+
 def local_scale(csr, sqdist, sigma):
     """The CSR with weights ``exp(-d²/(σi σj))`` (:func:`~explorer.graph.reference.
     local_weights_from`) for the squared distances `sqdist` of its stored entries."""
     xp = array_module(sigma)
-    n = csr.shape[0]
-    rows = xp.repeat(xp.arange(n, dtype=xp.int64), xp.diff(csr.indptr).astype(xp.int64))
+    rows = entry_rows(csr)
     cols = csr.indices
     w = local_weights_from(sqdist, sigma[rows], sigma[cols]).astype(xp.float32)
     return csr_from_arrays(w, csr.indices, csr.indptr, csr.shape, canonical=True)
@@ -211,9 +266,7 @@ def apply_local_sigma(csr, X, rule: EdgeRule, method: str, be: Backend, timings:
     m_method = choose_method(X.shape[0], X.shape[1], m_rule, be)[0]
     nbr, _, _ = knn_search(X, m_rule, rule.local_neighbor, m_method, be)
     sigma = local_sigma(X, nbr)
-    n = csr.shape[0]
-    rows = xp.repeat(xp.arange(n, dtype=xp.int64), xp.diff(csr.indptr).astype(xp.int64))
-    d2 = edge_sqdist(X, rows, csr.indices.astype(xp.int64))
+    d2 = edge_sqdist(X, entry_rows(csr), csr.indices.astype(xp.int64))
     out = local_scale(csr, d2, sigma)
     _sync(xp)
     timings["local_sigma"] = time.perf_counter() - t0

@@ -1,0 +1,254 @@
+// k nearest neighbours on the GPU: a grid searched ring by ring (low d) and a per-row
+// top-k over cuBLAS distance tiles with a float64 re-check (high d).
+//
+// Every final decision is made on float64 values computed as the reference computes
+// them (explorer/graph/_reference.py): squared distances accumulated feature by feature
+// from the float32 data widened to double, cosines as dot / (|a| |b|) clipped to
+// [-1, 1], with explicitly rounded operations (__dadd_rn, __dmul_rn: no fused
+// multiply-add), ties broken by the lower index. Lists are kept sorted ascending by
+// (key, index) in per-thread arrays of KMAX entries (a compile-time bound on k).
+//
+// Defines: KMAX (list capacity, >= k), DC (grid kernel: cell dimensions, 1..3).
+
+#ifndef KMAX
+#define KMAX 16
+#endif
+
+#define KNN_INF __longlong_as_double(0x7ff0000000000000LL)
+#define KNN_NONE 0x7fffffffffffffffLL
+
+__device__ __forceinline__ bool pair_less(double a, long long ia, double b, long long ib) {
+    return a < b || (a == b && ia < ib);
+}
+
+// Insert (v, j) into the sorted list (kv, ki) of `cnt` entries, capacity K.
+template <typename T>
+__device__ __forceinline__ void list_insert(T* kv, long long* ki, int& cnt, int K, T v,
+                                            long long j) {
+    if (cnt == K && !pair_less((double)v, j, (double)kv[K - 1], ki[K - 1])) return;
+    int p = cnt < K ? cnt : K - 1;
+    while (p > 0 && pair_less((double)v, j, (double)kv[p - 1], ki[p - 1])) {
+        kv[p] = kv[p - 1];
+        ki[p] = ki[p - 1];
+        --p;
+    }
+    kv[p] = v;
+    ki[p] = j;
+    if (cnt < K) ++cnt;
+}
+
+// The reference's squared distance of rows a and b of X (n × d, float32).
+__device__ __forceinline__ double sqdist64(const float* __restrict__ X, long long a,
+                                           long long b, int d) {
+    const float* xa = X + a * d;
+    const float* xb = X + b * d;
+    double acc = 0.0;
+    for (int f = 0; f < d; ++f) {
+        double t = __dsub_rn((double)xa[f], (double)xb[f]);
+        acc = __dadd_rn(acc, __dmul_rn(t, t));
+    }
+    return acc;
+}
+
+__device__ __forceinline__ double dot64(const float* __restrict__ X, long long a, long long b,
+                                        int d) {
+    const float* xa = X + a * d;
+    const float* xb = X + b * d;
+    double acc = 0.0;
+    for (int f = 0; f < d; ++f) acc = __dadd_rn(acc, __dmul_rn((double)xa[f], (double)xb[f]));
+    return acc;
+}
+
+#ifdef DC
+// One thread per point (in cell order): visit the cells at Chebyshev cell distance
+// r = 0, 1, 2, ... around the point's cell until the k-th best squared distance is
+// below (r h)^2, the least any point of an unvisited cell can have (its coordinate in
+// some cell dimension differs by more than r h); then no unvisited point can be nearer
+// or tie. Cells: `dims` per dimension, row-major ids, `start` the offsets of each cell's
+// points in the cell-ordered arrays.
+extern "C" __global__ void knn_grid(const float* __restrict__ Xs,
+                                    const long long* __restrict__ perm,
+                                    const int* __restrict__ cellc,
+                                    const long long* __restrict__ start,
+                                    int dim0, int dim1, int dim2, int n, int d, int K,
+                                    double h, long long* __restrict__ out_idx,
+                                    double* __restrict__ out_val) {
+    int q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= n) return;
+    const int dims[3] = {dim0, dim1, dim2};
+    int home[3] = {0, 0, 0};
+    for (int a = 0; a < DC; ++a) home[a] = cellc[(long long)q * DC + a];
+    int reach = 0;  // rings needed to cover every cell
+    for (int a = 0; a < DC; ++a) {
+        int far = max(home[a], dims[a] - 1 - home[a]);
+        reach = max(reach, far);
+    }
+    double kv[KMAX];
+    long long ki[KMAX];
+    int cnt = 0;
+    const long long self = perm[q];
+    for (int r = 0; r <= reach; ++r) {
+        int lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
+        for (int a = 0; a < DC; ++a) {
+            lo[a] = -r;
+            hi[a] = r;
+        }
+        for (int o0 = lo[0]; o0 <= hi[0]; ++o0) {
+            int c0 = home[0] + o0;
+            if (c0 < 0 || c0 >= dims[0]) continue;
+            for (int o1 = lo[1]; o1 <= hi[1]; ++o1) {
+                int c1 = home[1] + o1;
+                if (DC > 1 && (c1 < 0 || c1 >= dims[1])) continue;
+                bool edge01 = abs(o0) == r || (DC > 1 && abs(o1) == r);
+                int step2 = (DC > 2 && !edge01 && r > 0) ? 2 * r : 1;
+                for (int o2 = lo[2]; o2 <= hi[2]; o2 += step2) {
+                    int c2 = home[2] + o2;
+                    if (DC > 2 && (c2 < 0 || c2 >= dims[2])) continue;
+                    if (DC <= 2 && !edge01) continue;  // an inner cell of an earlier ring
+                    long long cell = c0;
+                    if (DC > 1) cell = cell * dims[1] + c1;
+                    if (DC > 2) cell = cell * dims[2] + c2;
+                    long long e = start[cell + 1];
+                    for (long long p = start[cell]; p < e; ++p) {
+                        long long j = perm[p];
+                        if (j == self) continue;
+                        double v = sqdist64(Xs, q, p, d);
+                        list_insert<double>(kv, ki, cnt, K, v, j);
+                    }
+                }
+            }
+        }
+        double bound = (double)r * h;
+        bound = bound * bound * (1.0 - 1e-6);
+        if (cnt == K && kv[K - 1] < bound) break;
+    }
+    long long base = self * K;
+    for (int t = 0; t < K; ++t) {
+        out_idx[base + t] = t < cnt ? ki[t] : -1LL;
+        out_val[base + t] = t < cnt ? kv[t] : __longlong_as_double(0x7ff8000000000000LL);
+    }
+}
+#endif
+
+// One warp per row of a similarity tile G (rows × ldg, float32, from cuBLAS): the C
+// best columns by the float32 key (squared distance sq_i + sq_j - 2 g_ij, or -g_ij for
+// cosines of unit rows), ties by the lower column. Each lane keeps its own sorted list
+// of its KMAX best among the columns lane, lane + 32, ... in registers (columns come
+// ascending, so a later column never wins a tie against a listed one); C rounds of a
+// warp-wide minimum merge the 32 lists. Rows and columns with
+// valid == 0 (zero vectors under cosine; valid may be null: all valid) and the
+// diagonal never enter. Out: rows × C columns, -1 padded.
+extern "C" __global__ void knn_tile_topk(const float* __restrict__ G, long long ldg, int rows,
+                                         long long n, long long r0,
+                                         const float* __restrict__ sq,
+                                         const unsigned char* __restrict__ valid, int C,
+                                         long long* __restrict__ out) {
+    long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (warp >= rows) return;  // whole warps leave together
+    long long row = r0 + warp;
+    const float* g = G + warp * ldg;
+    const float inf = __int_as_float(0x7f800000);
+    // The lane's KMAX best, ascending, in registers: every index below is static.
+    float kv[KMAX];
+    long long ki[KMAX];
+#pragma unroll
+    for (int p = 0; p < KMAX; ++p) {
+        kv[p] = inf;
+        ki[p] = KNN_NONE;
+    }
+    if (valid == nullptr || valid[row]) {
+        float sqi = sq != nullptr ? sq[row] : 0.0f;
+        for (long long j = lane; j < n; j += 32) {
+            float key = sq != nullptr ? (sqi + sq[j]) - 2.0f * g[j] : -g[j];
+            if (!(key < kv[KMAX - 1]) || j == row) continue;
+            if (valid != nullptr && !valid[j]) continue;
+            float cv = key;
+            long long cj = j;
+#pragma unroll
+            for (int p = 0; p < KMAX; ++p) {  // strict: an equal key listed earlier stays first
+                bool sw = cv < kv[p];
+                float tv = sw ? kv[p] : cv;
+                long long tj = sw ? ki[p] : cj;
+                kv[p] = sw ? cv : kv[p];
+                ki[p] = sw ? cj : ki[p];
+                cv = tv;
+                cj = tj;
+            }
+        }
+    }
+    for (int t = 0; t < C; ++t) {
+        float bv = kv[0];
+        long long bj = ki[0];
+        for (int off = 16; off > 0; off >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+            long long oj = __shfl_xor_sync(0xffffffffu, bj, off);
+            if (ov < bv || (ov == bv && oj < bj)) {
+                bv = ov;
+                bj = oj;
+            }
+        }
+        if (bj != KNN_NONE && ki[0] == bj) {  // the winning lane pops its head
+#pragma unroll
+            for (int p = 0; p + 1 < KMAX; ++p) {
+                kv[p] = kv[p + 1];
+                ki[p] = ki[p + 1];
+            }
+            kv[KMAX - 1] = inf;
+            ki[KMAX - 1] = KNN_NONE;
+        }
+        if (lane == 0) out[warp * C + t] = bj == KNN_NONE ? -1LL : bj;
+    }
+}
+
+// One thread per candidate pair (row t of the block, its c-th candidate): the float64
+// reference key (squared distance, or minus the cosine; +inf for no candidate or a
+// zero vector). norms: the reference's float64 row norms (cosine only).
+extern "C" __global__ void knn_pair_keys(const float* __restrict__ X, int d, long long r0,
+                                         int rows, const long long* __restrict__ cand, int C,
+                                         int cosine, const double* __restrict__ norms,
+                                         double* __restrict__ keys) {
+    long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)rows * C) return;
+    long long i = r0 + e / C;
+    long long j = cand[e];
+    double key = KNN_INF;
+    if (j >= 0) {
+        if (cosine) {
+            double den = __dmul_rn(norms[i], norms[j]);
+            if (den != 0.0) {  // a zero vector is nobody's neighbour
+                double cs = __ddiv_rn(dot64(X, i, j, d), den);
+                key = -fmin(fmax(cs, -1.0), 1.0);
+            }
+        } else {
+            key = sqdist64(X, i, j, d);
+        }
+    }
+    keys[e] = key;
+}
+
+// One thread per row: the K best of its C candidates by (key, index), from the keys of
+// knn_pair_keys. Out rows are global rows; values are squared distances or cosines.
+extern "C" __global__ void knn_refine(long long r0, int rows,
+                                      const long long* __restrict__ cand,
+                                      const double* __restrict__ keys, int C, int K,
+                                      int cosine, long long* __restrict__ out_idx,
+                                      double* __restrict__ out_val) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= rows) return;
+    long long i = r0 + t;
+    double kv[KMAX];
+    long long ki[KMAX];
+    int cnt = 0;
+    for (int c = 0; c < C; ++c) {
+        long long e = (long long)t * C + c;
+        double key = keys[e];
+        if (cand[e] < 0 || !(key < KNN_INF)) continue;
+        list_insert<double>(kv, ki, cnt, K, key, cand[e]);
+    }
+    for (int s = 0; s < K; ++s) {
+        out_idx[i * K + s] = s < cnt ? ki[s] : -1LL;
+        double v = s < cnt ? kv[s] : __longlong_as_double(0x7ff8000000000000LL);
+        out_val[i * K + s] = (cosine && s < cnt) ? -v : v;
+    }
+}

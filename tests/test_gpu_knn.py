@@ -1,0 +1,112 @@
+"""GPU kNN graphs (kernels/knn.py) and self-tuning σ against the float64 reference.
+
+Fresh random data each run (the seed is in the report), every output buffer poisoned
+with 0xFF bytes: an unwritten neighbour reads as padding and shows as a missing edge.
+The grid search decides on the reference's float64 values and stops only when no
+unvisited point can tie, so its lists equal the reference's exactly; the GEMM search
+re-checks float32 candidates in float64, so its lists equal the reference's wherever
+no tie for the k-th place straddles its candidate cut (checked exactly on data without
+ties, up to ties within the band on tie-heavy data).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer import SpectralClustering
+from explorer.graph import build_graph
+from explorer.graph.reference import reference_csr, reference_knn
+from explorer.graph.rule import EdgeRule
+from explorer.metrics import adjusted_rand_score
+from explorer.testing import assert_same_graph, assert_same_knn_graph, check_canonical, tricky_data
+
+pytestmark = pytest.mark.gpu
+
+
+def lists(X, k, method, cosine=False):
+    import cupy
+    from explorer.kernels.knn import knn_gemm, knn_grid
+
+    Xd = cupy.asarray(X)
+    if method == "grid":
+        idx, val, _ = knn_grid(Xd, k)
+    else:
+        idx, val, _ = knn_gemm(Xd, k, cosine)
+    return idx.get(), val.get()
+
+
+@pytest.mark.parametrize("flavour", ["uniform", "blobs", "lattice", "duplicates", "offset"])
+@pytest.mark.parametrize("d", [1, 2, 3, 5])
+def test_grid_lists_equal_the_reference_exactly(poisoned, rng, flavour, d):
+    n = int(rng.integers(200, 1500))
+    X = tricky_data(rng, n, d, flavour)
+    k = int(rng.integers(1, min(40, n - 1)))
+    idx, val = lists(X, k, "grid")
+    ref_idx, ref_val = reference_knn(X, EdgeRule.from_args("uniform", graph="knn"), k)
+    assert np.array_equal(idx, ref_idx)
+    assert np.array_equal(val.view(np.uint64), ref_val.view(np.uint64))
+
+
+@pytest.mark.parametrize("cosine", [False, True])
+@pytest.mark.parametrize("d", [8, 40, 200])
+def test_gemm_lists_equal_the_reference_without_ties(poisoned, rng, cosine, d):
+    n = int(rng.integers(300, 2000))
+    X = tricky_data(rng, n, d, "blobs" if rng.random() < 0.5 else "uniform")
+    k = int(rng.integers(1, 30))
+    idx, val = lists(X, k, "gemm", cosine)
+    rule = EdgeRule.from_args("cosine" if cosine else "uniform", graph="knn")
+    ref_idx, ref_val = reference_knn(X, rule, k)
+    assert np.array_equal(idx, ref_idx)
+    assert np.array_equal(val.view(np.uint64), ref_val.view(np.uint64))
+
+
+@pytest.mark.parametrize("graph", ["knn", "mutual_knn"])
+@pytest.mark.parametrize("flavour", ["uniform", "lattice", "duplicates", "offset", "zeros"])
+def test_gpu_graphs_equal_the_reference(poisoned, rng, graph, flavour):
+    for d, methods in ((2, ("grid", "gemm")), (6, ("grid", "gemm")), (50, ("gemm",))):
+        n = int(rng.integers(200, 1200))
+        X = tricky_data(rng, n, d, flavour)
+        for metric, sigma in (("gaussian", 0.5), ("gaussian", "local"), ("cosine", None),
+                              ("uniform", None)):
+            rule = EdgeRule.from_args(metric, sigma, graph=graph,
+                                      n_neighbors=int(rng.integers(1, 25)),
+                                      local_neighbor=int(rng.integers(1, 12)))
+            expected = reference_csr(X, rule)
+            for method in methods:
+                if method == "grid" and metric == "cosine":
+                    continue
+                g = build_graph(X, rule, method=method, backend="gpu")
+                assert g.backend == "gpu" and g.method == method
+                check_canonical(g.csr)
+                assert_same_knn_graph(g.csr, expected, X, rule)
+
+
+def test_knn_with_a_threshold_on_the_gpu(poisoned, rng):
+    X = tricky_data(rng, 800, 2, "blobs")
+    rule = EdgeRule.from_args("gaussian", 0.3, threshold_sqdist=0.05, graph="knn",
+                              n_neighbors=12)
+    for method in ("grid", "gemm"):
+        g = build_graph(X, rule, method=method, backend="gpu")
+        assert_same_knn_graph(g.csr, reference_csr(X, rule), X, rule)
+
+
+@pytest.mark.parametrize("method", ["grid", "gemm", "csr1"])
+def test_epsilon_graph_with_local_sigma_on_the_gpu(poisoned, rng, method):
+    X = tricky_data(rng, 1000, 3, "duplicates")
+    rule = EdgeRule.from_args("gaussian", "local", threshold_sqdist=0.02,
+                              local_neighbor=int(rng.integers(1, 10)))
+    g = build_graph(X, rule, method=method, backend="gpu")
+    check_canonical(g.csr)
+    assert_same_graph(g.csr, reference_csr(X, rule), X, rule)
+
+
+def test_spectral_clustering_with_knn_on_the_gpu(poisoned):
+    from explorer.data import load
+
+    ds = load("moons", n_samples=20000, random_state=0)
+    sc = SpectralClustering(2, affinity="nearest_neighbors", random_state=0,
+                            backend="gpu").fit(ds.X)
+    assert sc.graph_.method == "grid" and sc.sigma_ == "local"
+    assert adjusted_rand_score(ds.y, sc.labels_.get() if hasattr(sc.labels_, "get")
+                               else sc.labels_) > 0.99
