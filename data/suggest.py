@@ -8,6 +8,7 @@ look at the data; see :func:`suggest_params`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,11 +23,17 @@ _SUBSAMPLE = 20000
 _LEVELS = (0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0)
 #: Components this small (but not single rows) make a candidate fail.
 _SMALL = 25
-#: The suggested graph may hold about this many nonzeros (a mean degree of 500 at
-#: n = 20 000, 20 at n = 10⁶), and no more than 500 per row on average: beyond,
-#: memory and build time grow faster than the clusters improve.
-_MAX_NNZ = 2e7
+#: The suggested graph may hold at most this many nonzeros per row on average, and at
+#: least :data:`MIN_MEAN_DEGREE` whatever the memory: beyond, build time grows faster
+#: than the clusters improve; below, the clusters fall apart.
 _MAX_MEAN_DEGREE = 500
+MIN_MEAN_DEGREE = 20
+#: Bytes per nonzero a whole fit holds on the GPU (:func:`graph_nnz_budget`): the
+#: graph (column and value, 8 B), the normalised operator the eigensolver multiplies
+#: by (8 B) and the builder's scratch (8 B).
+GPU_FIT_BYTES_PER_NNZ = 24
+#: The nonzero budget when the backend's memory cannot be read (no /proc/meminfo).
+FALLBACK_MAX_NNZ = 2e7
 #: Rows sampled for the high-d (cosine) rule.
 _SAMPLE_HIGH_D = 200
 #: Rows per block when comparing the high-d sample against every row (memory bound).
@@ -70,9 +77,15 @@ def suggest_params(X, y=None, *, n_neighbors=10, random_state=0) -> dict:
     subsample's rows: on a few dozen rows, as in scikit-learn's estimator checks, a
     cluster is itself a small component), at most 1 % isolated rows and, with
     `y`, no more components of 2 points or more than classes, wins — among those
-    whose mean degree stays below ``min(500, max(20, 2·10⁷ / n))``; when none passes,
-    the densest affordable one. For a larger n its quantile level is read off the
-    distances to all rows (a kd-tree over them), so the rule carries over.
+    whose mean degree stays below ``min(500, max(20, B / n))``; when none passes,
+    the densest affordable one. ``B`` is the nonzero budget of the backend that will
+    build the graph (:func:`graph_nnz_budget`: free GPU memory over 24 B per nonzero,
+    or available host memory over 64 B; about 5·10⁹ on an idle H200, so a GPU fit of
+    10⁶-10⁷ points may take the degree its clusters need, where a fixed 2·10⁷ allowed
+    10 per row at 2·10⁶ and split them). For a larger n its quantile level is read
+    off the distances to all rows (a kd-tree over them), so the rule carries over.
+    :func:`sqdist_search` also says whether the subsample's graph passed the tests
+    (``clean``), which ``SpectralClustering(affinity="auto")`` reads.
     ``sigma`` is ``sqrt(t / 8)``: the weight at the cutoff is ``exp(-4) ≈ 0.018``,
     the ratio of the paper's synthetic settings (σ = 0.01, t = 0.0008).
 
@@ -80,7 +93,9 @@ def suggest_params(X, y=None, *, n_neighbors=10, random_state=0) -> dict:
     affordable threshold and form small components (measured with the default
     shapes: none at n = 5000 for moons, circles, blobs, aniso and spirals; several
     for blobs and aniso at 20 000); ``varied``, whose densities differ 25-fold,
-    leaves stray pieces around its sparse blob from n = 5000.
+    leaves stray pieces around its sparse blob from n = 5000. The estimator leaves
+    such stray pieces out before it counts components (see
+    :class:`explorer.SpectralClustering`, Notes).
 
     For ``d > 8`` (cosine): the similarity of 200 sampled rows to their
     `n_neighbors`-th most similar row (brute force against all rows, in blocks);
@@ -110,11 +125,123 @@ def suggest_params(X, y=None, *, n_neighbors=10, random_state=0) -> dict:
     return out
 
 
-def suggest_sqdist(X, *, n_classes=None, n_neighbors=10, random_state=0) -> float:
+def suggest_sqdist(X, *, n_classes=None, n_neighbors=10, random_state=0,
+                   backend="auto") -> float:
     """The squared-distance threshold of the low-d rule (see :func:`suggest_params`)."""
+    return sqdist_search(X, n_classes=n_classes, n_neighbors=n_neighbors,
+                         random_state=random_state, backend=backend).threshold
+
+
+@dataclass(frozen=True)
+class SqdistSearch:
+    """What the low-d threshold search found (:func:`sqdist_search`).
+
+    Attributes
+    ----------
+    threshold : float
+        The suggested ``threshold_sqdist`` (rounded to two significant digits).
+    level : float
+        Its quantile level of the squared distance to the `n_neighbors`-th neighbour.
+    clean : bool
+        Whether the subsample's ε-graph at that threshold passed every test (no stray
+        small component, at most 1 % isolated rows, no more pieces than classes); False
+        when no affordable level did and the densest affordable one was taken.
+    max_nnz : float
+        The nonzero budget the mean degree was bounded by (:func:`graph_nnz_budget`).
+    budget_reason : str
+        Where the budget came from.
+    """
+
+    threshold: float
+    level: float
+    clean: bool
+    max_nnz: float
+    budget_reason: str
+
+
+def sqdist_search(X, *, n_classes=None, n_neighbors=10, random_state=0, backend="auto",
+                  max_nnz=None) -> SqdistSearch:
+    """Run the low-d threshold search of :func:`suggest_params` and say how it ended.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+        float32 data on the host.
+    n_classes : int, optional
+        No more components than this is one of the tests.
+    n_neighbors : int
+        The neighbour count the threshold is measured in.
+    random_state : int
+        Seeds the row samples.
+    backend : {"auto", "gpu", "cpu"}
+        The backend that will build the graph: its memory bounds the graph's size
+        (:func:`graph_nnz_budget`).
+    max_nnz : float, optional
+        The nonzero budget itself (overrides `backend`).
+
+    Returns
+    -------
+    SqdistSearch
+    """
+    if max_nnz is None:
+        max_nnz, reason = graph_nnz_budget(backend)
+    else:
+        max_nnz, reason = float(max_nnz), "given"
     n = X.shape[0]
     k = min(n_neighbors, n - 1)
-    return _round2(_connected_sqdist(X, k, n_classes, np.random.default_rng(random_state)))
+    t, level, clean = _connected_sqdist(X, k, n_classes, np.random.default_rng(random_state),
+                                        max_nnz)
+    return SqdistSearch(_round2(t), level, clean, max_nnz, reason)
+
+
+def graph_nnz_budget(backend="auto") -> tuple[float, str]:
+    """Nonzeros a suggested graph may hold, from the memory of the backend that builds it.
+
+    GPU: the free device memory (:func:`explorer.memory.free_device_bytes`) times
+    :data:`explorer.memory.GPU_MEMORY_FRACTION` over :data:`GPU_FIT_BYTES_PER_NNZ` (the
+    graph, the eigensolver's operator and the builder's scratch). CPU: the available
+    host memory times :data:`explorer.memory.CPU_MEMORY_FRACTION` over
+    :data:`explorer.memory.CPU_BYTES_PER_NNZ` (the CPU builder's peak). When the memory
+    cannot be read, :data:`FALLBACK_MAX_NNZ`.
+
+    Parameters
+    ----------
+    backend : {"auto", "gpu", "cpu"}
+        ``"auto"``: the GPU when one answers (as :func:`explorer.resolve_backend`).
+
+    Returns
+    -------
+    (float, str)
+        The budget and where it came from (for logs and the estimator's record).
+    """
+    from explorer import memory
+    from explorer._backend import resolve_backend
+
+    if resolve_backend(backend).is_gpu:
+        return nnz_budget("gpu", memory.free_device_bytes())
+    return nnz_budget("cpu", memory.available_host_bytes())
+
+
+def nnz_budget(device: str, nbytes: int | None) -> tuple[float, str]:
+    """The nonzero budget of :func:`graph_nnz_budget` for `nbytes` free (``"gpu"``) or
+    available (``"cpu"``) bytes; None: unknown, :data:`FALLBACK_MAX_NNZ`."""
+    from explorer import memory
+
+    if nbytes is None:
+        return FALLBACK_MAX_NNZ, f"{device.upper()} memory unknown: the fallback budget"
+    if device == "gpu":
+        budget = memory.GPU_MEMORY_FRACTION * nbytes / GPU_FIT_BYTES_PER_NNZ
+        return budget, (f"GPU: {memory.format_bytes(nbytes)} free, {GPU_FIT_BYTES_PER_NNZ} B "
+                        "per nonzero for the fit")
+    budget = memory.CPU_MEMORY_FRACTION * nbytes / memory.CPU_BYTES_PER_NNZ
+    return budget, (f"CPU: {memory.format_bytes(nbytes)} available, "
+                    f"{memory.CPU_BYTES_PER_NNZ} B per nonzero to build")
+
+
+def max_mean_degree(n: int, max_nnz: float) -> float:
+    """The suggestion's bound on the mean degree at `n` rows: ``max_nnz / n`` within
+    [:data:`MIN_MEAN_DEGREE`, 500]."""
+    return min(_MAX_MEAN_DEGREE, max(MIN_MEAN_DEGREE, max_nnz / max(n, 1)))
 
 
 def suggest_cosine(X, *, n_neighbors=10, random_state=0) -> float:
@@ -140,11 +267,12 @@ def sigma_for(threshold_sqdist: float) -> float:
     return _round2(math.sqrt(threshold_sqdist / 8.0))
 
 
-def _connected_sqdist(X, k, n_classes, rng) -> float:
+def _connected_sqdist(X, k, n_classes, rng, max_nnz) -> tuple[float, float, bool]:
+    """(threshold, its quantile level, whether the subsample's graph was clean)."""
     from scipy.spatial import cKDTree
 
     n = X.shape[0]
-    max_degree = min(_MAX_MEAN_DEGREE, max(20.0, _MAX_NNZ / n))
+    max_degree = max_mean_degree(n, max_nnz)
     sub = X[_sample_rows(rng, n, _SUBSAMPLE)].astype(np.float64)
     tree = cKDTree(sub)
     kth = _kth_sqdist(tree, sub, k)
@@ -165,13 +293,14 @@ def _connected_sqdist(X, k, n_classes, rng) -> float:
             lo = mid + 1
         else:
             hi = mid
+    clean = verdict(lo) == "ok"
     if verdict(lo) == "dense":  # none affordable is clean: the densest affordable one
         lo = max(lo - 1, 0)
     level = _LEVELS[lo]
     if sub.shape[0] < n:  # the same level, read off distances to all rows
         full = X.astype(np.float64)
         kth = _kth_sqdist(cKDTree(full), full[_sample_rows(rng, n, _SUBSAMPLE)], k)
-    return _positive_quantile(kth, level)
+    return _positive_quantile(kth, level), level, clean
 
 
 def _graph_verdict(tree, t, max_degree, n_classes) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import json
 import sys
 import time
@@ -32,6 +33,7 @@ import numpy as np
 
 import explorer
 from explorer.graph.rule import BUILD_FIELDS, EDGE_FIELDS, EdgeRule, MissingThreshold
+from explorer.preprocessing import SCALINGS
 
 #: Exceptions that are the user's to fix: reported as one line, exit status 2.
 #: ArithmeticError (overflow, division by zero) is a numeric extreme of the input that
@@ -159,6 +161,9 @@ def _data_arguments(p):
     g.add_argument("--data-seed", type=int, default=0, help="generator seed (default 0)")
     g.add_argument("-o", "--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                    help="generator option, e.g. -o noise=0.1 (repeatable)")
+    g.add_argument("--scale", choices=SCALINGS,
+                   help="scale the features before the graph is built: standard (zero mean, "
+                        "unit std) or minmax (into [0, 1]); default: as given")
 
 
 def _graph_arguments(p):
@@ -220,6 +225,23 @@ def _load(args):
     return ds, time.perf_counter() - start
 
 
+def _apply_scale(args, ds):
+    """The data set the graph is built from: `ds` with its features scaled by
+    ``--scale`` (its suggestion then recomputed on the scaled data; a preset of raw
+    units no longer applies), or `ds` as given after warning when its features'
+    spreads differ by orders of magnitude."""
+    from explorer.preprocessing import check_feature_scales, scale_features
+
+    if args.scale is None:
+        check_feature_scales(ds.X)
+        return ds
+    return dataclasses.replace(
+        ds, X=scale_features(ds.X, args.scale), preset=None,
+        description=f"{ds.description} ({args.scale} scaling)",
+        params={**ds.params, "scale": args.scale},
+    )
+
+
 def _edge_rule(args, ds) -> EdgeRule:
     """The edge rule: the user's flags, the rest from the data set's suggestion
     (:meth:`explorer.EdgeRule.suggest`; ``rule.suggested`` names what it filled)."""
@@ -228,7 +250,7 @@ def _edge_rule(args, ds) -> EdgeRule:
         "sigma": "auto" if args.sigma is None else args.sigma,
         "threshold_sqdist": args.threshold_sqdist,
         "threshold_sim": args.threshold_sim,
-        "graph": args.graph or "epsilon",
+        "graph": _graph_kind(args, ds),
     }
     for name in ("n_neighbors", "local_neighbor"):
         if getattr(args, name) is not None:
@@ -239,6 +261,31 @@ def _edge_rule(args, ds) -> EdgeRule:
         raise ValueError(
             f"--metric {exc.metric} needs --threshold-{exc.kind}: {exc}"
         ) from None
+
+
+def _graph_kind(args, ds) -> str:
+    """``--graph``, or when left out the estimator's ``affinity="auto"`` rule
+    (:func:`explorer.affinity.choose_affinity`; ε when a threshold or σ is given); the
+    reason is kept in ``args.graph_why`` for the output."""
+    if args.graph is not None:
+        args.graph_why = "given (--graph)"
+        return args.graph
+    given = [f.flag for name, f in EDGE_FIELDS.items()
+             if name in ("threshold_sqdist", "threshold_sim", "sigma")
+             and getattr(args, name, None) is not None]
+    if given:
+        args.graph_why = f"{' and '.join(given)} given: the ε-graph they define"
+        return "epsilon"
+    from explorer.affinity import choose_affinity
+
+    n_clusters = getattr(args, "n_clusters", None)
+    if n_clusters is None:
+        n_clusters = "auto" if ds.y is None else ds.n_classes
+    kwargs = {name: getattr(args, name) for name in ("n_neighbors", "local_neighbor")
+              if getattr(args, name, None) is not None}
+    choice = choose_affinity(ds.X, n_clusters, backend=args.backend, **kwargs)
+    args.graph_why = f"chosen (affinity='auto'): {choice.why}"
+    return choice.affinity
 
 
 def _graph_params(args, ds) -> tuple[dict, list[str]]:
@@ -256,13 +303,16 @@ def _cmd_run(args, out) -> dict:
     from explorer.metrics import clustering_scores
 
     ds, load_s = _load(args)
+    ds = _apply_scale(args, ds)
     if args.mode == "landmarks":
         return _cmd_run_landmarks(args, out, ds, load_s)
     mode = _mode(args, ds)
     if mode == "representatives":  # the edge rule is chosen from the representatives
         graph = {k: v for k, v in (("metric", args.metric), ("sigma", args.sigma),
                                    ("threshold_sqdist", args.threshold_sqdist),
-                                   ("threshold_sim", args.threshold_sim)) if v is not None}
+                                   ("threshold_sim", args.threshold_sim),
+                                   ("affinity", args.graph), ("n_neighbors", args.n_neighbors),
+                                   ("local_neighbor", args.local_neighbor)) if v is not None}
         filled = []
     else:
         graph, filled = _graph_params(args, ds)  # complete: the estimator chooses nothing
@@ -289,6 +339,7 @@ def _cmd_run(args, out) -> dict:
         sc.fit(ds.X)
         filled += [f"{name} (chosen from the representatives)"
                    for name in sorted(sc.suggested_params_)]
+        args.graph_why = f"{sc.affinity_why_} (on the representatives)"
         # Cuts of the representatives' graph; ARI / NMI of every point's label.
         scores = clustering_scores(sc.affinity_matrix_, sc.representative_labels_)
         if ds.y is not None:
@@ -306,6 +357,7 @@ def _cmd_run(args, out) -> dict:
         else ""))
     _print_graph(out, sc.backend_, sc.backend_reason_, g.method, g.method_reason, g.rule,
                  filled, g.stats, g.options)
+    _row(out, "graph kind", f"{g.rule.graph}: {args.graph_why}")
     residual = float(np.max(sc.eigen_residuals_)) if len(sc.eigen_residuals_) else float("nan")
     _row(out, "clustering", f"k={sc.n_clusters_}" + (" (eigengap)" if n_clusters == "auto" else "")
          + f", eigensolver {sc.eigen_solver_}, {_iters(sc.eigen_iterations_)}, "
@@ -326,6 +378,7 @@ def _cmd_run(args, out) -> dict:
         "mode": {"name": sc.mode_, "reason": sc.mode_why_},
         "method": {"name": g.method, "reason": g.method_reason},
         "edge_rule": g.rule.describe(),
+        "graph_kind": {"name": g.rule.graph, "why": args.graph_why},
         "options_used": {k: v for k, v in g.options.to_kwargs().items() if v is not None},
         "n_clusters": int(sc.n_clusters_),
         "stats": g.stats.to_dict(),
@@ -455,6 +508,7 @@ def _cmd_stats(args, out) -> dict:
     from explorer import graph_stats, resolve_backend
 
     ds, load_s = _load(args)
+    ds = _apply_scale(args, ds)
     rule = _edge_rule(args, ds)
     filled = sorted(rule.suggested)
     backend = resolve_backend(args.backend)
@@ -465,6 +519,7 @@ def _cmd_stats(args, out) -> dict:
     seconds = time.perf_counter() - start
     _print_data(out, ds, load_s)
     _print_graph(out, backend.name, backend.reason, None, None, rule, filled, stats)
+    _row(out, "graph kind", f"{rule.graph}: {args.graph_why}")
     _row(out, "timings", f"statistics {seconds:.3f} s")
     return {
         "command": "stats",
@@ -475,6 +530,7 @@ def _cmd_stats(args, out) -> dict:
         "suggested_parameters_used": filled,
         "backend": {"name": backend.name, "reason": backend.reason},
         "edge_rule": rule.describe(),
+        "graph_kind": {"name": rule.graph, "why": args.graph_why},
         "stats": stats.to_dict(),
         "timings": {"data": load_s, "stats": seconds},
     }

@@ -3,6 +3,7 @@ and the scikit-learn style estimator that builds the graph first."""
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable
@@ -12,7 +13,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
 from ._backend import array_module, gpu_status, resolve_backend, to_numpy
-from ._csr import csr_from_arrays
+from ._csr import block_rows, csr_from_arrays, row_blocks, with_values
 from ._persistence import host_state
 from ._validation import (
     check_affinity,
@@ -48,6 +49,7 @@ from .graph import BuildOptions, EdgeRule, Graph, build_graph, csr_stats
 from .graph.reorder import CHOICES as REORDER_CHOICES
 from .graph.reorder import EXPECTED_PRODUCTS, RowOrder, choose_order, permute
 from .kmeans import MAX_ITER_LIMIT, N_INIT_LIMIT, KMeans
+from .preprocessing import SCALINGS, check_feature_scales, fit_scaler
 from .representatives import (
     MODES,
     check_n_representatives,
@@ -63,7 +65,7 @@ EIGEN_MAX_ITER_LIMIT = 1_000_000
 #: What X is to :class:`SpectralClustering`: points to build an ε-neighbourhood or kNN
 #: graph of, or the affinity matrix itself (``"nearest_neighbors"``: scikit-learn's
 #: name of ``"knn"``).
-AFFINITIES = ("epsilon", "knn", "mutual_knn", "nearest_neighbors", "precomputed")
+AFFINITIES = ("auto", "epsilon", "knn", "mutual_knn", "nearest_neighbors", "precomputed")
 
 #: The graph kind (:attr:`explorer.EdgeRule.graph`) of each affinity that builds one.
 AFFINITY_GRAPH = {"epsilon": "epsilon", "knn": "knn", "mutual_knn": "mutual_knn",
@@ -86,8 +88,15 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         k, between 1 and the number of non-isolated vertices; ``"auto"`` computes
         ``min(20, that number)`` eigenpairs and lets :func:`~explorer.embedding.eigengap_k`
         choose k.
-    affinity : {"epsilon", "knn", "mutual_knn", "nearest_neighbors", "precomputed"}, \
-            default "epsilon"
+    affinity : {"auto", "epsilon", "knn", "mutual_knn", "nearest_neighbors", \
+            "precomputed"}, default "auto"
+        ``"auto"``: the ε-graph or the kNN graph (with self-tuning σ), chosen from the
+        data by :func:`explorer.affinity.choose_affinity` (kNN for more than 8 features
+        and where no ε threshold gives a clean graph; otherwise the graph with the
+        larger relative eigengap at k on a sample; a threshold or a numeric σ given
+        means the ε-graph); ``affinity_`` and ``affinity_why_`` say which and why.
+        Measured in benchmarks/results/quality.json: the ε-graph keeps noisy shapes
+        apart, the kNN graph adapts to outliers and densities that differ.
         ``"epsilon"``: X holds points (n_samples × n_features) and ``fit`` builds their
         ε-neighbourhood graph by the edge rule below. ``"knn"`` (or scikit-learn's
         name ``"nearest_neighbors"``): their kNN graph, edge iff one point is among the
@@ -181,6 +190,14 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         (:func:`explorer.partition_graph`, `reorder`; ``"spatial"`` orders the points
         along a Morton curve); the labels are those without reordering, to the
         eigensolver's tolerance (its random start block is drawn in the new order).
+    scale : {"standard", "minmax"} or None, default None
+        Feature scaling before the graph is built (:mod:`explorer.preprocessing`):
+        ``"standard"`` (zero mean, unit standard deviation per feature), ``"minmax"``
+        (each feature into [0, 1]), statistics fitted in float64 on X; None uses the
+        features as given and warns (:class:`~explorer.preprocessing.FeatureScaleWarning`)
+        when their spreads differ more than 100-fold. A constant feature is centred and
+        kept with scale 1 (:class:`~explorer.preprocessing.ConstantFeatureWarning`).
+        Not with ``affinity="precomputed"``.
 
     Attributes
     ----------
@@ -251,6 +268,13 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         :class:`explorer.landmarks.LandmarkPartition`.
     reorder_ : explorer.graph.reorder.RowOrder or None
         The row order the eigensolver ran in and why (None: `reorder` was None).
+    affinity_ : {"epsilon", "knn", "mutual_knn", "precomputed"}
+        The graph kind that ran (``"nearest_neighbors"`` is ``"knn"``).
+    affinity_why_ : str
+        Why: ``"given"``, or the rule's reason under ``affinity="auto"``.
+    scaler_ : explorer.preprocessing.FeatureScaler or None
+        The fitted feature scaling (None without `scale`); ``scaler_.transform(X)``
+        gives the points the graph was built on.
     n_features_in_ : int
         Columns of X (with ``affinity="precomputed"``, n_samples).
     feature_names_in_ : ndarray of str objects, shape (n_features_in_,)
@@ -284,7 +308,11 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     often large, and copying them back is the caller's choice (``explorer._backend.to_numpy``,
     ``.get()``). Only `labels_`, the answer, follows the input's kind.
 
-    A graph with more connected components (outside the isolated vertices) than k has
+    A component of fewer than 1 % of the mean cluster size (non-isolated points / k,
+    at least 2 points) is a stray piece, a few points cut off in a sparse tail: it is
+    left out (label −1) before components are counted, or it would take a cluster of
+    its own (the components solver makes every component one). Then a graph with more
+    connected components (outside the isolated vertices) than k has
     more than k zero eigenvalues, and any k vectors of that null space would be an
     answer. ``fit`` then clusters the k largest components (by vertex count), labels
     the vertices of the others -1 like isolated points, and warns; raise the
@@ -312,7 +340,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self,
         n_clusters=8,
         *,
-        affinity="epsilon",
+        affinity="auto",
         metric="auto",
         sigma="auto",
         threshold_sqdist=None,
@@ -337,6 +365,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         n_landmarks=None,
         n_nearest_landmarks=5,
         reorder=None,
+        scale=None,
     ):
         self.n_clusters = n_clusters
         self.affinity = affinity
@@ -364,6 +393,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.n_landmarks = n_landmarks
         self.n_nearest_landmarks = n_nearest_landmarks
         self.reorder = reorder
+        self.scale = scale
 
     def fit(self, X, y=None):
         """Cluster the rows of `X` (NumPy or CuPy, n_samples × n_features), or with
@@ -386,6 +416,12 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             of non-isolated points.
         """
         if type(X).__module__.split(".")[0] == "dask":
+            if self.scale is not None:
+                raise ValueError(
+                    f"scale={self.scale!r} is not available on a Dask array (the distributed "
+                    "fit takes the points as given); scale the array first, e.g. "
+                    "(X - X.mean(axis=0)) / X.std(axis=0), and use scale=None"
+                )
             # A Dask array: the distributed pipeline on the Client in scope.
             from .distributed import fit_spectral
 
@@ -411,9 +447,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
 
         t0 = time.perf_counter()
-        rule = reps = None
+        rule = reps = scaler = None
         mode, self.mode_why_ = "exact", "affinity='precomputed': X is the graph"
         if self.affinity == "precomputed":
+            affinity, affinity_why = "precomputed", "given"
             graph = _precomputed_graph(X, backend)
             check_features(self, X, reset=True)
         else:
@@ -421,16 +458,21 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             # (check_data); cosine, not translation invariant, takes the data as is.
             Xv = check_data(X, center=self.metric != "cosine")
             check_features(self, X, reset=True)
+            scaler, Xv = _scaled(Xv, self.scale)
             Xv, reps, mode = self._representatives(Xv, backend, rng)
             t0 = time.perf_counter()
+            affinity, affinity_why = self._resolve_affinity(Xv)
             # The edge rule, built once: explicit values win, the rest is chosen from Xv.
             rule = EdgeRule.suggest(Xv, self.metric, self.sigma, self.threshold_sqdist,
                                     self.threshold_sim, n_clusters=self.n_clusters,
                                     n_neighbors=self.n_neighbors,
-                                    graph=AFFINITY_GRAPH[self.affinity],
+                                    graph=AFFINITY_GRAPH[affinity],
                                     local_neighbor=self.local_neighbor)
-            if rule.compares == "cosine" and self.metric != "cosine" and reps is None:
-                Xv = check_data(X, center=False)  # "auto" chose cosine: as given
+            as_given = scaler is None and reps is None
+            if rule.compares == "cosine" and self.metric != "cosine" and as_given:
+                # "auto" chose cosine: the data as given (scaled data are the same
+                # whether centred first or not: scaling subtracts its own offset)
+                Xv = check_data(X, center=False)
             _warn_duplicates(Xv, self.n_clusters)
             t_suggest = time.perf_counter() - t0
             t0 = time.perf_counter()
@@ -473,7 +515,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             reorder_points=None if rule is None else Xv,
         )
         if part.n_dropped:
-            warn_components(part.n_components, n_isolated, part.n_clusters, part.n_dropped)
+            warn_components(part.n_components, n_isolated, part.n_clusters, part.n_dropped,
+                            n_stray=part.n_stray, stray_pieces=part.stray_pieces,
+                            stray_size=part.stray_size)
         emb, k, labels = part.clustered, part.n_clusters, part.labels
         self.mode_ = mode
         self.representatives_ = None if reps is None else reps.centers
@@ -508,6 +552,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.backend_reason_ = backend.reason
         self.landmarks_ = None
         self.reorder_ = part.reorder
+        self.scaler_ = scaler
+        self.affinity_ = affinity
+        self.affinity_why_ = affinity_why
         self.timings_ = {
             **({"representatives": sum(reps.timings.values()),
                 **{f"representatives.{k}": v for k, v in reps.timings.items()}}
@@ -558,6 +605,23 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         reps = extract_representatives(Xv, m, random_state=rng)
         return reps.centers, reps, mode
 
+    def _resolve_affinity(self, X) -> tuple[str, str]:
+        """The affinity that builds the graph of `X` and why (``affinity="auto"``: the
+        rule of :func:`explorer.affinity.choose_affinity`)."""
+        if self.affinity != "auto":
+            return AFFINITY_GRAPH[self.affinity], "given"
+        given = [name for name in ("threshold_sqdist", "threshold_sim")
+                 if getattr(self, name) is not None]
+        if not isinstance(self.sigma, str) and self.sigma is not None:
+            given.append("sigma")
+        if given:
+            return "epsilon", f"{' and '.join(given)} given: the ε-graph they define"
+        from .affinity import choose_affinity
+
+        choice = choose_affinity(X, self.n_clusters, n_neighbors=self.n_neighbors,
+                                 local_neighbor=self.local_neighbor, backend=self.backend)
+        return choice.affinity, choice.why
+
     def _check_params(self) -> BuildOptions:
         """Validate the parameters besides the edge rule; return the builder's options."""
         if isinstance(self.n_clusters, str):
@@ -570,6 +634,13 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             check_choice(self.n_representatives, "n_representatives", ("auto",))
         else:
             check_int(self.n_representatives, "n_representatives", low=2)
+        if self.scale is not None:
+            check_choice(self.scale, "scale", SCALINGS)
+            if self.affinity == "precomputed":
+                raise ValueError(
+                    f"scale={self.scale!r} applies to points, not to affinity='precomputed' "
+                    "(X is then the graph); use scale=None"
+                )
         # The edge rule is validated by EdgeRule.suggest in fit, before any search (and
         # unused on a precomputed graph).
         options = BuildOptions.from_args(self.hypo_max_nnz_row, self.sp_max_nz_pct,
@@ -597,7 +668,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         from .landmarks import SVD_MAX_ITER, SVD_TOL, landmark_partition
 
         self._check_params()
-        if self.affinity != "epsilon":
+        if self.affinity not in ("auto", "epsilon"):
             raise ValueError(f"affinity={self.affinity!r} is not allowed with mode='landmarks' "
                              "(it needs points, not a graph); use affinity='epsilon' or "
                              "mode='exact'")
@@ -668,7 +739,8 @@ class GraphPartition:
         Connected components outside the isolated vertices, when they were counted
         (given, or counted because of a fixed k).
     n_dropped : int
-        Vertices of the components beyond the k largest (label −1).
+        Vertices left out by the components rule (label −1): those of stray pieces
+        and of the components beyond the k largest.
     timings : dict of str to float
         Seconds: ``"embedding"`` (with the components rule; the reordering included)
         and ``"kmeans"``; ``"reorder"`` (choosing and computing the order, and
@@ -676,6 +748,12 @@ class GraphPartition:
     reorder : explorer.graph.reorder.RowOrder or None
         The row order the embedding ran in (``perm`` None: the rule kept the given
         order; the reason says why); None when no reordering was asked for.
+    n_stray : int
+        Vertices of the stray pieces left out (part of `n_dropped`).
+    stray_pieces : int
+        How many stray pieces.
+    stray_size : int or None
+        The size under which a component was a stray piece, when strays were left out.
     """
 
     labels: object
@@ -688,6 +766,9 @@ class GraphPartition:
     n_dropped: int
     timings: dict = field(default_factory=dict)
     reorder: RowOrder | None = None
+    n_stray: int = 0
+    stray_pieces: int = 0
+    stray_size: int | None = None
 
 
 def partition_graph(
@@ -722,7 +803,9 @@ def partition_graph(
         :func:`~explorer.embedding.auto_k_max` eigenpairs and takes the eigengap's k.
         With a fixed k and more connected components than k (outside the isolated
         vertices), the k largest components are the clusters and the vertices of the
-        others get label −1 (see :class:`SpectralClustering`, Notes).
+        others get label −1, after stray pieces (components of fewer than
+        :data:`STRAY_SHARE` of the mean cluster size) are left out the same way (see
+        :class:`SpectralClustering`, Notes).
     n_eigenpairs : int, optional
         With a fixed k, compute at least this many eigenpairs (to show the spectrum
         beyond k); k-means still uses the first k. Ignored by
@@ -802,13 +885,19 @@ def partition_graph(
         )
 
     t0 = time.perf_counter()
-    split, n_dropped = None, 0
+    split, n_dropped, strays = None, 0, _Strays()
+    n_left = n_components
     if not auto:
-        # More components than k: the k largest are the clusters (see
+        # Stray pieces (a few points cut off in a sparse tail) out first, then, with
+        # more components than k, the k largest are the clusters (see
         # explorer.components); the others' vertices get label -1.
-        split = largest_components(csr, n_clusters, isolated=isolated,
-                                   n_components=n_components)
-        n_components, n_dropped = split.n_components, split.n_dropped
+        csr, isolated_left, strays = _drop_stray_components(csr, n_clusters, isolated,
+                                                            n_components)
+        n_left = None if strays.n_components is None else strays.n_components - strays.pieces
+        split = largest_components(csr, n_clusters, isolated=isolated_left,
+                                   n_components=n_left)
+        n_left, n_dropped = split.n_components, split.n_dropped + strays.vertices
+        n_components = n_left + strays.pieces
     n_kept -= n_dropped
     if auto:
         m = auto_k_max(n_kept)
@@ -817,7 +906,7 @@ def partition_graph(
     else:
         m = min(n_kept, max(n_clusters, n_eigenpairs or 1))
     tol = EIGENGAP_TOL if auto and eigen_tol is None else eigen_tol
-    exactly_k = not auto and n_components >= n_clusters
+    exactly_k = not auto and n_left >= n_clusters
     if exactly_k and eigen_solver in ("auto", "components") and m == n_clusters:
         # The embedded graph has exactly k components: their indicators are the
         # answer, exact where an iterative solver may not resolve the zeros from the
@@ -868,6 +957,7 @@ def partition_graph(
         labels=labels, n_clusters=int(k), n_clusters_suggested=int(suggested), embedding=emb,
         clustered=used, kmeans=km, n_components=n_components, n_dropped=int(n_dropped),
         timings=timings, reorder=order,
+        n_stray=strays.vertices, stray_pieces=strays.pieces, stray_size=strays.size,
     )
 
 
@@ -896,6 +986,47 @@ def _order_rows(csr, reorder, points, solver, m, n_kept, xp):
     products = 0 if used in ("dense", "components") else EXPECTED_PRODUCTS
     return choose_order(csr, reorder, points, n_products=products,
                         block=default_block(m, csr.shape[0]))
+
+
+#: A component holding fewer points than this share of the mean cluster size
+#: (non-isolated points / k) is a stray piece (:func:`partition_graph`).
+STRAY_SHARE = 0.01
+
+
+@dataclass
+class _Strays:
+    """What :func:`_drop_stray_components` left out."""
+
+    n_components: int | None = None
+    pieces: int = 0
+    vertices: int = 0
+    size: int | None = None
+
+
+def _drop_stray_components(csr, k, isolated, n_components):
+    """``(graph, isolated, _Strays)``: the graph with the edges of its stray pieces
+    (components of fewer than ``max(2, ceil(STRAY_SHARE · n_kept / k))`` vertices)
+    set to 0, when it has more than one component and at least one is not a stray."""
+    if n_components is not None and n_components <= 1:
+        return csr, isolated, _Strays(n_components)
+    xp = array_module(csr)
+    labels = component_labels(csr)
+    in_graph = ~isolated
+    found, counts = xp.unique(labels[in_graph], return_counts=True)
+    n_components = int(found.shape[0])
+    n_kept = int(counts.sum())
+    size = max(2, math.ceil(STRAY_SHARE * n_kept / k))
+    small = counts < size
+    pieces = int(xp.count_nonzero(small))
+    vertices = int(counts[small].sum()) if pieces else 0
+    if pieces == 0 or pieces == n_components or n_kept - vertices < k:
+        return csr, isolated, _Strays(n_components)
+    drop = xp.isin(labels, found[small]) & in_graph
+    data = xp.empty(csr.data.shape, dtype=csr.dtype)
+    for r0, r1, e0, e1 in row_blocks(csr.indptr):
+        out = drop[block_rows(csr, r0, r1, e0, e1, xp)] | drop[csr.indices[e0:e1]]
+        data[e0:e1] = xp.where(out, 0, csr.data[e0:e1])
+    return with_values(csr, data), isolated | drop, _Strays(n_components, pieces, vertices, size)
 
 
 def zero_weights_message(rule, nnz: int) -> str:
@@ -972,6 +1103,16 @@ def _precomputed_graph(X, backend) -> Graph:
     )
 
 
+def _scaled(X, scale):
+    """``(scaler, X scaled)`` under `scale`; ``(None, X)`` without, after warning when the
+    features' spreads differ by orders of magnitude."""
+    if scale is None:
+        check_feature_scales(X)
+        return None, X
+    scaler = fit_scaler(X, scale)
+    return scaler, scaler.transform(X)
+
+
 #: Up to this many values (n·d), :func:`_warn_duplicates` counts distinct rows.
 DUPLICATE_CHECK_SIZE = 10**7
 
@@ -1009,8 +1150,10 @@ def check_params(estimator) -> BuildOptions:
     return estimator._check_params()
 
 
-def warn_components(n_components: int, n_isolated: int, k: int, n_dropped: int) -> None:
-    """Warn that the graph has more components than k and which vertices lost a label.
+def warn_components(n_components: int, n_isolated: int, k: int, n_dropped: int, *,
+                    n_stray: int = 0, stray_pieces: int = 0,
+                    stray_size: int | None = None) -> None:
+    """Warn that some components were left out and which vertices lost a label.
 
     Public for the distributed fit, which warns the same way.
 
@@ -1023,14 +1166,31 @@ def warn_components(n_components: int, n_isolated: int, k: int, n_dropped: int) 
     k : int
         Number of clusters.
     n_dropped : int
-        Vertices of the components beyond the k largest (labelled -1).
+        Vertices left out (labelled -1), the stray pieces' included.
+    n_stray, stray_pieces, stray_size : int
+        Vertices and number of the stray pieces left out, and the size under which a
+        component was one (see :func:`partition_graph`).
     """
+    if not stray_pieces:
+        warnings.warn(
+            f"the graph has {n_components} connected components besides its {n_isolated} "
+            f"isolated vertices, more than k={k}: the {k} largest are the clusters and the "
+            f"{n_dropped} vertices of the other {n_components - k} are left unclustered "
+            "(label -1); raise the threshold (or sigma; n_neighbors for a kNN graph) to "
+            "join them",
+            UserWarning,
+            stacklevel=3,
+        )
+        return
+    left = n_components - stray_pieces
+    beyond = (f"; the {k} largest of the other {left} are the clusters and the "
+              f"{n_dropped - n_stray} vertices of the remaining {left - k} are left "
+              "unclustered" if n_dropped > n_stray else "")
     warnings.warn(
         f"the graph has {n_components} connected components besides its {n_isolated} "
-        f"isolated vertices, more than k={k}: the {k} largest are the clusters and the "
-        f"{n_dropped} vertices of the other {n_components - k} are left unclustered "
-        "(label -1); raise the threshold (or sigma; n_neighbors for a kNN graph) to "
-        "join them",
+        f"isolated vertices (k={k}): {stray_pieces} stray piece(s) of fewer than "
+        f"{stray_size} points ({n_stray} vertices) are left unclustered (label -1){beyond}; "
+        "raise the threshold (or sigma; n_neighbors for a kNN graph) to join them",
         UserWarning,
         stacklevel=3,
     )

@@ -49,11 +49,13 @@ def test_suggestion_fills_only_what_is_left_out():
     params, filled = cli._graph_params(args, ds)
     assert params["threshold_sqdist"] == 0.01 and "threshold_sim" not in params
     assert params["sigma"] == ds.suggested["sigma"] and filled == ["sigma"]
-    args = cli.build_parser().parse_args(["run", "moons", "--metric", "uniform"])
+    args = cli.build_parser().parse_args(["run", "moons", "--metric", "uniform",
+                                                "--graph", "epsilon"])
     params, filled = cli._graph_params(args, ds)
     assert params["metric"] == "uniform" and params["threshold_sqdist"] == ds.suggested[
         "threshold_sqdist"]
-    args = cli.build_parser().parse_args(["run", "moons", "--metric", "cosine"])
+    args = cli.build_parser().parse_args(["run", "moons", "--metric", "cosine",
+                                                "--graph", "epsilon"])
     with pytest.raises(ValueError, match="--metric cosine needs --threshold-sim"):
         cli._graph_params(args, ds)
 
@@ -96,7 +98,7 @@ def test_run_json_holds_the_full_result(capsys, tmp_path):
 
 def test_stats_sampled_and_exact(capsys, tmp_path):
     code, out, err = run(capsys, "stats", "syn4d", "--n-samples", "20000", "--sample-rows",
-                         "500", "--backend", "cpu")
+                         "500", "--graph", "epsilon", "--backend", "cpu")
     assert code == 0, err
     assert "estimated from 500 rows" in out and "components not computed" in out
     path = tmp_path / "s.json"
@@ -141,7 +143,7 @@ def test_datasets_lists_every_name(capsys):
         (["run", "--file", "/no/such/file.csv"], ["file.csv", "no such file"]),
         (["run", "moons", "--file", "x.csv"], ["exactly one"]),
         (["run"], ["exactly one"]),
-        (["run", "moons", "--metric", "cosine"], ["--threshold-sim"]),
+        (["run", "moons", "--metric", "cosine", "--graph", "epsilon"], ["--threshold-sim"]),
         (["run", "moons", "--method", "warp", "--backend", "cpu"], ["warp"]),
         (["stats", "moons", "--sample-rows", "0", "--backend", "cpu"], ["sample_rows"]),
         (["run", "moons", "--n-clusters", "x"], ["--n-clusters", "'x'"]),
@@ -190,9 +192,10 @@ def test_readme_and_ci_run_the_same_test_command():
     readme = (ROOT / "README.md").read_text()
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
           if line.strip() and not line.lstrip().startswith("#")]
-    assert 'python -m pip install -e ".[test]" && python -m pytest\n' in readme
+    assert 'python -m pip install -e ".[test,notebook]" && python -m pytest\n' in readme
     assert ci[-1] == "python -m pytest"
-    assert any(line.startswith('python -m pip install') and '-e ".[test]"' in line for line in ci)
+    assert any(line.startswith('python -m pip install') and '-e ".[test,notebook]"' in line
+               for line in ci)
 
 
 def test_readme_command_lines_parse():

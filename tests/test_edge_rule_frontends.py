@@ -32,8 +32,8 @@ def test_cli_rule_is_the_suggestion_rule():
 
 def test_run_json_records_the_rule_and_the_options_that_ran(tmp_path, capsys):
     path = tmp_path / "r.json"
-    code = cli.main(["run", "blobs", "--n-samples", "300", "--backend", "cpu",
-                     "--json", str(path)])
+    code = cli.main(["run", "blobs", "--n-samples", "300", "--graph", "epsilon",
+                     "--backend", "cpu", "--json", str(path)])
     capsys.readouterr()
     assert code == 0
     doc = json.loads(path.read_text())

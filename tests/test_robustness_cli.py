@@ -116,7 +116,7 @@ CASES = [
     ("eigen_tol = 0", ["run", "moons", *SMALL, "--eigen-tol", "0"],
      r"eigen_tol=0.0 is out of range"),
     ("eigensolver does not converge",
-     ["run", "moons", *SMALL, "--n-clusters", "2", "--eigen-solver", "lanczos",
+     ["run", "moons", *SMALL, "--n-clusters", "3", "--eigen-solver", "lanczos",
       "--eigen-max-iter", "1"],
      r"Lanczos \(ARPACK\) did not converge.*raise max_iter"),
     ("n_init = 0", ["run", "moons", *SMALL, "--n-init", "0"], r"n_init=0 is out of range"),

@@ -276,7 +276,7 @@ CASES = [
     Case("SpectralClustering.fit", "unknown backend", _sc(backend="cuda"), V,
          r"backend='cuda' is not allowed"),
     Case("SpectralClustering.fit", "unknown affinity", _sc(affinity="rbf"), V,
-         r"affinity='rbf' is not allowed; use one of 'epsilon', 'knn', 'mutual_knn', "
+         r"affinity='rbf' is not allowed; use one of 'auto', 'epsilon', 'knn', 'mutual_knn', "
          r"'nearest_neighbors', 'precomputed'"),
     Case("SpectralClustering.fit", "sparse X (points)", _sc(sp.csr_matrix(_X())), T,
          r"Sparse data was passed for X .*sparse input is not supported for data points.*"

@@ -26,10 +26,12 @@ from explorer._persistence import host_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Every public estimator: SpectralClustering with its defaults and with an explicit
-#: edge rule, on a precomputed affinity matrix, and KMeans.
+#: Every public estimator: SpectralClustering with its defaults (affinity="auto"), the
+#: ε-graph chosen from the data and with an explicit edge rule, on a precomputed
+#: affinity matrix, the kNN graph, and KMeans.
 ESTIMATORS = [
     SpectralClustering(),
+    SpectralClustering(affinity="epsilon"),
     SpectralClustering(metric="gaussian", sigma=0.5, threshold_sqdist=4.0),
     SpectralClustering(affinity="precomputed"),
     SpectralClustering(affinity="nearest_neighbors"),
@@ -99,7 +101,7 @@ def test_affinity_is_validated_with_the_allowed_values():
     X = np.random.default_rng(0).random((10, 2))
     for bad in ("precomputed_nearest_neighbors", "rbf", None):
         with pytest.raises(ValueError, match=rf"affinity={bad!r} is not allowed; use one of "
-                                             r"'epsilon', 'knn', 'mutual_knn', "
+                                             r"'auto', 'epsilon', 'knn', 'mutual_knn', "
                                              r"'nearest_neighbors', 'precomputed'"):
             SpectralClustering(2, affinity=bad, backend="cpu").fit(X)
 

@@ -168,10 +168,11 @@ def fit_spectral(estimator, X, client=None):
     if estimator.affinity == "precomputed":
         raise ValueError("affinity='precomputed' is not available for a Dask array; pass "
                          "the points (affinity='epsilon') or a SciPy/NumPy affinity matrix")
-    if estimator.affinity != "epsilon" or isinstance(estimator.sigma, str) and (
+    # affinity="auto" (the default) is the ε-graph here: the only kind row blocks build.
+    if estimator.affinity not in ("epsilon", "auto") or isinstance(estimator.sigma, str) and (
             estimator.sigma == "local"):
-        what = (f"affinity={estimator.affinity!r}" if estimator.affinity != "epsilon"
-                else "sigma='local'")
+        what = (f"affinity={estimator.affinity!r}"
+                if estimator.affinity not in ("epsilon", "auto") else "sigma='local'")
         raise ValueError(f"{what} is not available for a Dask array yet (the row blocks "
                          "build ε graphs with a fixed σ); use affinity='epsilon' with a "
                          "numeric or 'auto' sigma, or fit the points as a NumPy or CuPy array")
@@ -264,6 +265,9 @@ def fit_spectral(estimator, X, client=None):
     estimator.graph_ = graph
     estimator.graph_stats_ = graph.stats
     estimator.edge_rule_ = rule
+    estimator.affinity_ = "epsilon"
+    estimator.affinity_why_ = ("given" if estimator.affinity == "epsilon" else
+                               "a Dask array: the distributed fit builds ε-graphs only")
     estimator.metric_ = rule.metric
     estimator.sigma_ = rule.sigma
     estimator.threshold_sqdist_ = rule.threshold_sqdist
