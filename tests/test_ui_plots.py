@@ -9,13 +9,15 @@ at every size, one colour per label across views.
 
 from __future__ import annotations
 
-import holoviews as hv
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from bokeh.models import BasicTicker, ColorBar, CustomJSTickFormatter, Legend
 
-from explorer.ui import plots
+hv = pytest.importorskip("holoviews", reason="the app's plots need HoloViews (pip install "
+                         "-e '.[app]'); the GPU machine has none")
+from bokeh.models import BasicTicker, ColorBar, CustomJSTickFormatter, Legend  # noqa: E402
+
+from explorer.ui import plots  # noqa: E402
 
 SIZES = [100, 100_000, 5_000_000]
 

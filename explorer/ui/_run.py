@@ -218,7 +218,7 @@ def execute(spec: RunSpec, report: Callable) -> RunResult:
     return RunResult(
         dataset=dataset.name, labels=labels, kmeans_labels=kmeans_labels, y_true=y,
         n_clusters=k, k_suggested=int(eigengap_k(eigenvalues)),
-        eigenvalues=eigenvalues, vectors=np.asarray(vectors),
+        eigenvalues=eigenvalues, vectors=np.asarray(to_numpy(vectors)),
         embedding=np.asarray(to_numpy(est.embedding_)), csr=host_csr,
         graph_stats=graph.stats, timings=timings, backend=est.backend_,
         backend_reason=est.backend_reason_, method=graph.method,
