@@ -66,8 +66,10 @@ def test_graph_state_holds_the_validated_objects():
     assert g.rule == EdgeRule.from_args("gaussian", 0.1, threshold_sim=0.5)
     assert g.options == BuildOptions(hypo_max_nnz_row=7)
     assert g.epsilon == pytest.approx(g.rule.radius)
-    kw = g.build_kwargs()
-    assert kw["rule"] == g.rule and kw["options"] == g.options
+    kw = g.estimator_params()  # what a run hands SpectralClustering
+    assert EdgeRule.from_args(kw["metric"], kw["sigma"], threshold_sim=kw["threshold_sim"]) \
+        == g.rule
+    assert kw["hypo_max_nnz_row"] == 7
     assert "7" in g.hypo_note(2)
     g.hypo_max_nnz_row = None
     assert "32 (d = 2)" in g.hypo_note(2) and "512 (d = 784)" in g.hypo_note(784)
@@ -81,7 +83,7 @@ def test_a_rule_the_sliders_allow_but_the_rule_refuses_is_a_stats_error():
     s.graph.param.update(metric="gaussian", threshold_kind="sim", threshold_sim=-0.5)
     assert s.graph.epsilon is None
     assert not s.refresh_stats()
-    assert "threshold_sim=-0.5" in s.graph.stats_error
+    assert "threshold_sim=-0.5" in s.graph.error
 
 
 def test_new_data_adopts_the_suggestion_rule():
@@ -89,9 +91,8 @@ def test_new_data_adopts_the_suggestion_rule():
     s.data.param.update(dataset="blobs", n_samples=300)
     assert s.load()
     assert s.graph.rule == EdgeRule.suggest(s.dataset.X, suggestion=s.dataset.suggested)
-    outcome = s.run()
-    assert not outcome.error, outcome.error
-    params = outcome.result.params
+    assert s.run(), s.run_state.error
+    params = s.result.params
     assert params["edge_rule"] == s.graph.rule.describe()
     assert params["threshold_sqdist"] == s.graph.threshold_sqdist
     json.dumps(params)  # plain values, for the export

@@ -81,8 +81,11 @@ def _wait_nnz_change(page: Session, before: str, timeout_s: float) -> float:
 
 
 def _small_data(page: Session) -> None:
-    """1,000 points: the n slider's options are sorted, 1,000 is left of the default 2,000."""
+    """1,000 points: the n slider's options are sorted, 1,000 is two left of the default
+    5,000."""
     page.page.locator(".n-slider .noUi-handle").focus()
+    page.page.keyboard.press("ArrowLeft")
+    page.page.get_by_text(re.compile(r"moons: n = 2,000, d = 2")).wait_for()
     page.page.keyboard.press("ArrowLeft")
     page.page.get_by_text(re.compile(r"moons: n = 1,000, d = 2")).wait_for()
 
