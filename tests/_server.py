@@ -21,7 +21,10 @@ START_TIMEOUT_S = 90
 
 #: The browser the tests and the screenshot script drive: the system's Chromium.
 CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
 
 #: Tracebacks of a page closing mid-update: Tornado's, not the app's.
 CLOSED_SOCKET = ("WebSocketClosedError", "StreamClosedError")

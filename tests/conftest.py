@@ -10,13 +10,7 @@ printed in the header and in the report of a failing test that used ``rng``;
 from __future__ import annotations
 
 import os
-import re
 import secrets
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 import zlib
 from pathlib import Path
 
@@ -25,6 +19,7 @@ import pytest
 from hypothesis import settings
 
 from explorer._backend import gpu_status
+from tests._server import CHROMIUM, CHROMIUM_ARGS, Server
 
 RUN_ENTROPY = int(os.environ.get("EXPLORER_TEST_SEED") or secrets.randbits(32))
 
@@ -97,64 +92,33 @@ def poisoned():
 # --------------------------------------------------------------- the served app
 
 
-REPO = Path(__file__).resolve().parents[1]
-SERVER_START_TIMEOUT_S = 90
-
-#: Tracebacks of a page closing mid-update: Tornado's, not the app's.
-_CLOSED_SOCKET = ("WebSocketClosedError", "StreamClosedError")
-
-
-def server_tracebacks(log: str) -> list[str]:
-    """The tracebacks in a server log, without closed-websocket noise."""
-    blocks = re.split(r"(?=Traceback \(most recent call last\):)", log)[1:]
-    return [b for b in blocks if not any(name in b for name in _CLOSED_SOCKET)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="session")
 def panel_server(tmp_path_factory):
-    """``panel serve app.py`` on a free localhost port for the whole session; yields its
-    URL. When the session ends the server's log must hold no traceback and no message
-    of the app's error handler: a failure of any browser test's server side fails the
-    suite, whichever test caused it."""
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("server") / "panel.log"
-    log = open(log_path, "w")
-    cmd = [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(port),
-           "--address", "127.0.0.1", f"--allow-websocket-origin=127.0.0.1:{port}"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/app"
-    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    """``panel serve app.py`` on a free localhost port for the whole session
+    (:class:`tests._server.Server`); yields its URL. When the session ends the server's
+    log must hold no traceback and no message of the app's error handler: a failure of
+    any browser test's server side fails the suite, whichever test caused it."""
+    server = Server(tmp_path_factory.mktemp("server") / "panel.log")
     try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"panel serve exited with {proc.returncode}:\n{log_path.read_text()}")
-            try:
-                with urllib.request.urlopen(url, timeout=5) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"panel serve did not answer within {SERVER_START_TIMEOUT_S} s:\n"
-                            f"{log_path.read_text()}")
-            time.sleep(0.3)
-        yield url
+        server.__enter__()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield server.url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
-    server_log = log_path.read_text()
-    # Tracebacks from the app's own code, the app's error handler, or any other.
-    assert str(REPO / "explorer") not in server_log, server_log
-    assert "unexpected error" not in server_log, server_log
-    assert not server_tracebacks(server_log), server_log
+        server.stop()
+    server.check_log()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (the system's, or ``EXPLORER_CHROMIUM``) for the browser tests."""
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM} (CI installs Debian's chromium)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()

@@ -24,11 +24,6 @@ import pytest
 pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("EXPLORER_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 STEP_TIMEOUT_MS = 60_000  # a run on the default data takes a few seconds on 2 cores
 SCORES = re.compile(r"Spectral: ARI (\d\.\d+)")
 
@@ -38,18 +33,6 @@ def server(panel_server):
     """The session's served app (tests/conftest.py: its log is checked for tracebacks
     when the session ends)."""
     return panel_server
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM} (CI installs Debian's chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
 
 
 class Page:

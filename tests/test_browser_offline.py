@@ -12,13 +12,12 @@ asked of another host and that no request failed.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
 
-from tests._server import CHROMIUM, CHROMIUM_ARGS, Server
+from tests._server import Server
 
 pytestmark = pytest.mark.browser
 
@@ -78,18 +77,6 @@ class OfflinePage:
 
     def close(self) -> None:
         self.context.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM} (CI installs Debian's chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
 
 
 def test_is_local():

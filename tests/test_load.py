@@ -16,7 +16,7 @@ import re
 import time
 
 import pytest
-from test_browser import SCORES, STEP_TIMEOUT_MS, browser, server  # noqa: F401  (fixtures)
+from test_browser import SCORES, STEP_TIMEOUT_MS, server  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
