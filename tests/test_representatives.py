@@ -20,7 +20,13 @@ from explorer.representatives import (
 
 
 def blobs(rng, n, d, k, spread=0.5):
-    centres = rng.uniform(-10, 10, size=(k, d))
+    # Centres at least 10 spreads apart: "easy data" whatever the seed (two centres drawn
+    # close made overlapping blobs, which exact and representatives split differently).
+    while True:
+        centres = rng.uniform(-10, 10, size=(k, d))
+        gaps = np.linalg.norm(centres[:, None] - centres[None], axis=-1)[np.triu_indices(k, 1)]
+        if gaps.min() >= 10 * spread:
+            break
     y = rng.integers(0, k, size=n)
     return (centres[y] + spread * rng.standard_normal((n, d))).astype(np.float32), y
 
