@@ -383,7 +383,9 @@ def _bounded(fn, seconds):
     if seconds is None:
         return fn()
     previous = signal.signal(signal.SIGALRM, _stop)
-    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    # repeated every 10 s after the first: a stop that lands where Python only reports
+    # it (a __del__, a callback) is raised again at the next one
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001), 10.0)
     try:
         return fn()
     finally:
