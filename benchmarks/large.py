@@ -6,6 +6,8 @@ Usage (on a GPU machine, from the repository root)::
     PYTHONPATH=. python benchmarks/large.py kmeans [--tag NAME]   # k-means at k = 4096
     PYTHONPATH=. python benchmarks/large.py large                 # the pipelines
     PYTHONPATH=. python benchmarks/large.py blobs                 # easy 1e6 x 784 set
+    PYTHONPATH=. python benchmarks/large.py landmarks             # landmarks, into large.json
+    PYTHONPATH=. python benchmarks/large.py landmarks --smoke     # its CPU check, tiny sizes
     PYTHONPATH=. python benchmarks/large.py plot                  # docs/large-scaling.png
 
 ``kmeans`` times ``KMeans(4096, n_init=1, max_iter=1).fit`` (seeding, one Lloyd step,
@@ -18,6 +20,10 @@ representatives; syn4d 1e8 end to end with representatives. Data are generated o
 GPU (``explorer.data.infinite_digits_gpu``; syn4d's boxes drawn by CuPy's generator,
 the same distribution as ``data/_syn4d.py`` from another stream). Landmark rows are
 skipped, with the reason printed, while ``mode="landmarks"`` is not accepted.
+``landmarks`` runs the landmark mode alone on the same sets (the 125K-1e6 slices, 1e7;
+the exact pipeline once more at 1e6 for ``ari_exact``, ``--no-exact`` skips it) and
+merges its rows into large.json (``landmarks_run`` holds its environment). ``plot``
+draws docs/large-scaling.png (``scaling_plot.py large``).
 
 Writes benchmarks/results/large.json (``large``) and large-kmeans-<tag>.json.
 """
@@ -32,7 +38,9 @@ import numpy as np
 from _common import environment_info, summary, time_gpu, write_result
 
 
-def _sync():
+def _sync(backend="gpu"):
+    if backend != "gpu":
+        return
     import cupy
 
     cupy.cuda.Device().synchronize()
@@ -83,21 +91,23 @@ def bench_kmeans(tag):
                                          "rows": rows})
 
 
-def _ari(a, b):
-    import cupy
+def _host(a):
+    return a.get() if hasattr(a, "get") else np.asarray(a)
 
+
+def _ari(a, b):
     from explorer.metrics import adjusted_rand_score
 
-    return adjusted_rand_score(cupy.asnumpy(cupy.asarray(a)), cupy.asnumpy(cupy.asarray(b)))
+    return adjusted_rand_score(_host(a), _host(b))
 
 
-def _fit(X, mode, k, seed=0, **kw):
+def _fit(X, mode, k, seed=0, backend="gpu", **kw):
     from explorer import SpectralClustering
 
-    _sync()
+    _sync(backend)
     t0 = time.perf_counter()
-    sc = SpectralClustering(k, mode=mode, backend="gpu", random_state=seed, **kw).fit(X)
-    _sync()
+    sc = SpectralClustering(k, mode=mode, backend=backend, random_state=seed, **kw).fit(X)
+    _sync(backend)
     return sc, time.perf_counter() - t0
 
 
@@ -119,7 +129,10 @@ def _row(sc, seconds, y, exact_labels=None):
                    edge_rule=sc.edge_rule_.describe(), graph_n=sc.graph_stats_.n,
                    graph_nnz=sc.graph_stats_.nnz)
     else:
-        row.update(n_landmarks=len(sc.landmarks_))
+        part = sc.landmark_partition_
+        row.update(n_landmarks=len(sc.landmarks_), n_nearest=part.n_nearest, metric=sc.metric_,
+                   sigma=sc.sigma_, svd_iterations=sc.eigen_iterations_,
+                   n_unclustered=int((_host(sc.labels_) < 0).sum()))
     if exact_labels is not None:
         row["ari_exact"] = _ari(exact_labels, sc.labels_)
     return row
@@ -188,7 +201,7 @@ def bench_large():
     write_result("large", result)
 
     scaling = []
-    for m in (125_000, 250_000, 500_000):
+    for m in _slices(n):
         for mode in modes:
             sc, seconds = _fit(X[:m], mode, 10)
             scaling.append({"n": m, "mode": mode, "seconds": seconds,
@@ -231,6 +244,130 @@ def bench_large():
     print("wrote", path)
 
 
+def _slices(n):
+    """The first rows of the n-row set at which every mode is timed (the scaling
+    curve): n/8, n/4, n/2 (125K, 250K, 500K of the 10⁶ set)."""
+    return (n // 8, n // 4, n // 2)
+
+
+def _landmark_runs(X, y, seeds, exact_labels=None, exact_seconds=None, backend="gpu"):
+    """``mode="landmarks"`` once per seed on (X, y): the last fit's row, with the
+    median seconds of all and each run's seconds (and ARI) listed."""
+    times, aris = [], []
+    for seed in seeds:
+        sc, seconds = _fit(X, "landmarks", 10, seed=seed, backend=backend)
+        times.append(seconds)
+        aris.append(_ari(y, sc.labels_))
+    row = _row(sc, float(np.median(times)), y, exact_labels)
+    row.update(runs_s=times, runs_ari_truth=aris, seeds=list(seeds))
+    if exact_seconds is not None:
+        row["speedup_vs_exact"] = exact_seconds / row["seconds"]
+    del sc
+    return row
+
+
+def bench_landmarks(n_small=10**6, n_big=10**7, seeds=(0, 1, 2), exact=True, smoke=False):
+    """``mode="landmarks"`` on the infinite-digits sets of ``large`` (the same generator
+    and seeds: 1e6 rows from ``default_rng(0)``, its first 125K/250K/500K rows, 1e7
+    rows from ``default_rng(0)``), merged into large.json: ``digits_1e6.landmarks``,
+    ``digits_1e7.landmarks``, the landmarks points of ``scaling``, and ``landmarks_run``
+    (this run's environment). With `exact` the exact pipeline runs once more at 1e6 so
+    that ``ari_exact`` and ``speedup_vs_exact`` compare within this run.
+
+    `smoke`: a CPU check of this code at tiny sizes (the host generator, backend
+    "cpu"), written to large-landmarks-smoke.json from a copy of large.json."""
+    import json
+
+    from _common import RESULTS
+
+    backend = "cpu" if smoke else "gpu"
+    if smoke:
+        from explorer import datasets
+
+        def make(n):
+            ds = datasets.load("infinite-digits", n_samples=n, random_state=0)
+            return ds.X, ds.y
+    else:
+        from explorer.data import infinite_digits_gpu
+
+        def make(n):
+            return infinite_digits_gpu(n, np.random.default_rng(0))
+
+    name = "large-landmarks-smoke" if smoke else "large"
+    path = RESULTS / "large.json"
+    result = json.loads(path.read_text()) if path.exists() else {}
+    env = environment_info(backend)
+    run = {"environment": env, "command": "python benchmarks/large.py landmarks",
+           "n_small": n_small, "n_big": n_big, "seeds": list(seeds), "protocol":
+           "SpectralClustering(10, mode='landmarks', backend=...) with its defaults "
+           "(gaussian weights, p = 1000 landmarks, r = 5 nearest); data already on the "
+           "device; wall clock to a device sync; median of the seeds' runs; one "
+           "uncounted warm-up fit on 20,000 rows first"}
+    if not smoke:
+        import cupy
+
+        free, total = cupy.cuda.runtime.memGetInfo()
+        run["gpu_memory_gib"] = total / 2**30
+        print(f"GPU memory free {free / 2**30:.1f} of {total / 2**30:.1f} GiB", flush=True)
+    if "landmarks_skipped" in result:
+        result["landmarks_skipped_in_first_run"] = result.pop("landmarks_skipped")
+    result["landmarks_run"] = run
+    scaling = [r for r in result.get("scaling", []) if r["mode"] != "landmarks"]
+
+    t_start = t0 = time.perf_counter()
+    Xw, _ = make(min(20_000, n_small))
+    _fit(Xw, "landmarks", 10, backend=backend)  # warm-up: compilation
+    if exact:
+        _fit(Xw, "exact", 10, backend=backend)
+    del Xw
+    run["warm_up_s"] = time.perf_counter() - t0
+    print(f"warm-up {run['warm_up_s']:.1f} s", flush=True)
+
+    X, y = make(n_small)
+    _sync(backend)
+    exact_labels = exact_seconds = None
+    if exact:
+        sc, exact_seconds = _fit(X, "exact", 10, backend=backend)
+        exact_labels = _host(sc.labels_)
+        run["exact_1e6_rerun"] = _row(sc, exact_seconds, y)
+        print("exact", n_small, run["exact_1e6_rerun"], flush=True)
+        del sc
+    row = _landmark_runs(X, y, seeds, exact_labels, exact_seconds, backend)
+    result.setdefault("digits_1e6", {})["landmarks"] = row
+    print("landmarks", n_small, row, flush=True)
+    for m in _slices(n_small) + (n_small,):
+        if m < n_small:
+            sc, seconds = _fit(X[:m], "landmarks", 10, backend=backend)
+            entry = {"n": m, "mode": "landmarks", "seconds": seconds,
+                     "ari_truth": _ari(y[:m], sc.labels_)}
+            del sc
+        else:
+            entry = {"n": m, "mode": "landmarks", "seconds": row["seconds"],
+                     "ari_truth": row["ari_truth"]}
+        scaling.append({**entry, "run": "landmarks_run"})
+        print(scaling[-1], flush=True)
+    result["scaling"] = scaling
+    write_result(name, result)
+    del X, y
+    if not smoke:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+
+    t0 = time.perf_counter()
+    X, y = make(n_big)
+    _sync(backend)
+    run["digits_1e7_generate_s"] = time.perf_counter() - t0
+    print(f"generated {n_big} digits in {run['digits_1e7_generate_s']:.1f} s", flush=True)
+    row = _landmark_runs(X, y, seeds, backend=backend)
+    result.setdefault("digits_1e7", {})["landmarks"] = row
+    print("landmarks", n_big, row, flush=True)
+    scaling.append({"n": n_big, "mode": "landmarks", "seconds": row["seconds"],
+                    "ari_truth": row["ari_truth"], "run": "landmarks_run"})
+    run["seconds_total"] = time.perf_counter() - t_start
+    print("wrote", write_result(name, result))
+
+
 def bench_blobs():
     """1e6 × 784 gaussian blobs (10, well apart): an easy set on which the exact
     pipeline works, exact against representatives, landmarks (and auto) with the
@@ -262,42 +399,29 @@ def bench_blobs():
 
 
 def plot():
-    """docs/large-scaling.png: seconds against n per mode, log-log, from large.json."""
-    import json
-    from pathlib import Path
+    """docs/large-scaling.png from large.json (``scaling_plot.large_scaling``)."""
+    from scaling_plot import large_scaling
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from _common import RESULTS, device_name
-
-    result = json.loads((RESULTS / "large.json").read_text())
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for mode, marker in (("exact", "o"), ("representatives", "s"), ("landmarks", "^")):
-        rows = sorted((r["n"], r["seconds"]) for r in result["scaling"] if r["mode"] == mode)
-        if rows:
-            ax.plot([r[0] for r in rows], [r[1] for r in rows], marker=marker, label=mode)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("n (infinite-digits, 784 features)")
-    ax.set_ylabel("fit, seconds (end to end, data on the GPU)")
-    ax.set_title(f"SpectralClustering(10, mode=...) on {device_name(result['environment'])}")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    out = Path(__file__).resolve().parent.parent / "docs" / "large-scaling.png"
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    print("wrote", out)
+    large_scaling()
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=("kmeans", "large", "blobs", "plot"))
+    parser.add_argument("part", choices=("kmeans", "large", "landmarks", "blobs", "plot"))
     parser.add_argument("--tag", default="after")
+    parser.add_argument("--no-exact", action="store_true",
+                        help="landmarks: skip the exact pipeline's re-run at 1e6 (ari_exact)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="landmarks: a CPU check at tiny sizes (large-landmarks-smoke.json)")
     args = parser.parse_args(argv)
     if args.part == "kmeans":
         bench_kmeans(args.tag)
+    elif args.part == "landmarks":
+        if args.smoke:
+            bench_landmarks(n_small=3000, n_big=6000, seeds=(0, 1), exact=not args.no_exact,
+                            smoke=True)
+        else:
+            bench_landmarks(exact=not args.no_exact)
     elif args.part == "plot":
         plot()
     elif args.part == "blobs":

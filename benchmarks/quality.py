@@ -25,15 +25,32 @@ Usage::
     PYTHONPATH=. python benchmarks/quality.py            # CPU, ~10 min on 2 cores
     PYTHONPATH=. python benchmarks/quality.py --quick    # CI-size smoke (about a minute)
     PYTHONPATH=. python benchmarks/quality.py --gpu      # GPU rows, 10⁶ shapes too
+    python benchmarks/quality.py --gpu --part quality-1e6-a --out-dir DIR  # one device call
+    python benchmarks/quality.py --merge                 # parts -> quality-gpu.json
 
 writes ``benchmarks/results/quality.json`` (``quality-gpu.json`` with ``--gpu``,
-``quality-quick.json`` with ``--quick``) unless ``--out`` says otherwise.
+``quality-quick.json`` with ``--quick``) unless ``--out`` says otherwise; ``--out-dir``
+writes there instead of ``benchmarks/results``.
+
+GPU parts (:data:`PARTS`, issue 16's "shapes at 10⁶-10⁷ points within 0.01 of the same
+shapes at 5,000"): each part is a list of sizes and shape families sized to finish in one
+device call (< 9 minutes), with a bound on every method call (``--method-limit``: a call
+still running then is stopped and recorded as ``timed_out``) and on the part
+(``--budget``: a method not started in time is recorded as ``skipped``), so nothing is
+left out silently. ``--merge`` reads the parts' files (``quality-gpu-1e6-a.json`` ... in
+``benchmarks/results``) and writes ``quality-gpu.json``: every GPU row, and per family and
+size our default's ARI against the same family at 5,000 points (the CPU run's
+``quality.json`` and the GPU part's own 5,000-point rows), the difference and pass/fail
+against 0.01, and what is missing and why.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
 import math
+import signal
 import sys
 import time
 import warnings
@@ -42,7 +59,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment_info, write_result  # noqa: E402
+from _common import RESULTS, device_name, environment_info, plain, write_result  # noqa: E402
 
 from explorer import KMeans, SpectralClustering, datasets  # noqa: E402
 from explorer.metrics import adjusted_rand_score, normalized_mutual_info_score  # noqa: E402
@@ -165,11 +182,67 @@ QUICK_N = 1000
 #: fit at 10⁵ takes 10 s to minutes on 2 cores); the GPU run scores every shape there.
 LARGE_ON_CPU = ("moons noise=0.05", "circles noise=0.05", "blobs cluster_std=0.15")
 
+#: The shape families whose 5,000-point default is the kNN graph (quality.json: the
+#: components of a kNN graph, seconds at 10⁶ on the GPU) and those where it is the
+#: ε-graph (the noisier level: at 10⁶ the Chebyshev solve of a connected ε-graph, about
+#: a minute for moons noise 0.1 in quality-gpu-partial.json).
+KNN_FAMILIES = ("moons noise=0.05", "circles noise=0.05", "blobs cluster_std=0.15",
+                "aniso cluster_std=0.15", "varied", "spirals noise=0.02")
+EPSILON_FAMILIES = ("moons noise=0.1", "circles noise=0.1", "spirals noise=0.05",
+                    "blobs cluster_std=0.3", "aniso cluster_std=0.25")
 
-def cases(sizes, *, quick=False, all_large=True):
+#: Why the ε families but one are not run at 10⁷ (recorded in their rows).
+EPSILON_1E7_SKIPPED = (
+    "not run at 1e7 in this plan: at 1e6 the default (the ε-graph, as at 5,000) spent "
+    "about a minute in the Chebyshev solve of a connected graph (moons noise 0.1: 59 s, "
+    "quality-gpu-partial.json); at 1e7 the graph is 10x larger and its gap smaller, so a "
+    "family would not fit one device call; moons noise=0.1 is run under a bound as the "
+    "group's probe (part quality-1e7-b)")
+
+#: The GPU parts, one device call each (< 9 minutes with the bounds below): sizes,
+#: families, methods, per-call bound (s), part budget (s), families recorded as skipped
+#: with a reason, and whether a method that repeats the default's graph is skipped
+#: (``same_as_default``: the default chose that affinity, with the same edge rule and
+#: seed the result is the same; at 5,000 points everything runs).
+PARTS = {
+    # the reference on the device: every family at 5,000; the kNN families at 10⁶
+    "quality-1e6-a": {"sizes": (5000, 1_000_000), "families": KNN_FAMILIES + EPSILON_FAMILIES,
+                      "large_families": KNN_FAMILIES, "methods": ("default", "knn", "kmeans"),
+                      "method_limit": 150, "budget": 500},
+    "quality-1e6-b": {"sizes": (1_000_000,),
+                      "families": ("moons noise=0.1", "circles noise=0.1", "spirals noise=0.05"),
+                      "methods": ("default", "knn", "kmeans"), "method_limit": 200,
+                      "budget": 500},
+    "quality-1e6-c": {"sizes": (1_000_000,),
+                      "families": ("blobs cluster_std=0.3", "aniso cluster_std=0.25"),
+                      "methods": ("default", "knn", "kmeans"), "method_limit": 230,
+                      "budget": 500},
+    "quality-1e7-a": {"sizes": (10_000_000,), "families": KNN_FAMILIES,
+                      "methods": ("default", "knn", "kmeans"), "method_limit": 120,
+                      "budget": 500},
+    "quality-1e7-b": {"sizes": (10_000_000,), "families": EPSILON_FAMILIES,
+                      "skip": {f: EPSILON_1E7_SKIPPED for f in EPSILON_FAMILIES[1:]},
+                      "methods": ("default", "kmeans"), "method_limit": 420, "budget": 480},
+}
+
+#: The affinity each of our non-default methods asks for (its graph is the default's
+#: when the default chose the same).
+METHOD_AFFINITY = {"knn": "knn", "epsilon": "epsilon"}
+
+
+def shape_families():
+    """Every built-in shape family's label (``"moons noise=0.05"``, ``"varied"``, ...)."""
+    return [shape if option is None else f"{shape} {option}={level:g}"
+            for shape, (option, levels) in SHAPES.items() for level in levels]
+
+
+def cases(sizes, *, quick=False, all_large=True, families=None, large_families=None,
+          shapes_only=False):
     """The benchmark's data sets: dicts with ``name``, ``family``, ``n``, ``kind`` and a
     ``make()`` returning ``(X float32, y)``. Without `all_large`, sizes above 5,000
-    are run for :data:`LARGE_ON_CPU` only."""
+    are run for :data:`LARGE_ON_CPU` only. `families` (labels of
+    :func:`shape_families`) keeps only those shapes, `large_families` only those above
+    5,000 points; `shapes_only` leaves out the toy and hard sets."""
     out = []
     shapes = {k: v for k, v in SHAPES.items() if k in QUICK_SHAPES} if quick else SHAPES
     for n in sizes:
@@ -179,6 +252,10 @@ def cases(sizes, *, quick=False, all_large=True):
                 label = shape if option is None else f"{shape} {option}={level:g}"
                 if n > 5000 and not all_large and label not in LARGE_ON_CPU:
                     continue
+                if families is not None and label not in families:
+                    continue
+                if n > 5000 and large_families is not None and label not in large_families:
+                    continue
 
                 def make(shape=shape, n=n, opts=opts):
                     ds = datasets.load(shape, n_samples=n, random_state=SEED, **opts)
@@ -186,6 +263,8 @@ def cases(sizes, *, quick=False, all_large=True):
 
                 out.append({"name": f"{label} n={n:g}", "family": label, "n": n,
                             "kind": "shape", "make": make})
+    if shapes_only:
+        return out
     for name in QUICK_TOY if quick else TOY:
         def make(name=name):
             import sklearn.datasets as skd
@@ -216,9 +295,42 @@ def _ours(**params):
                   "edge_rule": None if sc.edge_rule_ is None else sc.edge_rule_.describe(),
                   "n_unclustered": int((_host(sc.labels_) < 0).sum()),
                   "components": sc.graph_stats_.n_components,
-                  "eigen_solver": sc.eigen_solver_}
+                  "eigen_solver": sc.eigen_solver_,
+                  "nnz": int(sc.graph_stats_.nnz),
+                  "timings": dict(sc.timings_),
+                  GRAPH_KEY: sc.affinity_matrix_}
         return sc.labels_, chosen
     return run
+
+
+#: Key under which our methods hand their graph to :func:`run_case` (popped there).
+GRAPH_KEY = "_graph"
+
+
+def cluster_connectivity(graph, y):
+    """How the graph keeps each true cluster together (issue 16: the suggested graph
+    must keep each true cluster connected at 10⁶-10⁷ points).
+
+    Per true cluster: the share of its points in the connected component that holds
+    most of them, the number of components its points lie in (isolated points count
+    one each), and the other clusters whose points share that component (a graph that
+    joins clusters). ``min_share`` is the smallest share over the clusters."""
+    from explorer.components import component_labels
+
+    comp = _host(component_labels(graph))
+    y = np.asarray(y)
+    majority, per_cluster = {}, {}
+    for c in np.unique(y):
+        values, counts = np.unique(comp[y == c], return_counts=True)
+        majority[int(c)] = int(values[np.argmax(counts)])
+        per_cluster[int(c)] = {"points": int(counts.sum()),
+                               "share_in_largest": float(counts.max() / counts.sum()),
+                               "components": int(values.size)}
+    for c, entry in per_cluster.items():
+        entry["shares_component_with"] = [o for o, m in majority.items()
+                                          if o != c and m == majority[c]]
+    return {"min_share": min(e["share_in_largest"] for e in per_cluster.values()),
+            "clusters": per_cluster}
 
 
 def _sklearn(affinity):
@@ -253,9 +365,48 @@ def _host(a):
     return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
+class MethodTimeout(BaseException):
+    """A method call ran past its bound (a BaseException, so that no ``except
+    Exception`` on the way, in the library or here, takes it for a failure)."""
+
+
+def _stop(signum, frame):
+    raise MethodTimeout
+
+
+def _bounded(fn, seconds):
+    """``fn()``, stopped by :class:`MethodTimeout` after `seconds` (None: no bound).
+
+    SIGALRM interrupts the Python code between two statements: a GPU fit is a Python
+    loop of kernel launches (and host reads), so it stops within a launch or a read;
+    work already queued on the device finishes on its own."""
+    if seconds is None:
+        return fn()
+    previous = signal.signal(signal.SIGALRM, _stop)
+    # repeated every 10 s after the first: a stop that lands where Python only reports
+    # it (a __del__, a callback) is raised again at the next one
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001), 10.0)
+    try:
+        return fn()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _release(backend):
+    """Free what a stopped or finished call left (device memory pool on the GPU)."""
+    gc.collect()
+    if backend == "gpu":
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+        cupy.get_default_memory_pool().free_all_blocks()
+
+
 def _time(fn, backend, repeats):
     """(result of the last call, median seconds): CUDA events on the GPU after one
-    uncounted warm-up call, wall clock of `repeats` calls on the CPU."""
+    uncounted warm-up call, wall clock of `repeats` calls on the CPU (and of one call
+    on the GPU, to a device sync)."""
     if backend == "gpu" and repeats > 1:
         import cupy
 
@@ -273,11 +424,43 @@ def _time(fn, backend, repeats):
     for _ in range(max(1, repeats)):
         t0 = time.perf_counter()
         result = fn()
+        if backend == "gpu":
+            import cupy
+
+            cupy.cuda.Device().synchronize()
         times.append(time.perf_counter() - t0)
     return result, float(np.median(times))
 
 
-def run_case(case, methods, backend, repeats):
+def warm_up(methods, backend):
+    """One uncounted fit of each of our methods on 2,000 points of moons noise 0.05 and
+    0.1 (the default takes the kNN graph on one, the ε-graph and Chebyshev on the
+    other), so that the first timed row does not pay kernel compilation (GPU runs with
+    one repeat have no per-call warm-up)."""
+    for noise in (0.05, 0.1):
+        ds = datasets.load("moons", n_samples=2000, random_state=SEED, noise=noise)
+        X = ds.X
+        if backend == "gpu":
+            import cupy
+
+            X = cupy.asarray(X)
+        for name in methods:
+            if not name.startswith("sklearn"):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    METHODS[name][0](X, int(ds.y.max()) + 1, backend)
+    _release(backend)
+
+
+def run_case(case, methods, backend, repeats, *, method_limit=None, deadline=None,
+             same_as_default=False):
+    """Score every method on one data set; the row (per method: ARI, NMI, seconds and
+    what our estimator chose, or why it did not run).
+
+    `method_limit` bounds each call (seconds; a call still running is stopped and
+    recorded as ``timed_out``); `deadline` (``time.perf_counter()`` value) skips the
+    methods that would start after it; `same_as_default` skips knn/epsilon where the
+    default chose that affinity (the same graph, rule and seed: the same labels)."""
     X, y = case["make"]()
     n = X.shape[0]
     k = int(np.unique(y).size)
@@ -297,24 +480,62 @@ def run_case(case, methods, backend, repeats):
                                       or float(X.std(axis=0).max()) > RBF_MAX_SPREAD):
             row["methods"][name] = {"skipped": RBF_SKIPPED}
             continue
+        chose = row["methods"].get("default", {}).get("affinity")
+        if same_as_default and chose is not None and METHOD_AFFINITY.get(name) == chose:
+            row["methods"][name] = {
+                "skipped": f"same as default: affinity='auto' chose {chose!r}, the graph, "
+                           "edge rule and seed of this method (the same labels)",
+                "same_as": "default"}
+            print(f"  {name:12s} same as default", flush=True)
+            continue
+        bound = method_limit
+        if deadline is not None:
+            left = deadline - time.perf_counter()
+            if left < 5.0:
+                row["methods"][name] = {"skipped": "the part's time budget was spent before "
+                                                   "this call could start"}
+                print(f"  {name:12s} skipped: budget spent", flush=True)
+                continue
+            bound = left if bound is None else min(bound, left)
+        t_call = time.perf_counter()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 ours = not name.startswith("sklearn")  # scikit-learn takes the host copy
-                (labels, extra), seconds = _time(
-                    lambda runner=runner, data=(Xb if ours else X): runner(data, k, backend),
-                    backend, repeats if ours else 1)
+                (labels, extra), seconds = _bounded(lambda runner=runner, ours=ours: _time(
+                    lambda: runner(Xb if ours else X, k, backend),
+                    backend, repeats if ours else 1), bound)
+        except MethodTimeout:
+            stopped = time.perf_counter() - t_call
+            _release(backend)
+            why = ("the per-call bound" if method_limit is not None and bound >= method_limit
+                   else "what was left of the part's budget")
+            row["methods"][name] = {"timed_out": f"stopped after {stopped:.0f} s ({why}, "
+                                                 f"{bound:.0f} s): no result",
+                                    "bound_s": bound}
+            print(f"  {name:12s} timed out after {stopped:.0f} s", flush=True)
+            continue
         except Exception as exc:  # a method that fails on a set is a result, not a crash
             row["methods"][name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
             print(f"  {name:12s} error {exc}", flush=True)
+            _release(backend)
             continue
+        graph = extra.pop(GRAPH_KEY, None)
+        if graph is not None:
+            extra["connectivity"] = cluster_connectivity(graph, y)
+            del graph
         labels = _host(labels)
         entry = {"ari": float(adjusted_rand_score(y, labels)),
                  "nmi": float(normalized_mutual_info_score(y, labels)),
                  "seconds": seconds, **extra}
         row["methods"][name] = entry
         print(f"  {name:12s} ARI {entry['ari']:.4f}  NMI {entry['nmi']:.4f}  {seconds:7.2f} s"
-              + (f"  ({extra.get('affinity')})" if extra.get("affinity") else ""), flush=True)
+              + (f"  ({extra.get('affinity')}, least share of a cluster in its largest "
+                 f"component {extra['connectivity']['min_share']:.4f})"
+                 if "connectivity" in extra else ""), flush=True)
+        if n > 5000:
+            del labels
+            _release(backend)
     return row
 
 
@@ -355,54 +576,247 @@ def summarise(rows, methods):
                                       "all_ok": all(v["ok"] for v in vs_small), "sets": vs_small}}
 
 
+def part_name(part, backend="gpu"):
+    """The result name of a part: ``quality-1e6-a`` -> ``quality-gpu-1e6-a``."""
+    return f"quality-{backend}-{part.removeprefix('quality-')}"
+
+
+def _write(name, payload, out_dir):
+    """`payload` as ``<out_dir or benchmarks/results>/<name>.json``; the path."""
+    if out_dir is None:
+        return write_result(name, payload)
+    path = Path(out_dir) / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(plain(payload), indent=1, allow_nan=False) + "\n")
+    return path
+
+
+def _families_arg(text):
+    """``--families``: labels separated by ';' or ','; each must be a shape family."""
+    chosen = [f.strip() for f in text.replace(";", ",").split(",") if f.strip()]
+    unknown = [f for f in chosen if f not in shape_families()]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown famil{'y' if len(unknown) == 1 else 'ies'} {unknown}; use labels of "
+            f"{shape_families()}")
+    return tuple(chosen)
+
+
+def _size_arg(text):
+    """``--sizes``: a positive integer, in any float spelling (1e6)."""
+    value = float(text)
+    if not value.is_integer() or value < 2:
+        raise argparse.ArgumentTypeError(f"size {text!r} is not allowed; use an integer >= 2")
+    return int(value)
+
+
+def merge(part_names, out="quality-gpu", cpu_name="quality"):
+    """``quality-gpu.json`` from the GPU parts' files and the CPU run's 5,000-point rows.
+
+    For each family and size above 5,000 that a part planned: our default's ARI, the
+    same family's at 5,000 points (the CPU run, and the GPU part's where it ran), the
+    difference and pass/fail against :data:`VS_SMALL_TOL`; rows not measured are listed
+    under ``missing`` with the reason (a part file absent, a method skipped, stopped or
+    failed)."""
+    cpu = json.loads((RESULTS / f"{cpu_name}.json").read_text())
+    small_cpu = {r["family"]: r["methods"].get("default", {}) for r in cpu["rows"]
+                 if r["kind"] == "shape" and r["n"] == 5000}
+    rows, parts, missing, devices = [], {}, [], set()
+    for part in part_names:
+        spec = PARTS[part]
+        path = RESULTS / f"{part_name(part)}.json"
+        partial = RESULTS / f"{part_name(part)}-partial.json"
+        planned = [(n, f) for n in spec["sizes"] for f in spec["families"]
+                   if n <= 5000 or f in spec.get("large_families", spec["families"])]
+        if not path.exists() and partial.exists():
+            path = partial  # the part was stopped: what it finished
+        if not path.exists():
+            parts[part] = {"file": None}
+            missing += [{"family": f, "n": n, "part": part,
+                         "why": f"part file {path.name} not found (run benchmarks/"
+                                f"gpu_session.sh {part})"} for n, f in planned]
+            continue
+        data = json.loads(path.read_text())
+        env = data.get("environment", {})
+        devices.add(device_name(env))
+        parts[part] = {"file": path.name, "device": device_name(env),
+                       "commit": env.get("git", {}).get("commit"),
+                       "dirty": env.get("git", {}).get("dirty"),
+                       "timestamp": env.get("timestamp"),
+                       "seconds_total": data.get("seconds_total"),
+                       "complete": not path.name.endswith("-partial.json")}
+        got = {(r["n"], r["family"]) for r in data["rows"]}
+        rows += [{**r, "part": part} for r in data["rows"]]
+        missing += [{"family": f, "n": n, "part": part,
+                     "why": "not in the part's file (it stopped before this set, or "
+                            "ran other sizes)"}
+                    for n, f in planned if (n, f) not in got]
+    small_gpu = {r["family"]: r["methods"].get("default", {}) for r in rows
+                 if r["kind"] == "shape" and r["n"] == 5000}
+    comparisons = []
+    for r in rows:
+        if r["kind"] != "shape" or r["n"] <= 5000:
+            continue
+        entry = r["methods"].get("default", {})
+        if "ari" not in entry:
+            why = (r.get("skipped") or entry.get("skipped") or entry.get("timed_out")
+                   or entry.get("error") or "default not run")
+            missing.append({"family": r["family"], "n": r["n"], "part": r["part"], "why": why})
+            continue
+        ref = small_cpu.get(r["family"], {}).get("ari")
+        ref_gpu = small_gpu.get(r["family"], {}).get("ari")
+        comparisons.append({
+            "family": r["family"], "n": r["n"], "part": r["part"], "ari": entry["ari"],
+            "ari_5000_cpu": ref, "diff_vs_5000_cpu": None if ref is None else entry["ari"] - ref,
+            "ok_vs_5000_cpu": None if ref is None else entry["ari"] >= ref - VS_SMALL_TOL,
+            "ari_5000_gpu": ref_gpu,
+            "diff_vs_5000_gpu": None if ref_gpu is None else entry["ari"] - ref_gpu,
+            "ok_vs_5000_gpu": None if ref_gpu is None else entry["ari"] >= ref_gpu - VS_SMALL_TOL,
+            "affinity": entry.get("affinity"), "affinity_5000_cpu":
+                small_cpu.get(r["family"], {}).get("affinity"),
+            "eigen_solver": entry.get("eigen_solver"), "components": entry.get("components"),
+            "n_unclustered": entry.get("n_unclustered"), "seconds": entry["seconds"],
+            "min_share_in_largest_component": entry.get("connectivity", {}).get("min_share"),
+            "clusters_joined": sorted({c for v in entry.get("connectivity", {})
+                                       .get("clusters", {}).values()
+                                       for c in v["shares_component_with"]}),
+            **{f"{m}_ari": r["methods"][m]["ari"] for m in ("knn", "kmeans")
+               if "ari" in r["methods"].get(m, {})}})
+    checked = [c["ok_vs_5000_cpu"] for c in comparisons if c["ok_vs_5000_cpu"] is not None]
+    result = {
+        "benchmark": "quality-gpu",
+        "about": "Issue 16: the built-in shapes at 1e6-1e7 points on the GPU against the same "
+                 "shapes at 5,000 (the CPU run's quality.json, and the GPU part's own 5,000-"
+                 "point rows); ok = ARI >= ARI at 5,000 - tolerance. Merged from the parts' "
+                 "files by `quality.py --merge`; every planned set not measured is under "
+                 "`missing` with the reason.",
+        "tolerance": VS_SMALL_TOL,
+        "device": ", ".join(sorted(devices)) or None,
+        "cpu_reference": {"file": f"{cpu_name}.json", "device": cpu.get("device"),
+                          "commit": cpu.get("environment", {}).get("git", {}).get("commit")},
+        "parts": parts,
+        "comparisons": comparisons,
+        "missing": missing,
+        "summary": {"compared": len(checked), "passed": sum(checked),
+                    "all_ok": bool(checked) and all(checked) and not missing,
+                    "failed": [f"{c['family']} n={c['n']:g}" for c in comparisons
+                               if c["ok_vs_5000_cpu"] is False],
+                    "missing": len(missing)},
+        "rows": rows,
+    }
+    path = write_result(out, result)
+    for c in comparisons:
+        ref = "-" if c["ari_5000_cpu"] is None else f"{c['ari_5000_cpu']:.4f}"
+        diff = "-" if c["diff_vs_5000_cpu"] is None else f"{c['diff_vs_5000_cpu']:+.4f}"
+        print(f"{c['family']:24s} n={c['n']:<9g} ARI {c['ari']:.4f}  at 5000 {ref}  {diff}  "
+              f"{'ok' if c['ok_vs_5000_cpu'] else 'FAIL'}  ({c['affinity']}, "
+              f"{c['seconds']:.1f} s)")
+    for m in missing:
+        print(f"missing: {m['family']} n={m['n']:g} ({m['part']}): {m['why']}")
+    print("wrote", path)
+    return result
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--gpu", action="store_true", help="run our methods on the GPU, add 10⁶ rows")
     p.add_argument("--quick", action="store_true", help="CI-size smoke: a few sets of 1,000 points")
-    p.add_argument("--methods", default=",".join(METHODS),
-                   help=f"comma-separated subset of {', '.join(METHODS)}")
+    p.add_argument("--methods", help=f"comma-separated subset of {', '.join(METHODS)} "
+                                     "(default: all, or the part's)")
     p.add_argument("--only", help="run only the sets whose name contains this text")
-    p.add_argument("--repeats", type=int, help="timed runs per method (default 1 CPU, 3 GPU)")
-    p.add_argument("--out", help="result name under benchmarks/results (no .json)")
+    p.add_argument("--part", choices=sorted(PARTS),
+                   help="a GPU part (PARTS: sizes, families, methods and bounds of one "
+                        "device call); quality-1e6-a writes quality-gpu-1e6-a.json (with "
+                        "--gpu; without, a CPU smoke of the part, e.g. with --sizes 6000)")
+    p.add_argument("--sizes", type=_size_arg, nargs="+",
+                   help="shape sizes (e.g. 5000 1e6 1e7); with it or --families only the "
+                        "built-in shapes run")
+    p.add_argument("--families", type=_families_arg,
+                   help="shape families, ';'- or ','-separated labels such as "
+                        "'moons noise=0.1;varied'")
+    p.add_argument("--method-limit", type=float,
+                   help="seconds: a method call still running then is stopped (timed_out)")
+    p.add_argument("--budget", type=float,
+                   help="seconds: methods that would start later are skipped (recorded)")
+    p.add_argument("--repeats", type=int, help="timed runs per method (default 1 CPU, 3 GPU; "
+                                               "1 with --part)")
+    p.add_argument("--out", help="result name (no .json)")
+    p.add_argument("--out-dir", help="folder of the result file (default benchmarks/results)")
+    p.add_argument("--merge", nargs="*", metavar="PART",
+                   help="merge the parts' files (default: every part of PARTS) in "
+                        "benchmarks/results into quality-gpu.json (or --out) and stop")
     args = p.parse_args(argv)
+    if args.merge is not None:
+        unknown = sorted(set(args.merge) - set(PARTS))
+        if unknown:
+            p.error(f"unknown part(s) {unknown}; use {', '.join(PARTS)}")
+        merge(args.merge or list(PARTS), out=args.out or "quality-gpu")
+        return 0
+    part = PARTS.get(args.part, {})
     backend = "gpu" if args.gpu else "cpu"
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    methods = ([m.strip() for m in args.methods.split(",") if m.strip()] if args.methods
+               else list(part.get("methods", METHODS)))
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         p.error(f"unknown method(s) {unknown}; use {', '.join(METHODS)}")
+    families = args.families or part.get("families")
+    sizes = args.sizes or part.get("sizes")
     if args.quick:
         sizes = (QUICK_N,)
-    elif args.gpu:
-        sizes = (5000, 100_000, 1_000_000)
-    else:
-        sizes = (5000, 100_000)
-    repeats = args.repeats or (3 if args.gpu else 1)
-    chosen = [c for c in cases(sizes, quick=args.quick, all_large=args.gpu)
+    elif sizes is None:
+        sizes = (5000, 100_000, 1_000_000) if args.gpu else (5000, 100_000)
+    shapes_only = args.sizes is not None or families is not None
+    repeats = args.repeats or (1 if part or not args.gpu else 3)
+    method_limit = args.method_limit or part.get("method_limit")
+    budget = args.budget or part.get("budget")
+    skip = part.get("skip", {})
+    chosen = [c for c in cases(sizes, quick=args.quick, all_large=args.gpu or shapes_only,
+                               families=families,
+                               large_families=part.get("large_families"),
+                               shapes_only=shapes_only)
               if args.only is None or args.only in c["name"]]
     env = environment_info(backend)
     rows = []
     t0 = time.perf_counter()
-    name = args.out or ("quality-quick" if args.quick else
-                        "quality-gpu" if args.gpu else "quality")
+    deadline = None if budget is None else t0 + budget
+    name = args.out or (part_name(args.part, backend) if part else "quality-quick" if args.quick
+                        else "quality-gpu" if args.gpu else "quality")
+    print(f"{name}: {len(chosen)} sets, methods {methods}, repeats {repeats}, bound per call "
+          f"{method_limit} s, budget {budget} s", flush=True)
+    if backend == "gpu" and repeats == 1:
+        warm_up(methods, backend)
+        print(f"warm-up {time.perf_counter() - t0:.1f} s", flush=True)
     for case in chosen:
         print(case["name"], flush=True)
-        rows.append(run_case(case, methods, backend, repeats))
+        if case["family"] in skip and case["n"] > 5000:
+            rows.append({"name": case["name"], "family": case["family"], "kind": case["kind"],
+                         "n": case["n"], "skipped": skip[case["family"]], "methods": {}})
+            print("  skipped:", skip[case["family"]], flush=True)
+        else:
+            t_case = time.perf_counter()
+            rows.append(run_case(case, methods, backend, repeats, method_limit=method_limit,
+                                 deadline=deadline, same_as_default=case["n"] > 5000))
+            rows[-1]["seconds_set"] = time.perf_counter() - t_case  # data and every method
         # what is done so far, in case a time limit stops the run
-        write_result(name + "-partial", {"rows": rows, "methods": methods,
-                                         "backend": backend, "environment": env})
+        _write(name + "-partial", {"rows": rows, "methods": methods, "backend": backend,
+                                   "environment": env, "part": args.part}, args.out_dir)
     result = {
         "benchmark": "quality",
         "about": "ARI/NMI against ground truth per data set and method (issue 16); "
                  "label -1 (unclustered) counts as a cluster. Times: median of `repeats` "
-                 "runs (CUDA events after a warm-up on the GPU; wall clock on the CPU, "
-                 "indicative on a shared machine).",
-        "backend": backend, "repeats": repeats, "quick": args.quick,
+                 "runs (CUDA events after a warm-up on the GPU with repeats > 1; with one "
+                 "repeat the wall clock of one call after an uncounted warm-up fit of each "
+                 "method on 2,000 points; wall clock on the CPU, indicative on a shared "
+                 "machine).",
+        "backend": backend, "repeats": repeats, "quick": args.quick, "part": args.part,
+        "sizes": list(sizes), "families": None if families is None else list(families),
+        "method_limit_s": method_limit, "budget_s": budget,
         "device": env.get("gpu", {}).get("name") or env["host"].get("cpu"),
         "environment": env, "methods": methods, "rows": rows,
         "summary": summarise(rows, methods),
         "seconds_total": time.perf_counter() - t0,
     }
-    path = write_result(name, result)
+    path = _write(name, result, args.out_dir)
     (path.parent / f"{name}-partial.json").unlink(missing_ok=True)
     s = result["summary"]
     for m, v in s["per_method"].items():
@@ -410,7 +824,7 @@ def main(argv=None):
               f"({v['worst_set']})")
     print("default >= sklearn_nn - 0.02 everywhere:", s["default_vs_sklearn_nn"]["all_ok"])
     print("large shapes within 0.01 of 5000:", s["default_large_vs_5000"]["all_ok"])
-    print("wrote", path)
+    print(f"wrote {path} ({result['seconds_total']:.0f} s)")
     return 0 if math.isfinite(result["seconds_total"]) else 1
 
 

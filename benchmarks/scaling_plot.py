@@ -1,17 +1,26 @@
-"""Graph build time against n, log-log, every method (like the paper's Fig. 9).
+"""Time against n, log-log: graph builds per method (like the paper's Fig. 9), and the
+clustering modes past the n² wall (issue 17).
 
-Reads the committed benchmark results — ``results/paper-tables.json`` (Syn1M, Syn5M),
-``results/paper-tables-mnist.json`` (MNIST60K/120K/240K shapes) and ``results/fast.json``
-(grid, gemm) — and the paper's RTX 3090 figures (Table 5), and draws one panel per data
-family into ``docs/scaling.png``. Needs matplotlib (``pip install matplotlib``).
+``scaling``: reads the committed benchmark results — ``results/paper-tables.json``
+(Syn1M, Syn5M), ``results/paper-tables-mnist.json`` (MNIST60K/120K/240K shapes) and
+``results/fast.json`` (grid, gemm) — and the paper's RTX 3090 figures (Table 5), and
+draws one panel per data family into ``docs/scaling.png``.
+
+``large``: reads ``results/large.json`` (``benchmarks/large.py large`` and ``large.py
+landmarks``) and draws the end-to-end fit time against n of the exact pipeline,
+representatives and landmarks on infinite digits into ``docs/large-scaling.png``; a mode
+without points in the file is named in the legend as missing. Needs matplotlib
+(``pip install matplotlib``).
 
 Usage::
 
-    python benchmarks/scaling_plot.py
+    python benchmarks/scaling_plot.py            # docs/scaling.png
+    python benchmarks/scaling_plot.py large      # docs/large-scaling.png
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -24,6 +33,13 @@ from _common import device_name  # noqa: E402
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 OUT = HERE.parent / "docs" / "scaling.png"
+LARGE_OUT = HERE.parent / "docs" / "large-scaling.png"
+
+#: Issue 17's target: infinite digits 10⁷ × 784 end to end within 30 s, either mode.
+LARGE_TARGET = (10**7, 30.0)
+
+#: The modes of the large plot, with their markers.
+LARGE_MODES = (("exact", "o"), ("representatives", "s"), ("landmarks", "^"))
 
 #: The paper's Table 5 (RTX 3090, seconds): CSR-1, best CSR-2, CSR-3.
 PAPER = {
@@ -52,7 +68,58 @@ def ours(shapes: dict) -> dict:
     return out
 
 
-def main() -> int:
+def large_scaling(source: Path = RESULTS / "large.json", out: Path = LARGE_OUT) -> Path:
+    """docs/large-scaling.png: fit seconds against n per mode, log-log, from large.json's
+    ``scaling`` points; returns the path written."""
+    result = json.loads(Path(source).read_text())
+    devices = {device_name(result["environment"])}
+    if "landmarks_run" in result:
+        devices.add(device_name(result["landmarks_run"]["environment"]))
+    fig, ax = plt.subplots(figsize=(6.6, 4.6))
+    for mode, marker in LARGE_MODES:
+        pts = sorted((r["n"], r["seconds"]) for r in result.get("scaling", [])
+                     if r["mode"] == mode)
+        if not pts:
+            ax.plot([], [], marker=marker, linestyle="none",
+                    label=f"{mode}: no points in {Path(source).name} yet")
+            continue
+        (line,) = ax.plot(*zip(*pts, strict=True), marker=marker, label=mode)
+        n_last, s_last = pts[-1]
+        ax.annotate(f"{s_last:.3g} s", (n_last, s_last), textcoords="offset points",
+                    xytext=(6, -4), fontsize=8, color=line.get_color())
+    n_target, s_target = LARGE_TARGET
+    ax.axhline(s_target, color="grey", linestyle=":", linewidth=1)
+    ax.annotate(f"target at n = 10⁷: {s_target:g} s", (n_target, s_target),
+                textcoords="offset points", xytext=(-150, 4), fontsize=8, color="grey")
+    ax.set(xscale="log", yscale="log", xlabel="n (infinite-digits, 784 features)",
+           ylabel="fit, seconds (end to end, data on the GPU)",
+           title=f"SpectralClustering(10, mode=...) on {', '.join(sorted(devices))}")
+    ax.margins(x=0.12)  # room for the last points' labels
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    Path(out).parent.mkdir(exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    print(f"wrote {out}")
+    return Path(out)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("plot", nargs="?", choices=("scaling", "large"), default="scaling")
+    parser.add_argument("--source", type=Path, default=RESULTS / "large.json",
+                        help="large: the JSON to read (default results/large.json)")
+    parser.add_argument("--out", type=Path, help="the PNG to write (default under docs/)")
+    args = parser.parse_args(argv)
+    if args.plot == "large":
+        large_scaling(args.source, args.out or LARGE_OUT)
+        return 0
+    return scaling(args.out or OUT)
+
+
+def scaling(out: Path = OUT) -> int:
+    """docs/scaling.png: graph build time against n per method, ours and the paper's."""
     shapes = json.loads((RESULTS / "paper-tables.json").read_text())["shapes"]
     mnist = json.loads((RESULTS / "paper-tables-mnist.json").read_text())["shapes"]
     shapes = {k: v for k, v in shapes.items() if not k.startswith("MNIST")} | mnist
@@ -79,9 +146,9 @@ def main() -> int:
         ax.legend(fontsize=7)
     fig.suptitle("Similarity graph construction in CSR: time against n")
     fig.tight_layout()
-    OUT.parent.mkdir(exist_ok=True)
-    fig.savefig(OUT, dpi=110)
-    print(f"wrote {OUT}")
+    out.parent.mkdir(exist_ok=True)
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
     return 0
 
 

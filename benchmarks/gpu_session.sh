@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One device call of the issue 16/17 benchmark gaps: run one named part and leave its
+# result files in OUT, laid out as the repository's paths, so that after the call
+#   cp -r <files_at>/benchmarks/results/. benchmarks/results/
+# puts them where they are committed (docs/large-scaling.png too, where drawn).
+#
+# usage: bash benchmarks/gpu_session.sh PART [OUT]      (OUT defaults to $OUT)
+#   quality-1e6-a        every shape family at 5,000 on the GPU; the kNN families at 1e6
+#   quality-1e6-b        moons 0.1, circles 0.1, spirals 0.05 at 1e6 (ε default)
+#   quality-1e6-c        blobs 0.3, aniso 0.25 at 1e6 (ε default)
+#   quality-1e7-a        the kNN families at 1e7
+#   quality-1e7-b        moons 0.1 at 1e7 under a 420 s bound; the other ε families recorded
+#                        as not run, with the reason
+#   large-landmarks-1e7  mode="landmarks" on infinite digits 125K-1e6 and 1e7 x 784, the
+#                        exact pipeline once at 1e6 (ari_exact), merged into large.json
+# The parts' sizes, families and bounds are benchmarks/quality.py's PARTS. Each part stops
+# itself within its budget; HARD_TIMEOUT (default 570 s) is the last resort. Afterwards,
+# on any machine: python benchmarks/quality.py --merge   (-> results/quality-gpu.json)
+#                 python benchmarks/scaling_plot.py large (-> docs/large-scaling.png)
+set -u
+PART=${1:?usage: benchmarks/gpu_session.sh PART [OUT]}
+OUT=${2:-${OUT:?usage: benchmarks/gpu_session.sh PART [OUT] (or set OUT)}}
+cd "$(dirname "$0")/.."
+mkdir -p "$OUT/benchmarks/results" "$OUT/docs"
+export PYTHONUNBUFFERED=1
+# A source checkout: explorer finds kernels/ and data/ itself (explorer/__init__.py).
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+PY=$(command -v python3 || command -v python)
+LOG="$OUT/$PART.log"
+
+{ date -u; nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv
+  git rev-parse HEAD 2>/dev/null; git status --short 2>/dev/null | head -n 20; } > "$LOG" 2>&1
+
+case $PART in
+  quality-1e6-a|quality-1e6-b|quality-1e6-c|quality-1e7-a|quality-1e7-b)
+    timeout -k 10 "${HARD_TIMEOUT:-570}" "$PY" benchmarks/quality.py --gpu --part "$PART" \
+      --out-dir "$OUT/benchmarks/results" >> "$LOG" 2>&1
+    echo "quality.py exit status $?" >> "$LOG"
+    ;;
+  large-landmarks-1e7)
+    timeout -k 10 "${HARD_TIMEOUT:-570}" "$PY" benchmarks/large.py landmarks >> "$LOG" 2>&1
+    echo "large.py exit status $?" >> "$LOG"
+    # large.json is rewritten after the 1e6 rows and again after 1e7: whatever it holds
+    cp benchmarks/results/large.json "$OUT/benchmarks/results/large.json"
+    "$PY" benchmarks/scaling_plot.py large --out "$OUT/docs/large-scaling.png" >> "$LOG" 2>&1 \
+      || echo "plot not drawn here: run python benchmarks/scaling_plot.py large" >> "$LOG"
+    ;;
+  *)
+    echo "unknown part $PART; use quality-1e6-a, quality-1e6-b, quality-1e6-c, quality-1e7-a," \
+      "quality-1e7-b or large-landmarks-1e7" >&2
+    exit 2
+    ;;
+esac
+
+# The log's summary lines in the call's reply (its last 12,000 characters).
+grep -vE "^  (knn|kmeans|epsilon)" "$LOG" | tail -n 60
+ls -l "$OUT/benchmarks/results" "$OUT/docs"
