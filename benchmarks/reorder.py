@@ -29,7 +29,8 @@ RCM runs on the host (SciPy; cupyx has none) and is skipped above ``--rcm-max-ro
 Writes ``<out>/reorder.json`` (``reorder-small.json`` with ``--small``,
 ``reorder-cpu.json`` with ``--cpu``; ``--name`` to choose) after every shape. ``--cpu``
 runs everything with NumPy/SciPy (host clock; the CPU graph builder). Every shape
-records the device, time and commit of the run that measured it (``run``);
+records the device, time and commit of the run that measured it (``run``) and is
+written after every variant (``complete`` false until its last);
 ``--merge FILE`` starts from an earlier result file and replaces only the shapes run
 now, so the shapes can be measured in separate calls.
 
@@ -46,8 +47,9 @@ Usage::
 
     python benchmarks/reorder.py --out benchmarks/results          # syn4d 1e7, 5e7, digits 240K
     python benchmarks/reorder.py --small --out /tmp/r              # 2e5 / 2e4 smoke run
-    # one shape in its own call, merged into the earlier rows (about 4 min on an H200):
-    python benchmarks/reorder.py --shapes syn4d-5e7 --embed-repeats 1 \
+    # one shape in its own call, merged into the earlier rows (syn4d 5e7: expected 3-5
+    # min on an H200, scaled from the 10⁷ row; RCM is skipped at that size):
+    python benchmarks/reorder.py --shapes syn4d-5e7 \\
         --merge benchmarks/results/reorder.json --out "$OUT"
 """
 
@@ -140,7 +142,9 @@ def free_memory() -> None:
         xp.get_default_memory_pool().free_all_blocks()
 
 
-def run_shape(name, spec, args, bandwidth):
+def run_shape(name, spec, args, bandwidth, save=None):
+    """One shape's record; ``save(record)`` after each variant (``"complete": False``
+    until the last), so a call cut off by its time limit keeps what it measured."""
     from explorer.data import load
 
     from explorer import KMeans, spectral_embedding
@@ -150,7 +154,7 @@ def run_shape(name, spec, args, bandwidth):
     from explorer.graph.reorder import choose_order, permute, row_order, spmm_traffic
     from explorer.metrics import adjusted_rand_score
 
-    out = {"spec": spec}
+    out = {"spec": spec, "complete": False}
     t_shape = t0 = time.perf_counter()
     ds = load(spec["data"], n_samples=spec["n"], random_state=0)
     shuffle = np.random.default_rng(1).permutation(spec["n"])
@@ -177,6 +181,7 @@ def run_shape(name, spec, args, bandwidth):
     del auto
 
     variants, base_labels, base = {}, None, None
+    out["variants"] = variants
     Y = xp.asarray(np.random.default_rng(0).random((n, block), dtype=np.float32))
     for i, variant in enumerate(args.variants):
         rec = {}
@@ -234,6 +239,8 @@ def run_shape(name, spec, args, bandwidth):
             rec["ari_truth"] = (base["ari_truth"] if same
                                 else float(adjusted_rand_score(y, labels)))
         variants[variant] = rec
+        if save is not None:
+            save(out)
         print(f"  {variant:>15}: order {rec['order_s']:.3f} s, permute {rec['permute_s']:.3f} s, "
               f"SpMM {spmm * 1e3:.2f} ms (floor {rec['floor_s'] * 1e3:.2f} ms, model ratio "
               f"{traffic.ratio:.2f}), embedding {rec['embedding_s']:.3f} s "
@@ -241,8 +248,8 @@ def run_shape(name, spec, args, bandwidth):
               f"labels equal {rec['labels_equal']}", flush=True)
         del B, emb, U
         free_memory()
-    out["variants"] = variants
     out["shape_s"] = time.perf_counter() - t_shape
+    out["complete"] = True
     return out
 
 
@@ -290,12 +297,16 @@ def main(argv=None) -> int:
     stem = args.name or ("reorder-cpu" if args.cpu else
                          "reorder-small" if args.small else "reorder")
     path = args.out / f"{stem}.json"
-    for name in shapes:
-        result["shapes"][name] = {"run": run, **run_shape(name, SHAPES[name], args, bandwidth)}
+    def save(name, record):
+        result["shapes"][name] = {"run": run, **record}
         devices = sorted({shape["run"]["device"] for shape in result["shapes"].values()})
         # The top level names every device; each shape's run says which measured it.
         result["device"] = " + ".join(devices)
         path.write_text(json.dumps(plain(result), indent=1, allow_nan=False) + "\n")
+
+    for name in shapes:
+        save(name, run_shape(name, SHAPES[name], args, bandwidth,
+                             save=lambda record, name=name: save(name, record)))
     print(f"wrote {path}")
     return 0
 
