@@ -13,22 +13,44 @@ the GPU (the grid builder for syn4d, GEMM for infinite digits), then for each va
   (:func:`explorer.graph.reorder.spmm_traffic`) and the floor's time at the measured
   device-to-device copy bandwidth;
 * ``embedding_s``: :func:`explorer.spectral_embedding` (solver "auto": Chebyshev) on the
-  reordered graph, median of ``--embed-repeats`` after a warm-up on the first variant;
+  reordered graph (``row_ids`` the order), median of ``--embed-repeats`` after a
+  warm-up on the first variant;
   ``total_s`` = order + permute + embedding; the products it took;
 * ``labels_equal``: k-means (n_init 1, seed 0) on the embedding brought back to the
-  given order gives the labels of the unreordered run;
+  given order gives the labels of the unreordered run, cluster numbers included (the
+  solver draws its random vectors in the given order: ``spectral_embedding(row_ids=)``);
+  ``ari_vs_unreordered`` and ``ari_truth`` (scikit-learn's ARI on the host: 8 s a call
+  at 5·10⁶ labels on 2 shared cores) are computed where the labels differ, copied where
+  they are equal;
 * what :func:`explorer.graph.reorder.choose_order` (``"auto"``) decides for the shuffled
-  graph and why.
+  graph and why; ``shape_s``: the wall time of the whole shape (data to last variant).
 
 RCM runs on the host (SciPy; cupyx has none) and is skipped above ``--rcm-max-rows``.
 Writes ``<out>/reorder.json`` (``reorder-small.json`` with ``--small``,
 ``reorder-cpu.json`` with ``--cpu``; ``--name`` to choose) after every shape. ``--cpu``
-runs everything with NumPy/SciPy (host clock; the CPU graph builder).
+runs everything with NumPy/SciPy (host clock; the CPU graph builder). Every shape
+records the device, time and commit of the run that measured it (``run``) and is
+written after every variant (``complete`` false until its last);
+``--merge FILE`` starts from an earlier result file and replaces only the shapes run
+now, so the shapes can be measured in separate calls.
+
+Memory of the largest shape, syn4d 5·10⁷ (about 22.6 nonzeros per row at the suggested
+threshold 1.1·10⁻⁴, so nnz ≈ 1.13·10⁹, int32 columns): the graph 9.4 GB (8 B per
+nonzero and an int64 row pointer); permuting it 46 GB of work arrays (40 B per entry,
+:func:`explorer.graph.reorder.check_reorder_memory`) and a Jaccard level 28 GB (24 B),
+each with the graph, the points (0.8 GB) and the product block (1.6 GB) alive; the
+embedding of the permuted graph holds both graphs (19 GB), the float64 and float32
+values of A (13.5 GB) and about 35 GB of Chebyshev blocks: under 60 GB of the H200's
+141 GB at any point.
 
 Usage::
 
     python benchmarks/reorder.py --out benchmarks/results          # syn4d 1e7, 5e7, digits 240K
     python benchmarks/reorder.py --small --out /tmp/r              # 2e5 / 2e4 smoke run
+    # one shape in its own call, merged into the earlier rows (syn4d 5e7: expected 3-5
+    # min on an H200, scaled from the 10⁷ row; RCM is skipped at that size):
+    python benchmarks/reorder.py --shapes syn4d-5e7 \\
+        --merge benchmarks/results/reorder.json --out "$OUT"
 """
 
 from __future__ import annotations
@@ -120,7 +142,9 @@ def free_memory() -> None:
         xp.get_default_memory_pool().free_all_blocks()
 
 
-def run_shape(name, spec, args, bandwidth):
+def run_shape(name, spec, args, bandwidth, save=None):
+    """One shape's record; ``save(record)`` after each variant (``"complete": False``
+    until the last), so a call cut off by its time limit keeps what it measured."""
     from explorer.data import load
 
     from explorer import KMeans, spectral_embedding
@@ -130,8 +154,8 @@ def run_shape(name, spec, args, bandwidth):
     from explorer.graph.reorder import choose_order, permute, row_order, spmm_traffic
     from explorer.metrics import adjusted_rand_score
 
-    out = {"spec": spec}
-    t0 = time.perf_counter()
+    out = {"spec": spec, "complete": False}
+    t_shape = t0 = time.perf_counter()
     ds = load(spec["data"], n_samples=spec["n"], random_state=0)
     shuffle = np.random.default_rng(1).permutation(spec["n"])
     X = xp.asarray(ds.X[shuffle])
@@ -156,7 +180,8 @@ def run_shape(name, spec, args, bandwidth):
     print(f"  auto: {auto.reason}", flush=True)
     del auto
 
-    variants, base_labels = {}, None
+    variants, base_labels, base = {}, None, None
+    out["variants"] = variants
     Y = xp.asarray(np.random.default_rng(0).random((n, block), dtype=np.float32))
     for i, variant in enumerate(args.variants):
         rec = {}
@@ -185,28 +210,37 @@ def run_shape(name, spec, args, bandwidth):
         rec.update(spmm_s=spmm, spmm_runs=runs, spmm_over_floor=spmm / rec["floor_s"])
         emb_runs = []
         for r in range((1 if i == 0 else 0) + args.embed_repeats):
-            t, emb = events(lambda B=B: spectral_embedding(B, k, random_state=0))
+            t, emb = events(lambda B=B, ids=None if order is None else order.perm:
+                            spectral_embedding(B, k, random_state=0, row_ids=ids))
             if i > 0 or r > 0:
                 emb_runs.append(t)
         rec.update(embedding_s=statistics.median(emb_runs), embedding_runs=emb_runs,
                    products=emb.iterations, solver=emb.solver,
                    eigenvalues=emb.eigenvalues.tolist())
         rec["total_s"] = rec["order_s"] + rec["permute_s"] + rec["embedding_s"]
-        # The start block is drawn in each order's rows, so the product counts differ a
-        # little: the time per product compares the orders' products alone.
+        # The random vectors are drawn in the given order, but the products' rounding
+        # follows the new one and can move a convergence check by a filter: the time
+        # per product compares the orders' products alone.
         rec["embedding_s_per_product"] = rec["embedding_s"] / max(1, rec["products"] or 1)
         U = emb.embedding if order is None else order.to_original(emb.embedding)
         keep = xp.flatnonzero(~xp.isnan(U[:, 0]))
         labels = xp.full(n, -1, dtype=xp.int32)
         labels[keep] = KMeans(k, n_init=1, random_state=0).fit(U[keep]).labels_
         labels = to_numpy(labels)
-        if base_labels is None:
-            base_labels = labels
+        if base is None:
+            base_labels, base = labels, rec
         rec["labels_equal"] = bool(np.array_equal(labels, base_labels))
-        rec["ari_vs_unreordered"] = float(adjusted_rand_score(base_labels, labels))
+        # Equal labels have equal scores: the host ARI (sorts of n labels) only where
+        # they differ.
+        same = rec["labels_equal"] and rec is not base
+        rec["ari_vs_unreordered"] = (1.0 if rec["labels_equal"]
+                                     else float(adjusted_rand_score(base_labels, labels)))
         if y is not None:
-            rec["ari_truth"] = float(adjusted_rand_score(y, labels))
+            rec["ari_truth"] = (base["ari_truth"] if same
+                                else float(adjusted_rand_score(y, labels)))
         variants[variant] = rec
+        if save is not None:
+            save(out)
         print(f"  {variant:>15}: order {rec['order_s']:.3f} s, permute {rec['permute_s']:.3f} s, "
               f"SpMM {spmm * 1e3:.2f} ms (floor {rec['floor_s'] * 1e3:.2f} ms, model ratio "
               f"{traffic.ratio:.2f}), embedding {rec['embedding_s']:.3f} s "
@@ -214,7 +248,8 @@ def run_shape(name, spec, args, bandwidth):
               f"labels equal {rec['labels_equal']}", flush=True)
         del B, emb, U
         free_memory()
-    out["variants"] = variants
+    out["shape_s"] = time.perf_counter() - t_shape
+    out["complete"] = True
     return out
 
 
@@ -232,7 +267,15 @@ def main(argv=None) -> int:
                              "script without a GPU, or CPU figures)")
     parser.add_argument("--name", help="result file stem (default reorder, reorder-small, "
                                        "reorder-cpu)")
+    parser.add_argument("--merge", type=Path, metavar="FILE",
+                        help="an earlier result file: its shapes are kept (each with the "
+                             "run that measured it) and those run now replace theirs")
     args = parser.parse_args(argv)
+    earlier = None
+    if args.merge is not None:
+        if not args.merge.is_file():
+            parser.error(f"--merge {args.merge}: no such file")
+        earlier = json.loads(args.merge.read_text())
     global xp
     if args.cpu:
         xp = np
@@ -241,21 +284,43 @@ def main(argv=None) -> int:
 
         xp = cupy
     shapes = args.shapes or (SMALL if args.small else FULL)
-    env = environment_info()
+    env = environment_info("cpu" if args.cpu else "gpu")
     device = "CPU" if args.cpu else device_name(env)
-    result = {"benchmark": "reorder", "device": device, "environment": env,
-              "protocol": __doc__, "shapes": {}}
     warm_kernels()
-    result["copy_bandwidth_Bps"] = bandwidth = copy_bandwidth()
+    bandwidth = copy_bandwidth()
+    run = {"device": device, "timestamp": env["timestamp"],
+           "commit": env.get("git", {}).get("commit"), "copy_bandwidth_Bps": bandwidth}
+    result = {"benchmark": "reorder", "device": device, "environment": env,
+              "protocol": __doc__, "copy_bandwidth_Bps": bandwidth,
+              "shapes": {} if earlier is None else earlier_shapes(earlier)}
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.name or ("reorder-cpu" if args.cpu else
                          "reorder-small" if args.small else "reorder")
     path = args.out / f"{stem}.json"
-    for name in shapes:
-        result["shapes"][name] = run_shape(name, SHAPES[name], args, bandwidth)
+    def save(name, record):
+        result["shapes"][name] = {"run": run, **record}
+        devices = sorted({shape["run"]["device"] for shape in result["shapes"].values()})
+        # The top level names every device; each shape's run says which measured it.
+        result["device"] = " + ".join(devices)
         path.write_text(json.dumps(plain(result), indent=1, allow_nan=False) + "\n")
+
+    for name in shapes:
+        save(name, run_shape(name, SHAPES[name], args, bandwidth,
+                             save=lambda record, name=name: save(name, record)))
     print(f"wrote {path}")
     return 0
+
+
+def earlier_shapes(earlier: dict) -> dict:
+    """The shapes of an earlier result file, each with the run that measured it (files
+    written before shapes recorded their run get the file's device, time, commit and
+    bandwidth)."""
+    env = earlier.get("environment", {})
+    run = {"device": earlier.get("device") or device_name(env),
+           "timestamp": env.get("timestamp"), "commit": env.get("git", {}).get("commit"),
+           "copy_bandwidth_Bps": earlier.get("copy_bandwidth_Bps")}
+    return {name: shape if "run" in shape else {"run": run, **shape}
+            for name, shape in earlier.get("shapes", {}).items()}
 
 
 if __name__ == "__main__":

@@ -141,7 +141,8 @@ class ComponentSplit(NamedTuple):
     n_dropped: int
 
 
-def largest_components(csr, k: int, *, isolated=None, n_components=None) -> ComponentSplit:
+def largest_components(csr, k: int, *, isolated=None, n_components=None,
+                       labels=None) -> ComponentSplit:
     """Label a graph's components once and pick its `k` largest.
 
     Parameters
@@ -156,6 +157,9 @@ def largest_components(csr, k: int, *, isolated=None, n_components=None) -> Comp
     n_components : int, optional
         Components outside the isolated vertices, when already known (the graph's
         statistics count them): at most `k` returns at once, without labelling.
+    labels : int array of shape (n,), optional
+        The graph's component labels (:func:`component_labels`), when the caller has
+        them: not labelled again.
 
     Returns
     -------
@@ -175,7 +179,7 @@ def largest_components(csr, k: int, *, isolated=None, n_components=None) -> Comp
         return ComponentSplit(None, None, int(n_components), 0)
     xp = array_module(csr)
     in_graph = ~isolated if isolated is not None else row_sums(csr, xp) > 0
-    labels = component_labels(csr)
+    labels = component_labels(csr) if labels is None else labels
     found, first, counts = xp.unique(labels[in_graph], return_index=True, return_counts=True)
     n_components = int(found.shape[0])
     if n_components <= k:

@@ -188,8 +188,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     reorder : {None, "auto", "jaccard", "rcm", "spatial"}, default None
         Run the eigensolver on the graph with its rows reordered for faster products
         (:func:`explorer.partition_graph`, `reorder`; ``"spatial"`` orders the points
-        along a Morton curve); the labels are those without reordering, to the
-        eigensolver's tolerance (its random start block is drawn in the new order).
+        along a Morton curve); the labels, cluster numbers included, are those
+        without reordering for the same `random_state` (the eigensolver's random
+        vectors are drawn in the given row order).
     scale : {"standard", "minmax"} or None, default None
         Feature scaling before the graph is built (:mod:`explorer.preprocessing`):
         ``"standard"`` (zero mean, unit standard deviation per feature), ``"minmax"``
@@ -832,9 +833,12 @@ def partition_graph(
         (:mod:`explorer.graph.reorder`): ``"auto"`` when
         :func:`~explorer.graph.reorder.choose_order`'s rule says the products saved
         pay for it, a method name always, a :class:`~explorer.graph.reorder.RowOrder`
-        as given. The eigenvectors come back in the given order and k-means runs
-        there, so the labels are those without reordering (to the eigensolver's
-        tolerance: its random start block is drawn in the new order).
+        as given. The eigensolver draws its random vectors in the given order
+        (:func:`explorer.spectral_embedding`, `row_ids`), the eigenvectors come back
+        in the given order and k-means runs there, so the labels, cluster numbers
+        included, are those without reordering for the same `random_state` (up to
+        the rounding of the products' summation order, which can move a point that
+        lies on a boundary).
     reorder_points : array of shape (n, d), optional
         The points the graph was built from: ``"spatial"`` needs them, and they make
         it a candidate of ``"auto"``.
@@ -887,6 +891,7 @@ def partition_graph(
     t0 = time.perf_counter()
     split, n_dropped, strays = None, 0, _Strays()
     n_left = n_components
+    component_ids = None  # the components' labels, once labelled
     if not auto:
         # Stray pieces (a few points cut off in a sparse tail) out first, then, with
         # more components than k, the k largest are the clusters (see
@@ -894,10 +899,13 @@ def partition_graph(
         csr, isolated_left, strays = _drop_stray_components(csr, n_clusters, isolated,
                                                             n_components)
         n_left = None if strays.n_components is None else strays.n_components - strays.pieces
+        # Zeroed weights keep the pattern, which is what connects (component_labels),
+        # so the labels of the stray search are the left graph's: labelled once.
         split = largest_components(csr, n_clusters, isolated=isolated_left,
-                                   n_components=n_left)
+                                   n_components=n_left, labels=strays.labels)
         n_left, n_dropped = split.n_components, split.n_dropped + strays.vertices
         n_components = n_left + strays.pieces
+        component_ids = strays.labels if split.labels is None else split.labels
     n_kept -= n_dropped
     if auto:
         m = auto_k_max(n_kept)
@@ -911,7 +919,7 @@ def partition_graph(
         # The embedded graph has exactly k components: their indicators are the
         # answer, exact where an iterative solver may not resolve the zeros from the
         # next eigenvalues (explorer.spectral_embedding, Notes).
-        emb = components_embedding(csr, n_clusters, labels=split.labels, kept=split.kept)
+        emb = components_embedding(csr, n_clusters, labels=component_ids, kept=split.kept)
         emb.solver_why = components_reason(eigen_solver, n_clusters)
         # No products to speed up: a method is not run (the order kept, and why); a
         # given RowOrder is recorded as given (the indicators do not depend on it).
@@ -923,7 +931,7 @@ def partition_graph(
         embedded = csr if split is None or split.kept is None else restrict_to(csr, split.kept)
         labels = None
         if exactly_k and eigen_solver != "dense":  # the solver starts from the indicators
-            labels = component_labels(csr) if split.labels is None else split.labels
+            labels = component_labels(csr) if component_ids is None else component_ids
         t_order = time.perf_counter()
         order = _order_rows(embedded, reorder, reorder_points, eigen_solver, m, n_kept, xp)
         t_order = time.perf_counter() - t_order
@@ -933,7 +941,8 @@ def partition_graph(
             labels = None if labels is None else labels[order.perm]
             t_order += time.perf_counter() - t_permute
         emb = spectral_embedding(embedded, m, solver=eigen_solver, tol=tol,
-                                 max_iter=eigen_max_iter, random_state=rng, components=labels)
+                                 max_iter=eigen_max_iter, random_state=rng, components=labels,
+                                 row_ids=order.perm if order is not None else None)
         if order is not None and order.reordered:
             emb = replace(emb, embedding=order.to_original(emb.embedding),
                           vectors=order.to_original(emb.vectors),
@@ -1001,6 +1010,8 @@ class _Strays:
     pieces: int = 0
     vertices: int = 0
     size: int | None = None
+    #: The graph's component labels when the search labelled them (None otherwise).
+    labels: object = None
 
 
 def _drop_stray_components(csr, k, isolated, n_components):
@@ -1020,13 +1031,14 @@ def _drop_stray_components(csr, k, isolated, n_components):
     pieces = int(xp.count_nonzero(small))
     vertices = int(counts[small].sum()) if pieces else 0
     if pieces == 0 or pieces == n_components or n_kept - vertices < k:
-        return csr, isolated, _Strays(n_components)
+        return csr, isolated, _Strays(n_components, labels=labels)
     drop = xp.isin(labels, found[small]) & in_graph
     data = xp.empty(csr.data.shape, dtype=csr.dtype)
     for r0, r1, e0, e1 in row_blocks(csr.indptr):
         out = drop[block_rows(csr, r0, r1, e0, e1, xp)] | drop[csr.indices[e0:e1]]
         data[e0:e1] = xp.where(out, 0, csr.data[e0:e1])
-    return with_values(csr, data), isolated | drop, _Strays(n_components, pieces, vertices, size)
+    return (with_values(csr, data), isolated | drop,
+            _Strays(n_components, pieces, vertices, size, labels))
 
 
 def zero_weights_message(rule, nnz: int) -> str:

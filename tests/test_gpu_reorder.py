@@ -13,6 +13,7 @@ from explorer import partition_graph
 from explorer._csr import csr_from_arrays  # int64 indices kept (constructors narrow them)
 from explorer.graph import _jaccard as jaccard
 from explorer.graph.reorder import permute, row_order, spmm_traffic
+from tests._reorder_data import bridged_blobs
 
 pytestmark = pytest.mark.gpu
 
@@ -107,20 +108,45 @@ def test_gpu_partition_labels_equal(rng, reorder):
 
     from explorer.graph import build_graph
 
-    n = 20000
-    centres = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
-    X = (centres[rng.integers(0, 3, n)] + 0.5 * rng.standard_normal((n, 2))).astype(np.float32)
-    t = 40 * 1.5 / n
+    X, t = bridged_blobs(rng, 20000)
     g = build_graph(cupy.asarray(X), metric="gaussian", sigma=float(np.sqrt(t / 8)),
                     threshold_sqdist=t, backend="gpu")
-    kw = dict(eigen_solver="chebyshev", eigen_tol=1e-6, random_state=int(rng.integers(2**31)))
-    base = partition_graph(g.csr, 3, **kw)
-    part = partition_graph(g.csr, 3, reorder=reorder, reorder_points=cupy.asarray(X), **kw)
-    assert part.reorder is not None
-    # The same partition of the same rows. The cluster ids may differ: the solver draws
-    # its start block in the new row order, so the basis of the three small
-    # eigenvalues' space can come out rotated and k-means numbers the same clusters
-    # otherwise (issue 18 asks for equal ids; not yet).
-    a, b = part.labels.get(), base.labels.get()
-    pairs = np.unique(np.stack([a, b]), axis=1)
-    assert pairs.shape[1] == len(np.unique(a)) == len(np.unique(b))
+    for solver in ("chebyshev", "lobpcg", "lanczos"):
+        for seed in rng.integers(2**31, size=2):
+            kw = dict(eigen_solver=solver, random_state=int(seed))
+            base = partition_graph(g.csr, 3, **kw)
+            part = partition_graph(g.csr, 3, reorder=reorder, reorder_points=cupy.asarray(X),
+                                   **kw)
+            assert part.reorder is not None
+            # The solver draws its random vectors in the given order, so the labels are
+            # the same, cluster ids included.
+            assert np.array_equal(part.labels.get(), base.labels.get()), (solver, seed)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("solver, steps, atol", [("chebyshev", 3, 1e-4), ("lobpcg", 2, 1e-8),
+                                                 ("lanczos", None, 1e-7)])
+def test_gpu_row_ids_give_the_unpermuted_start(rng, solver, steps, atol):
+    # The GPU draws (CuPy's generator, float32 for Chebyshev) in the given order: the
+    # permuted graph's embedding brought back is the given graph's, to float32 products'
+    # rounding for Chebyshev; drawn in the permuted order it is another.
+    import cupy
+
+    from explorer import spectral_embedding
+    from explorer.graph import build_graph
+
+    X, t = bridged_blobs(rng, 3000)
+    S = build_graph(cupy.asarray(X), metric="gaussian", sigma=float(np.sqrt(t / 8)),
+                    threshold_sqdist=t, backend="gpu").csr
+    perm = cupy.asarray(rng.permutation(S.shape[0]))
+    inv = cupy.argsort(perm)
+    seed = int(rng.integers(2**31))
+    a = spectral_embedding(S, 4, solver=solver, random_state=seed, max_iter=steps)
+    b = spectral_embedding(permute(S, perm), 4, solver=solver, random_state=seed,
+                           row_ids=perm, max_iter=steps)
+    c = spectral_embedding(permute(S, perm), 4, solver=solver, random_state=seed,
+                           max_iter=steps)
+    va, vb, vc = (cupy.abs(v).get() for v in (a.vectors, b.vectors[inv], c.vectors[inv]))
+    np.testing.assert_array_equal(b.isolated[inv].get(), a.isolated.get())
+    np.testing.assert_allclose(vb, va, atol=atol)
+    assert np.nanmax(np.abs(vc - va)) > 100 * atol

@@ -26,6 +26,7 @@ from explorer.graph.reorder import (
     spmm_traffic,
 )
 from explorer.testing import check_canonical
+from tests._reorder_data import bridged_blobs
 
 
 def random_graph(rng, n, degree):
@@ -46,11 +47,13 @@ def blobs_threshold(n, degree=40):
     return degree * 2 * np.pi * 0.25 * 3 / (np.pi * n)
 
 
-def blobs_graph(rng, n):
-    """An ε-graph of 2-D points in three blobs, rows in random order."""
-    centres = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
+def blobs_graph(rng, n, spread=3.0, degree=40):
+    """An ε-graph of 2-D points in three blobs (centres `spread` apart, about `degree`
+    neighbours at the centres), rows in random order: three components at spread 3.0;
+    one large component, a few stray pieces and isolated points at 1.5 and degree 80."""
+    centres = np.array([[0.0, 0.0], [spread, 0.0], [0.0, spread]])
     X = (centres[rng.integers(0, 3, n)] + 0.5 * rng.standard_normal((n, 2))).astype(np.float32)
-    t = blobs_threshold(n)
+    t = blobs_threshold(n, degree)
     g = build_graph(X, metric="gaussian", sigma=float(np.sqrt(t / 8)), threshold_sqdist=t,
                     backend="cpu")
     return X, g
@@ -227,6 +230,100 @@ def test_partition_labels_equal_with_and_without(rng, reorder):
     q1 = np.linalg.qr(part.embedding.vectors[ok])[0]
     q2 = np.linalg.qr(base.embedding.vectors[ok])[0]
     np.testing.assert_allclose(np.linalg.svd(q1.T @ q2, compute_uv=False), 1.0, atol=1e-3)
+
+
+@pytest.mark.filterwarnings("ignore:the graph has .* connected components")
+@pytest.mark.parametrize("solver", ["chebyshev", "lobpcg", "lanczos"])
+def test_labels_identical_over_seeds_and_solvers(rng, solver):
+    # One component (stray pieces and isolated points dropped), so the solver
+    # iterates from its random start at the default tolerance. The start is drawn in
+    # the given row order, so the labels are identical, ids included.
+    X, t = bridged_blobs(rng, 3000, per_bridge=40)
+    g = build_graph(X, metric="gaussian", sigma=float(np.sqrt(t / 8)), threshold_sqdist=t,
+                    backend="cpu")
+    for seed in rng.integers(0, 2**31, 3):
+        kw = dict(eigen_solver=solver, random_state=int(seed))
+        base = partition_graph(g.csr, 3, **kw)
+        for reorder in ("jaccard", "rcm"):
+            part = partition_graph(g.csr, 3, reorder=reorder, **kw)
+            assert part.reorder.reordered
+            assert np.array_equal(part.labels, base.labels), (solver, seed, reorder)
+            if solver != "lobpcg":
+                # The same start and the same iterations: the vectors agree to rounding
+                # (drawn in the new order they differed by ~1e-4, the tolerance).
+                # LOBPCG's search direction of an exact eigenvector (D^1/2 1) is
+                # rounding noise that SVQB scales to unit length, so its iterates part
+                # after a few steps and agree to its tolerance only (~1e-5 here).
+                assert part.embedding.iterations == base.embedding.iterations
+                np.testing.assert_allclose(part.embedding.vectors, base.embedding.vectors,
+                                           atol=1e-9)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("solver, steps", [("chebyshev", 3), ("lobpcg", 2), ("lanczos", None)])
+def test_embedding_row_ids_give_the_unpermuted_start(rng, solver, steps):
+    # spectral_embedding of P S Pᵀ with row_ids=perm, brought back, is the embedding
+    # of S, with isolated vertices in both (the solver's rows are a subset).
+    X, g = blobs_graph(rng, 2500, spread=1.5, degree=80)
+    S = g.csr.copy()
+    lone = rng.choice(S.shape[0], 20, replace=False)
+    S = sp.diags(np.isin(np.arange(S.shape[0]), lone, invert=True).astype(np.float32))
+    S = (S @ g.csr @ S).tocsr()
+    S.eliminate_zeros()
+    S = S.astype(np.float32)
+    perm = rng.permutation(S.shape[0])
+    from explorer import spectral_embedding
+
+    seed = int(rng.integers(0, 2**31))
+    a = spectral_embedding(S, 4, solver=solver, random_state=seed, max_iter=steps)
+    b = spectral_embedding(permute(S, perm), 4, solver=solver, random_state=seed,
+                           row_ids=perm, max_iter=steps)
+    inv = np.argsort(perm)
+    np.testing.assert_array_equal(b.isolated[inv], a.isolated)
+    # From the same start: equal to rounding (LOBPCG stopped early, before the
+    # rounding noise of its converged vectors' search directions has grown; Lanczos
+    # converged); a start drawn in the permuted order gives another answer, apart by
+    # the residual.
+    np.testing.assert_allclose(np.abs(b.vectors[inv]), np.abs(a.vectors), atol=1e-9)
+    c = spectral_embedding(permute(S, perm), 4, solver=solver, random_state=seed,
+                           max_iter=steps)
+    assert np.nanmax(np.abs(np.abs(c.vectors[inv]) - np.abs(a.vectors))) > 1e-6
+
+
+def test_row_ids_are_checked(rng):
+    from explorer import spectral_embedding
+
+    _, g = blobs_graph(rng, 300)
+    n = g.csr.shape[0]
+    for bad in (np.zeros(n, dtype=np.int64), np.arange(n - 1), np.arange(n) + 1,
+                np.arange(n, dtype=float)):
+        with pytest.raises(ValueError, match="row_ids must"):
+            spectral_embedding(g.csr, 3, row_ids=bad)
+
+
+@pytest.mark.filterwarnings("ignore:the graph has .* connected components")
+def test_components_labelled_once_with_stray_pieces(rng, monkeypatch):
+    # Stray pieces dropped and more components than k: the stray search's labels serve
+    # the k largest and the embedding (zeroed weights keep the pattern that connects).
+    import explorer.components
+    import explorer.spectral
+
+    X, g = blobs_graph(rng, 3000, spread=1.5, degree=80)
+    base = partition_graph(g.csr, 3, random_state=0)
+    assert base.stray_pieces > 0 and base.n_components > 3
+    calls = []
+    real = explorer.components.component_labels
+
+    def counted(csr):
+        calls.append(csr.shape)
+        return real(csr)
+
+    monkeypatch.setattr(explorer.components, "component_labels", counted)
+    monkeypatch.setattr(explorer.spectral, "component_labels", counted)
+    part = partition_graph(g.csr, 3, random_state=0)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(part.labels, base.labels)
+    assert (part.n_dropped, part.n_stray) == (base.n_dropped, base.n_stray)
 
 
 @pytest.mark.filterwarnings("ignore:the graph has .* connected components")

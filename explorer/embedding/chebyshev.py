@@ -155,6 +155,7 @@ import numpy as np
 from .._backend import array_module, column_norms, sparse_module, to_numpy
 from .._csr import cast_values, matmul, row_slabs
 from .._validation import check_choice, check_float, check_int, check_random_state
+from .start import RowNormals
 
 __all__ = [
     "DEFAULT_TOL",
@@ -246,6 +247,7 @@ def chebyshev_subspace(
     dtype=None,
     layout="row",
     callback=None,
+    rows=None,
 ):
     """The k largest eigenpairs of a normalised adjacency matrix by Chebyshev-filtered
     subspace iteration.
@@ -291,6 +293,11 @@ def chebyshev_subspace(
         ``callback(products, ritz_values, residual_norms)``: block products so far,
         all Ritz values (NumPy, descending) and the residual norms of the wanted
         Ritz pairs (NumPy; estimated from the Gram matrices, or measured near `tol`).
+    rows : int array of shape (n,), optional
+        The original position of each row of `A` when `A` is a permuted graph's: the
+        random vectors (the start and every top-up) are drawn in that order
+        (:class:`explorer.embedding.start.RowNormals`), so the solve of P A Pᵀ starts
+        from P times the start of A's.
 
     Returns
     -------
@@ -355,7 +362,7 @@ def chebyshev_subspace(
             )
     rng = check_random_state(random_state)
 
-    ops = ChebyshevBlock(A.tocsr(), xp, work, layout, rng.randint(2**31 - 1))
+    ops = ChebyshevBlock(A.tocsr(), xp, work, layout, rng.randint(2**31 - 1), rows=rows)
     Y = ops.random(n, block)
     if v0 is not None:
         v0 = _check_v0(v0, n, block, xp)
@@ -625,6 +632,9 @@ class ChebyshevBlock:
         GPU only: storage order of the block handed to cuSPARSE SpMM.
     seed : int
         Seeds the random vectors (drawn on A's device).
+    rows : int array of shape (n,), optional
+        The original position of each row of `A`: the random vectors are drawn in that
+        order (:class:`explorer.embedding.start.RowNormals`).
 
     Attributes
     ----------
@@ -640,7 +650,7 @@ class ChebyshevBlock:
     GPU (module docstring, "Precision and the GPU product").
     """
 
-    def __init__(self, A, xp, work, layout, seed):
+    def __init__(self, A, xp, work, layout, seed, rows=None):
         self.xp = xp
         self.work = work
         self.gpu = xp is not np
@@ -660,14 +670,10 @@ class ChebyshevBlock:
         self.slabs64 = self.slabs if self.A64 is self.A else row_slabs(self.A64)
         self.row = layout == "row" or not self.gpu
         self.order = "C" if self.row else "F"
-        self.rs = xp.random.RandomState(seed)
+        self.normals = RowNormals(seed, xp, rows)
 
     def random(self, n, b):
-        if self.gpu:
-            Y = self.rs.standard_normal((n, b), dtype=self.work)
-        else:
-            Y = self.rs.standard_normal((n, b)).astype(self.work)
-        return self.xp.asarray(Y, order=self.order)
+        return self.xp.asarray(self.normals.normal(n, b, self.work), order=self.order)
 
     def product(self, Y):
         """A @ Y in the working precision (on the GPU: F-ordered, see Notes)."""

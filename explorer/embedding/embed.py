@@ -29,10 +29,12 @@ from .._backend import array_module, column_norms, to_numpy
 from .._csr import matmul, row_sums, with_values
 from .._validation import check_choice, check_float, check_int, check_random_state
 from ..components import component_labels
+from ..graph.reorder import check_permutation
 from . import laplacian, solvers
 from .components import indicator_vectors
 from .linalg import sign_flip, unit_rows
 from .solvers import SOLVERS
+from .start import solver_rows
 
 __all__ = ["Embedding", "components_embedding", "spectral_embedding"]
 
@@ -116,7 +118,7 @@ class Embedding:
 
 def spectral_embedding(
     csr, n_components, *, solver="auto", tol=None, max_iter=None, random_state=None,
-    components=None,
+    components=None, row_ids=None,
 ) -> Embedding:
     """Embed the vertices of a similarity graph with the eigenvectors of its Laplacian.
 
@@ -154,7 +156,7 @@ def spectral_embedding(
         products, default :data:`explorer.embedding.chebyshev.DEFAULT_MAX_ITER`.
         Ignored by ``"dense"`` and ``"components"``.
     random_state : int, numpy.random.RandomState or None
-        Seeds the starting vector (Lanczos) or block (LOBPCG).
+        Seeds the starting vector (Lanczos) or block (LOBPCG, Chebyshev).
     components : int array of shape (n,), optional
         The connected component of every vertex, when the caller has labelled them
         (:func:`explorer.partition_graph` has, for a graph with at least k components).
@@ -165,6 +167,15 @@ def spectral_embedding(
         made the iterative solvers resolve a k-fold eigenvalue from the next ones
         (within 1e-6 of it on path-like clusters): LOBPCG took 178 iterations (40 s)
         on moons 2·10⁴ and Lanczos found one of the two zeros.
+    row_ids : int array of shape (n,), optional
+        When `csr` is a symmetric permutation P S Pᵀ of the user's graph
+        (:func:`explorer.graph.reorder.permute`), the user's index of each of its rows
+        (:attr:`explorer.graph.reorder.RowOrder.perm`). The random vectors are then
+        drawn in the user's order (:mod:`explorer.embedding.start`): each vertex
+        starts from what it starts from in the unpermuted solve with the same
+        `random_state`, so the embedding, brought back to the user's order, is the
+        unpermuted one up to the rounding of the products' summation order, and so are
+        the k-means labels after it.
 
     Returns
     -------
@@ -256,23 +267,17 @@ def spectral_embedding(
     n = csr.shape[0]
 
     t0 = _now(xp)
-    # float64 values on csr's own index arrays: the one copy of the matrix the stage
-    # makes (8 B per nonzero), later scaled in place into A.
-    S = with_values(csr, csr.data.astype(xp.float64))
-    laplacian.check_symmetric(S, xp)
-    degree = row_sums(S, xp)
-    isolated = degree <= 0
-    keep = xp.flatnonzero(~isolated)
+    # S (float64) is the one copy of the matrix the stage makes, later scaled in place
+    # into A.
+    S, degree, isolated, keep = _embedded_vertices(csr, xp)
     m = int(keep.shape[0])
-    if m == 0:
-        raise ValueError(
-            f"csr has no edge with positive weight: all n={n} vertices are isolated, "
-            "nothing can be embedded; use a larger threshold (or sigma)"
-        )
     n_components = check_int(n_components, "n_components", low=1, high=m)
     if m < n:
         S = laplacian.submatrix(S, keep, xp)
         degree = degree[keep]
+    rows = None
+    if row_ids is not None:  # the solver's rows' ranks in the user's order
+        rows = solver_rows(check_permutation(row_ids, n, xp, "row_ids"), keep, xp)
     t_checked = _now(xp)
     dinv = 1.0 / xp.sqrt(degree)
     A = laplacian.scale_symmetric(S, dinv, xp, inplace=True)
@@ -286,7 +291,8 @@ def spectral_embedding(
             start = indicator_vectors(components[keep], found, degree, xp)[1]
             start = start / column_norms(start, xp)
     mu, V, iterations, tol_used = solvers.solve(used, A, n_components, degree=degree, tol=tol,
-                                                max_iter=max_iter, rng=rng, xp=xp, start=start)
+                                                max_iter=max_iter, rng=rng, xp=xp, start=start,
+                                                rows=rows)
     t2 = _now(xp)
 
     embedding, vectors, residuals = finish_eigenvectors(A, mu, V, dinv, keep, n, xp, used,
@@ -353,21 +359,10 @@ def components_embedding(csr, n_components, *, labels=None, kept=None):
     xp = array_module(csr)
     n = csr.shape[0]
     t0 = _now(xp)
-    # float64 values on csr's index arrays, once: the symmetry check and the residuals'
-    # product would otherwise each widen a copy of their own (cuSPARSE wants one dtype).
-    S = with_values(csr, csr.data.astype(xp.float64))
-    laplacian.check_symmetric(S, xp)
-    degree = row_sums(S, xp)
-    isolated = degree <= 0
-    if kept is not None:
-        isolated |= ~kept
-    keep = xp.flatnonzero(~isolated)
+    # S (float64) serves the symmetry check and the residuals' product, which would
+    # otherwise each widen a copy of their own (cuSPARSE wants one dtype).
+    S, degree, isolated, keep = _embedded_vertices(csr, xp, kept)
     m = int(keep.shape[0])
-    if m == 0:
-        raise ValueError(
-            f"csr has no edge with positive weight: all n={n} vertices are isolated, "
-            "nothing can be embedded; use a larger threshold (or sigma)"
-        )
     k = check_int(n_components, "n_components", low=1, high=m)
     degree = degree[keep]
     dinv = 1.0 / xp.sqrt(degree)
@@ -387,6 +382,29 @@ def components_embedding(csr, n_components, *, labels=None, kept=None):
                  "solve": t2 - t1, "vectors": t3 - t2, "total": t3 - t_start},
         solver_why=solvers.components_reason("components", k),
     )
+
+
+def _embedded_vertices(csr, xp, kept=None):
+    """The prologue both embeddings share: ``(S, degree, isolated, keep)``.
+
+    S is `csr`'s values in float64 on its own index arrays (8 B per nonzero: the
+    stage's one copy of the matrix), checked symmetric; `degree` its row sums (all n);
+    `isolated` the vertices of degree 0, and those outside `kept` when given; `keep`
+    the others' indices. A ValueError when nothing is left to embed.
+    """
+    S = with_values(csr, csr.data.astype(xp.float64))
+    laplacian.check_symmetric(S, xp)
+    degree = row_sums(S, xp)
+    isolated = degree <= 0
+    if kept is not None:
+        isolated |= ~kept
+    keep = xp.flatnonzero(~isolated)
+    if keep.shape[0] == 0:
+        raise ValueError(
+            f"csr has no edge with positive weight: all n={csr.shape[0]} vertices are "
+            "isolated, nothing can be embedded; use a larger threshold (or sigma)"
+        )
+    return S, degree, isolated, keep
 
 
 class _ScaledGraph:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .._csr import matmul, row_slabs
 from .linalg import sparse_linalg
+from .start import RowNormals
 
 __all__ = ["ConvergenceError", "CountingOperator", "lanczos_eigenpairs"]
 
@@ -58,7 +59,7 @@ class CountingOperator:
         return matmul(self.A, x, self._slabs)
 
 
-def lanczos_eigenpairs(A, k, tol, max_iter, rng, xp):
+def lanczos_eigenpairs(A, k, tol, max_iter, rng, xp, rows=None):
     """The k largest eigenpairs of A by ``eigsh(which="LA")``.
 
     Parameters
@@ -76,6 +77,9 @@ def lanczos_eigenpairs(A, k, tol, max_iter, rng, xp):
         Draws one seed for the starting vector (drawn on A's device).
     xp : module
         The array module of `A`.
+    rows : int array of shape (m,), optional
+        The original position of each row of `A` when `A` is a permuted graph's: the
+        starting vector is drawn in that order (:class:`explorer.embedding.start.RowNormals`).
 
     Returns
     -------
@@ -99,7 +103,7 @@ def lanczos_eigenpairs(A, k, tol, max_iter, rng, xp):
     sl = sparse_linalg(xp)
     counter = CountingOperator(A, xp)
     m = A.shape[0]
-    v0 = xp.random.RandomState(rng.randint(2**31 - 1)).standard_normal(m)
+    v0 = RowNormals(rng.randint(2**31 - 1), xp, rows).normal(m)
     no_convergence = getattr(sl, "ArpackNoConvergence", ())
     try:
         mu, V = sl.eigsh(counter.op, k=k, which="LA", v0=v0, tol=tol, maxiter=max_iter)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .._backend import column_norms, to_numpy
 from .._csr import matmul, row_slabs
 from .linalg import ritz_pairs, svqb
+from .start import RowNormals
 
 __all__ = ["DEFAULT_MAX_ITER", "extra_vectors", "lobpcg_eigenpairs"]
 
@@ -30,7 +31,7 @@ def extra_vectors(k: int) -> int:
     return min(k, max(2, k // 4))
 
 
-def lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp, start=None):
+def lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp, start=None, rows=None):
     """The k largest eigenpairs of A by block LOBPCG, stopping on the k wanted pairs.
 
     Parameters
@@ -54,6 +55,9 @@ def lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp, start=None):
     start : ndarray of shape (m, j), optional
         Known eigenvectors of eigenvalue 1 (the indicators D^1/2 1_c of the graph's
         components): the block's first j vectors instead of D^1/2 1.
+    rows : int array of shape (m,), optional
+        The original position of each row of `A` when `A` is a permuted graph's: the
+        random block is drawn in that order (:class:`explorer.embedding.start.RowNormals`).
 
     Returns
     -------
@@ -78,7 +82,7 @@ def lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp, start=None):
     """
     m = A.shape[0]
     block = k + extra_vectors(k)
-    X = xp.random.RandomState(rng.randint(2**31 - 1)).standard_normal((m, block))
+    X = RowNormals(rng.randint(2**31 - 1), xp, rows).normal(m, block)
     if start is None:
         X[:, 0] = xp.sqrt(degree)
     else:

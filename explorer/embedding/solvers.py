@@ -137,7 +137,7 @@ def components_reason(solver: str, k: int) -> str:
             "iterations, 40 s, on moons 2·10⁴, and Lanczos found one of the two zeros)")
 
 
-def solve(solver, A, k, *, degree, tol, max_iter, rng, xp, start=None) -> Eigenpairs:
+def solve(solver, A, k, *, degree, tol, max_iter, rng, xp, start=None, rows=None) -> Eigenpairs:
     """The k largest eigenpairs of A by the resolved `solver`, with its defaults.
 
     Parameters
@@ -166,43 +166,48 @@ def solve(solver, A, k, *, degree, tol, max_iter, rng, xp, start=None) -> Eigenp
         Chebyshev start their block from them, and Lanczos, which cannot find a
         repeated eigenvalue's copies, returns them without iterating when ``j >= k``
         (otherwise it ignores them). Dense and components ignore them.
+    rows : int array of shape (m,), optional
+        The original position of each row of `A` when `A` is a reordered graph's
+        (:func:`explorer.embedding.start.solver_rows`): the iterative solvers draw
+        their random vectors in that order, so the result does not depend on it.
 
     Returns
     -------
     Eigenpairs
     """
     return _SOLVE[solver](A, k, degree=degree, tol=tol, max_iter=max_iter, rng=rng, xp=xp,
-                          start=start)
+                          start=start, rows=rows)
 
 
-def _dense(A, k, *, degree, tol, max_iter, rng, xp, start):
+def _dense(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
     return Eigenpairs(*dense_eigenpairs(A, k, xp), None, None)
 
 
-def _components(A, k, *, degree, tol, max_iter, rng, xp, start):
+def _components(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
     return Eigenpairs(*indicator_eigenpairs(A, k, degree, xp), None, None)
 
 
-def _lanczos(A, k, *, degree, tol, max_iter, rng, xp, start):
+def _lanczos(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
     tol = DEFAULT_TOL if tol is None else tol
     if start is not None and start.shape[1] >= k:
         # Every pair asked for is known: nothing is left for the Krylov space to find.
         return Eigenpairs(xp.ones(k, dtype=xp.float64), start[:, :k], 0, tol)
-    return Eigenpairs(*lanczos_eigenpairs(A, k, tol, max_iter, rng, xp), tol)
+    return Eigenpairs(*lanczos_eigenpairs(A, k, tol, max_iter, rng, xp, rows), tol)
 
 
-def _lobpcg(A, k, *, degree, tol, max_iter, rng, xp, start):
+def _lobpcg(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
     tol = DEFAULT_TOL if tol is None else tol
     max_iter = lobpcg.DEFAULT_MAX_ITER if max_iter is None else max_iter
     return Eigenpairs(*lobpcg.lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp,
-                                                start=start), tol)
+                                                start=start, rows=rows), tol)
 
 
-def _chebyshev(A, k, *, degree, tol, max_iter, rng, xp, start):
+def _chebyshev(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
     tol = chebyshev.DEFAULT_TOL if tol is None else tol
     mu, V, products, _ = chebyshev.chebyshev_subspace(
         A, k, tol=tol, max_iter=max_iter,
         random_state=rng.randint(2**31 - 1), v0=xp.sqrt(degree) if start is None else start,
+        rows=rows,
     )
     # The eigenvalues come back on the host; V stays on A's device.
     return Eigenpairs(xp.asarray(mu), V, products, tol)

@@ -59,6 +59,7 @@ __all__ = [
     "METHODS",
     "RowOrder",
     "SpmmTraffic",
+    "check_permutation",
     "choose_order",
     "label_order",
     "permute",
@@ -227,20 +228,21 @@ def _sync(xp) -> None:
         xp.cuda.Device().synchronize()
 
 
-def check_permutation(perm, n: int, xp):
-    """`perm` as an int64 array on the device of `xp`, or a ValueError naming it."""
+def check_permutation(perm, n: int, xp, name: str = "perm"):
+    """`perm` as an int64 array on the device of `xp`, or a ValueError naming it (as
+    `name`: the caller's argument)."""
     p = xp.asarray(perm)
     if p.shape != (n,) or p.dtype.kind not in "iu":
-        raise ValueError(f"perm must be an integer array of shape ({n},); got dtype {p.dtype}, "
-                         f"shape {tuple(p.shape)}")
+        raise ValueError(f"{name} must be an integer array of shape ({n},); got dtype "
+                         f"{p.dtype}, shape {tuple(p.shape)}")
     p = p.astype(xp.int64, copy=False)
     seen = xp.zeros(n, dtype=xp.int32)
     if n and (int(p.min()) < 0 or int(p.max()) >= n):
-        raise ValueError(f"perm must hold the numbers 0..{n - 1}; got values in "
+        raise ValueError(f"{name} must hold the numbers 0..{n - 1}; got values in "
                          f"[{int(p.min())}, {int(p.max())}]")
     seen[p] = 1
     if int(seen.sum()) != n:
-        raise ValueError(f"perm must be a permutation of 0..{n - 1}; "
+        raise ValueError(f"{name} must be a permutation of 0..{n - 1}; "
                          f"{n - int(seen.sum())} value(s) repeat")
     return p
 
@@ -312,7 +314,8 @@ def label_order(labels, within=None):
     xp = array_module(labels)
     labels = xp.asarray(labels).astype(xp.int64)
     n = labels.shape[0]
-    base = xp.arange(n, dtype=xp.int64) if within is None else check_permutation(within, n, xp)
+    base = (xp.arange(n, dtype=xp.int64) if within is None
+            else check_permutation(within, n, xp, "within"))
     key = labels[base]
     key = xp.where(key < 0, int(key.max()) + 1 if n else 0, key)
     position = xp.arange(n, dtype=xp.int64)
