@@ -468,5 +468,8 @@ def _same_source(before: Inputs | None, now: Inputs) -> bool:
     """`now` asks for the data `before` loaded, perhaps under another scaling."""
     if before is None:
         return False
-    strip = lambda inputs: {k: v for k, v in inputs.params.items() if k != "scale"}  # noqa: E731
-    return strip(before) == strip(now)
+    return _source_params(before) == _source_params(now)
+
+
+def _source_params(inputs: Inputs) -> dict:
+    return {k: v for k, v in inputs.params.items() if k != "scale"}

@@ -24,7 +24,7 @@ from explorer import metrics
 from explorer._backend import array_module, to_numpy
 from explorer.components import components_besides_isolated
 from explorer.embedding import SOLVERS, eigengap_k
-from explorer.representatives import MODES
+from explorer.representatives import MODES, choose_mode
 
 from ._graph import RUN_PARAMS, estimator_defaults
 from ._stage import Inputs, Stage
@@ -360,8 +360,10 @@ class RunState(Stage):
             "representatives (k-means centres, papers/004), landmarks (papers/002), or "
             "auto (explorer.representatives.choose_mode).",
     )
+    # Bounds of their own only where no data can make a value valid: the library
+    # words the rest (m >= max(2, k), m <= n; p <= n).
     n_representatives = param.Integer(
-        default=None, allow_None=True, bounds=(2, None),
+        default=None, allow_None=True, bounds=(1, None),
         doc="m, the representatives of mode='representatives'; None: 'auto' (4096, or n).",
     )
     n_landmarks = param.Integer(
@@ -420,7 +422,8 @@ class RunState(Stage):
             # to its nearest landmarks), not between points.
             params.update(affinity="epsilon", sigma="auto", threshold_sqdist=None,
                           threshold_sim=None)
-        if inputs.params.get("mode") == "representatives" and params.get("affinity") == "epsilon":
+        reps = self.mode_now(inputs, params) == "representatives"
+        if reps and params.get("affinity") == "epsilon":
             # The sidebar's σ and threshold are measured on the points; the m
             # representatives lie far wider apart, so the library chooses their ε rule
             # from them (its suggestion; the run records the rule it used).
@@ -437,6 +440,19 @@ class RunState(Stage):
         else:
             params.pop("n_eigenpairs", None)
         return params
+
+    def mode_now(self, inputs: Inputs, params: dict) -> str:
+        """The pipeline a run of `inputs` takes: the mode given, or ``mode="auto"``'s
+        choice by the library's rule (:func:`explorer.representatives.choose_mode`,
+        on the backend the run resolves to)."""
+        mode = inputs.params.get("mode", "auto")
+        if mode != "auto":
+            return mode
+        n, d = inputs.upstream[0].X.shape
+        m = params.get("n_representatives", "auto")
+        backend = "cpu" if self.graph is None else self.graph.backend_name
+        return choose_mode("auto", n, d, backend=backend, metric=params.get("metric", "auto"),
+                           n_representatives=None if m == "auto" else m)[0]
 
     def spec(self, inputs: Inputs) -> RunSpec:
         """The picklable run of `inputs`."""
