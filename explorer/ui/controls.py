@@ -429,7 +429,6 @@ class GraphControls(pn.viewable.Viewer):
         self._syncing = True
         try:
             self.kind.value = g.threshold_kind
-            self.kind.disabled = g.metric != "gaussian"
             self.sim.param.update(start=-1.0 if g.metric == "cosine" else 0.001,
                                   value=g.threshold_sim)
         finally:

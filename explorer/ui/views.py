@@ -203,7 +203,7 @@ class StatsCard(pn.viewable.Viewer):
         )
         seconds = "" if g.seconds is None else f" · {1000 * g.seconds:.0f} ms"
         kind = _graph_kind(g.inputs)
-        if kind != "ε-graph":
+        if not kind.startswith("ε-graph"):
             how += " (a kNN graph's statistics come from building it)"
         if g.auto_affinity:
             how += (" · <b>affinity auto</b>: a run lets the library choose its graph; "
@@ -262,11 +262,10 @@ def _graph_kind(inputs) -> str:
     """The graph statistics were computed for, in words (``knn, k = 10``)."""
     params = {} if inputs is None else inputs.params
     graph = params.get("graph", "epsilon")
-    if graph == "epsilon":
-        return "ε-graph"
-    sigma = " · σ local (m = {})".format(params.get("local_neighbor")) \
-        if params.get("local_sigma") and params.get("metric") == "gaussian" else ""
-    return f"{graph}, k = {params.get('n_neighbors')}{sigma}"
+    kind = "ε-graph" if graph == "epsilon" else f"{graph}, k = {params.get('n_neighbors')}"
+    if params.get("local_sigma") and params.get("metric") == "gaussian":
+        kind += f" · σ local (m = {params.get('local_neighbor')})"
+    return kind
 
 
 def graph_vertices(shown):
