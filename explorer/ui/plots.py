@@ -547,7 +547,8 @@ def anchor_points(xy, *, labels=None, kind: str = "representatives", xlabel: str
     fill = [("#111111" if v == -2 else cluster_color(v)) for v in values]
     frame["fill"] = fill
     points = hv.Points(frame, kdims=kdims, vdims=["cluster", "fill"], label=f"{label}s")
-    size = 9 if len(frame) <= 500 else 6
+    # Smaller and thinner as they grow many, so that the points stay visible between them.
+    size, line = (9, 1.0) if len(frame) <= 500 else (6, 0.8) if len(frame) <= 2000 else (4, 0.5)
     return points.opts(color="fill", marker=ANCHOR_MARKERS[kind], size=size, line_color="black",
-                       line_width=1, fill_alpha=0.9, tools=["hover"], show_legend=True,
+                       line_width=line, fill_alpha=0.9, tools=["hover"], show_legend=True,
                        responsive=True, min_height=320)
