@@ -293,3 +293,21 @@ def test_anchor_points_are_markers_or_datashaded_when_many():
         plots.anchor_points(xy, kind="centres")
     with pytest.raises(ValueError, match="one entry per anchor"):
         plots.anchor_points(xy, labels=np.arange(3))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["representatives", "landmarks"])
+def test_gpu_approximate_runs_carry_host_arrays_and_are_drawn(mode):
+    """On the GPU the representatives / landmarks and every array a view draws come
+    back to the host, and k-means on the raw data runs on the device too."""
+    s = _state("moons", 3000, scale="standard")
+    s.graph.param.update(backend="gpu", graph="knn", local_sigma=True)
+    s.run_state.param.update(mode=mode, n_representatives=200, n_landmarks=100)
+    assert s.run(), s.run_state.error
+    r, shown = s.result, s.views.result
+    assert r.backend == "gpu" and r.mode == mode
+    for array in (r.labels, r.vectors, r.embedding, r.anchors, shown.anchor_xy):
+        assert isinstance(array, np.ndarray)
+    assert shown.anchor_xy.shape == (200 if mode == "representatives" else 100, 2)
+    assert "ari" in r.scores["spectral"] and r.scores["spectral"]["ari"] > 0.9
+    hv.render(_spectral_plot(ExplorerApp(state=s).clusters.plot.object), backend="bokeh")

@@ -255,7 +255,8 @@ def execute(spec: RunSpec, report: Callable) -> RunResult:
         report(1, "")
         t0 = time.perf_counter()
         # On the device of the run: a GPU run compares with k-means on the GPU.
-        data = X if est.backend_ == "cpu" else array_module(est.labels_).asarray(X)
+        # (embedding_ stays on the device; labels_ come back like the input, on the host.)
+        data = X if est.backend_ == "cpu" else array_module(est.embedding_).asarray(X)
         raw = explorer.KMeans(k, n_init=kw.get("n_init", 10),
                               random_state=kw.get("random_state")).fit(data)
         kmeans_labels = to_numpy(raw.labels_).astype(np.int64)
