@@ -289,6 +289,10 @@ def test_anchor_points_are_markers_or_datashaded_when_many():
     many = plots.anchor_points(np.random.default_rng(1).normal(
         size=(plots.DATASHADE_ABOVE + 1, 2)), kind="landmarks")
     assert not isinstance(many, hv.Points)  # an image, re-aggregated on zoom
+    # over datashaded data (more points than DATASHADE_ABOVE) the overlay still renders
+    big = np.random.default_rng(2).normal(size=(plots.DATASHADE_ABOVE + 5, 2))
+    overlay = plots.labelled_points(big, np.zeros(len(big), dtype=np.int64)) * few
+    hv.render(overlay, backend="bokeh")
     with pytest.raises(ValueError, match="kind must be one of"):
         plots.anchor_points(xy, kind="centres")
     with pytest.raises(ValueError, match="one entry per anchor"):
