@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +13,8 @@ import param
 
 from explorer import data as datasets
 from explorer import memory
+from explorer.graph import EdgeRule
+from explorer.preprocessing import SCALINGS, check_feature_scales, fit_scaler
 
 from ._errors import describe_error
 from ._stage import Failed, Inputs, Stage
@@ -47,6 +51,23 @@ class LoadResult:
     label_column : int or None
         The file's label column used.
     from_file : bool
+    scale : {"standard", "minmax"} or None
+        The feature scaling the data are shown, measured and suggested for (the
+        estimator's ``scale``, which a run passes on).
+    X : ndarray of float32, shape (n, d), or None
+        The points as the graph sees them: ``dataset.X`` scaled by `scaler` (the same
+        :func:`explorer.preprocessing.fit_scaler` the estimator fits), or
+        ``dataset.X`` itself without scaling (None: ``dataset.X``).
+    scaler : explorer.preprocessing.FeatureScaler or None
+    scale_warning : str
+        The library's :class:`~explorer.preprocessing.FeatureScaleWarning` (spreads
+        that differ by orders of magnitude, no scaling chosen) or
+        :class:`~explorer.preprocessing.ConstantFeatureWarning`, as it is worded.
+    projection : Projection or None
+        The map from `X`'s space to `xy` (representatives and landmarks are drawn
+        through it).
+    rule : explorer.EdgeRule or None
+        The edge rule suggested for `X` (the sliders centre on it).
     """
 
     dataset: object
@@ -55,44 +76,133 @@ class LoadResult:
     label_options: dict | None = None
     label_column: object = None
     from_file: bool = False
+    scale: str | None = None
+    X: np.ndarray | None = None
+    scaler: object = None
+    scale_warning: str = ""
+    projection: object = None
+    rule: object = None
+
+    def __post_init__(self):
+        if self.X is None:
+            self.X = self.dataset.X
 
     @property
     def n(self) -> int:
         return int(self.dataset.n)
 
     def describe(self) -> str:
-        """One line naming the data, e.g. ``moons, n = 2,000``."""
-        return f"{self.dataset.name}, n = {self.dataset.n:,}"
+        """One line naming the data, e.g. ``moons, n = 2,000`` (``, standard-scaled``)."""
+        scaled = "" if self.scale is None else f", {self.scale}-scaled"
+        return f"{self.dataset.name}, n = {self.dataset.n:,}{scaled}"
+
+    def axis_labels(self) -> tuple[str, str]:
+        """The labels of the drawing's axes: the features or principal components,
+        and the scaling when one is chosen (``x0 (standard-scaled)``)."""
+        d = self.dataset.d
+        names = ("x0", "x1") if d == 2 else ("x0", "") if d == 1 else ("PC 1", "PC 2")
+        if self.scale is None:
+            return names
+        return tuple(f"{name} ({self.scale}-scaled)" if name else name for name in names)
 
 
-def project_2d(X) -> tuple[np.ndarray, str]:
-    """Coordinates to draw `X` in, and a sentence saying what they are.
+@dataclass(frozen=True)
+class Projection:
+    """The map from a data set's d features to the 2-D drawing (:func:`fit_projection`).
 
-    2-D data is drawn as is; 1-D data on a line; higher-dimensional data as its
-    projection onto the two leading principal components (an SVD of the centred
-    data, fitted on at most :data:`PROJECTION_FIT_ROWS` rows). Presentation only:
-    the clustering always uses every feature.
+    Attributes
+    ----------
+    d : int
+    mean, components : ndarray or None
+        For d > 2: the centre and the two leading principal axes (2 × d), float32.
+    note : str
+        What the drawing is ("" for 2-D data).
     """
+
+    d: int
+    mean: np.ndarray | None = None
+    components: np.ndarray | None = None
+    note: str = ""
+
+    def __call__(self, points) -> np.ndarray:
+        """The (m, 2) coordinates of `points` (m × d, in the space fitted)."""
+        points = np.asarray(points, dtype=np.float32)
+        if points.ndim != 2 or points.shape[1] != self.d:
+            raise ValueError(f"points must have {self.d} features, as the data the projection "
+                             f"was fitted on; got shape {points.shape}")
+        if self.d == 2:
+            return points
+        if self.d == 1:
+            return np.column_stack([points[:, 0], np.zeros(len(points), dtype=np.float32)])
+        return ((points - self.mean) @ self.components.T).astype(np.float32)
+
+
+def fit_projection(X) -> Projection:
+    """The drawing of `X`: 2-D data as is; 1-D data on a line; higher-dimensional data
+    projected onto its two leading principal components (an SVD of the centred data,
+    fitted on at most :data:`PROJECTION_FIT_ROWS` rows). Presentation only: the
+    clustering always uses every feature."""
     X = np.asarray(X, dtype=np.float32)
     n, d = X.shape
     if d == 2:
-        return X, ""
+        return Projection(2)
     if d == 1:
-        line = np.column_stack([X[:, 0], np.zeros(n, dtype=np.float32)])
-        return line, "1-D data drawn on a line."
+        return Projection(1, note="1-D data drawn on a line.")
     rows = np.arange(n)
     if n > PROJECTION_FIT_ROWS:
         rows = np.sort(np.random.default_rng(0).choice(n, PROJECTION_FIT_ROWS, replace=False))
     fit = X[rows].astype(np.float64)
     mean = fit.mean(axis=0)
     _, s, vt = np.linalg.svd(fit - mean, full_matrices=False)
-    xy = ((X - mean.astype(np.float32)) @ vt[:2].T.astype(np.float32)).astype(np.float32)
     share = float((s[:2] ** 2).sum() / max((s**2).sum(), np.finfo(float).tiny))
     note = (
         f"d = {d}: drawn as a PCA projection onto the 2 leading principal components "
         f"({100 * share:.0f}% of the variance); clustering uses all {d} features."
     )
-    return xy, note
+    return Projection(d, mean.astype(np.float32), vt[:2].astype(np.float32), note)
+
+
+def project_2d(X) -> tuple[np.ndarray, str]:
+    """Coordinates to draw `X` in, and a sentence saying what they are
+    (:func:`fit_projection` applied to `X`)."""
+    projection = fit_projection(X)
+    return projection(X), projection.note
+
+
+def with_scale(result: LoadResult, scale: str | None) -> LoadResult:
+    """`result` measured under `scale`: the scaled points (or the data as given), their
+    drawing and projection, the scale warning, and the edge rule suggested for them.
+
+    The scaling is :func:`explorer.preprocessing.fit_scaler`, the one the estimator
+    fits (a run passes ``scale`` on, and the estimator scales the data itself); the
+    suggestion is :meth:`explorer.EdgeRule.suggest`'s (the data set's own suggestion,
+    made for unscaled data, is reused only without scaling).
+    """
+    ds = result.dataset
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if scale is None:
+            scaler, X = None, ds.X
+            check_feature_scales(X, name=ds.name)
+        else:
+            scaler = fit_scaler(ds.X, scale, name=ds.name)
+            X = scaler.transform(ds.X)
+    projection = fit_projection(X)
+    note = projection.note
+    if "offset" in ds.params:  # a file centred on reading (the app's graphs are distances)
+        shift = ", ".join(f"{v:.6g}" for v in ds.params["offset"])
+        note = f"{note} Centred by ({shift}): float32 could not carry the offset.".strip()
+    if scale is not None:
+        note = f"{note} Drawn, measured and clustered {scale}-scaled.".strip()
+    if scale is None:
+        rule = EdgeRule.suggest(X, suggestion=ds.suggested)
+    else:  # the data set's suggestion is for its own units: search the scaled data
+        rule = EdgeRule.suggest(X, n_clusters=ds.suggested.get("n_clusters"))
+    return dataclasses.replace(
+        result, scale=scale, X=X, scaler=scaler, xy=projection(X), projection=projection,
+        projection_note=note, rule=rule,
+        scale_warning="  \n".join(str(w.message) for w in caught),
+    )
 
 
 def _label_options(columns) -> dict:
@@ -156,6 +266,11 @@ class DataState(Stage):
         doc="The generator's noise (moons, circles, spirals) or cluster spread (blobs, aniso).",
     )
     random_state = param.Integer(default=0, bounds=(0, 2**31 - 1), doc="Generator seed.")
+    scale = param.Selector(
+        default=None, objects=[None, *SCALINGS],
+        doc="Feature scaling (the estimator's scale): the data are drawn, measured and "
+            "clustered scaled. None: as given.",
+    )
 
     file_name = param.String(default="", doc="Name of the uploaded file.")
     uploads = param.Integer(default=0, doc="Files taken so far (a change means: read the new one).")
@@ -165,7 +280,7 @@ class DataState(Stage):
     label_options = param.Dict(default={"(none)": None}, doc="Label-column choices of the file.")
 
     input_names = ("source", "dataset", "n_samples", "noise", "random_state", "uploads",
-                   "label_choice")
+                   "label_choice", "scale")
     doing = "loading the data"
 
     def __init__(self, **params):
@@ -248,21 +363,29 @@ class DataState(Stage):
         if self.source == "file":  # the built-in settings do not matter, nor the reverse
             return Inputs((), {"source": "file", "uploads": self.uploads,
                                "label_choice": self.label_choice,
-                               "label_chosen": self._label_chosen})
+                               "label_chosen": self._label_chosen, "scale": self.scale})
         noise = None if self.noise_option is None else self.noise
         return Inputs((), {"source": "built-in", "dataset": self.dataset,
                            "n_samples": self.n_samples, "random_state": self.random_state,
-                           "noise": noise})
+                           "noise": noise, "scale": self.scale})
 
     def steps(self, inputs: Inputs) -> list:
+        scale = inputs["scale"]
+        current = self.result
+        if current is not None and _same_source(self.inputs, inputs):
+            # Only the scaling changed: the data stay, rescaled (no new generation or
+            # read; the label choices are kept).
+            kept = dataclasses.replace(current, label_options=None)
+            return [lambda report: with_scale(kept, scale)]
         if inputs["source"] == "file":
             content, name = self._file_bytes, self.file_name
             column, chosen = inputs["label_choice"], inputs["label_chosen"]
-            return [lambda report: self._read_file(content, name, column, chosen)]
+            return [lambda report: with_scale(self._read_file(content, name, column, chosen),
+                                              scale)]
         name, n, seed = inputs["dataset"], inputs["n_samples"], inputs["random_state"]
         option = self.noise_option
         options = {} if option is None else {option: inputs["noise"]}
-        return [lambda report: self._generate(name, n, seed, options)]
+        return [lambda report: with_scale(self._generate(name, n, seed, options), scale)]
 
     def publish(self, inputs, value, seconds=0.0, final=True) -> None:
         with param.parameterized.batch_call_watchers(self):
@@ -287,10 +410,9 @@ class DataState(Stage):
                 "lower n, or use the library or the command line for larger sets")
         try:
             ds = datasets.load(name, n_samples=n, random_state=seed, **options)
-            xy, note = project_2d(ds.X)
         except Exception as exc:  # shown to the user; the previous data stays
             raise Failed(describe_error(exc, f"loading {name!r}")) from None
-        return LoadResult(dataset=ds, xy=xy, projection_note=note)
+        return LoadResult(dataset=ds, xy=np.empty((0, 2), np.float32))
 
     @staticmethod
     def _read_file(content, name, column, chosen) -> LoadResult:
@@ -312,12 +434,10 @@ class DataState(Stage):
                 ds, options, column = DataState._read_with_labels(str(path), column, chosen)
             ds.name = name  # not the temporary file's name
             ds.description = f"uploaded file {name}: {ds.n} rows × {ds.d} features"
-            xy, note = project_2d(ds.X)
             if "offset" in ds.params:  # centred on reading (the app's graphs are distances)
                 shift = ", ".join(f"{v:.6g}" for v in ds.params["offset"])
-                centred = f"Centred by ({shift}): float32 could not carry the offset."
-                ds.description += f"; {centred}"
-                note = f"{note} {centred}".strip()
+                ds.description += (f"; Centred by ({shift}): float32 could not carry the "
+                                   "offset.")
         except Exception as exc:
             # Readers may quote the path they opened (pyarrow does): show the user's name.
             text = describe_error(exc, f"reading {name}").replace(f"{folder}/", "")
@@ -326,7 +446,7 @@ class DataState(Stage):
             path.unlink(missing_ok=True)
             folder.rmdir()
         return LoadResult(
-            dataset=ds, xy=xy, projection_note=note, label_options=options,
+            dataset=ds, xy=np.empty((0, 2), np.float32), label_options=options,
             label_column=column, from_file=True,
         )
 
@@ -342,3 +462,14 @@ class DataState(Stage):
         ds = datasets.read(path, label_column=column if chosen else datasets.AUTO, center=True)
         options = None if chosen else _label_options(ds.params["columns"])
         return ds, options, ds.params["label_column"]
+
+
+def _same_source(before: Inputs | None, now: Inputs) -> bool:
+    """`now` asks for the data `before` loaded, perhaps under another scaling."""
+    if before is None:
+        return False
+    return _source_params(before) == _source_params(now)
+
+
+def _source_params(inputs: Inputs) -> dict:
+    return {k: v for k, v in inputs.params.items() if k != "scale"}

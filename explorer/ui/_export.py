@@ -167,7 +167,11 @@ def result_dict(result) -> dict:
         "eigenvalues": result.eigenvalues,
         "timings_s": result.timings,
         "scores": result.scores,
-        "graph_stats": result.graph_stats.to_dict(),
+        "graph_stats": None if result.graph_stats is None else result.graph_stats.to_dict(),
+        "mode": result.mode,
+        "mode_why": result.mode_why,
+        "affinity": result.affinity,
+        "affinity_why": result.affinity_why,
         "n_isolated": int(result.isolated.sum()),
     })
 

@@ -33,10 +33,15 @@ from explorer.graph.rule import (
 from ._stage import Inputs, Stage
 
 #: The GraphState parameters the statistics depend on.
-STATS_PARAMS = (*EDGE_FIELDS, "threshold_kind", "hypo_max_nnz_row", "backend")
+STATS_PARAMS = (*EDGE_FIELDS, "threshold_kind", "local_sigma", "hypo_max_nnz_row", "backend")
 
 #: The GraphState parameters a run depends on (the graph it builds).
-RUN_PARAMS = (*EDGE_FIELDS, "threshold_kind", *BUILD_FIELDS, "method", "backend")
+RUN_PARAMS = (*EDGE_FIELDS, "threshold_kind", "local_sigma", "auto_affinity", *BUILD_FIELDS,
+              "method", "backend")
+
+#: The graph kinds of the ``graph`` field and the estimator's ``affinity`` that builds
+#: each (the estimator names the kNN union scikit-learn's way too, "nearest_neighbors").
+GRAPH_AFFINITY = {"epsilon": "epsilon", "knn": "knn", "mutual_knn": "mutual_knn"}
 
 
 def estimator_defaults() -> dict:
@@ -88,6 +93,18 @@ class GraphState(Stage):
     local_neighbor = _param(EDGE_FIELDS["local_neighbor"], 7)
     metric = _param(EDGE_FIELDS["metric"], "gaussian")
     sigma = _param(EDGE_FIELDS["sigma"], 0.05)
+    local_sigma = param.Boolean(
+        default=False,
+        doc="Self-tuning σ (sigma='local'): σi = the distance from i to its "
+            "local_neighbor-th nearest other point, weight exp(-d²/(σiσj)); gaussian only.",
+    )
+    auto_affinity = param.Boolean(
+        default=False,
+        doc="Let the library choose the graph of a run (affinity='auto', "
+            "explorer.affinity.choose_affinity): the run then passes no σ or threshold, and "
+            "the estimator records the graph it chose (affinity_, affinity_why_). The "
+            "statistics stay those of the graph set here.",
+    )
     threshold_kind = param.Selector(default="sqdist", objects=["sqdist", "sim"],
                                     doc="Threshold on the squared distance or on the similarity.")
     threshold_sqdist = _param(EDGE_FIELDS["threshold_sqdist"], 0.01)
@@ -133,9 +150,11 @@ class GraphState(Stage):
         return self.result
 
     # -- consistency between parameters ----------------------------------------------
-    @param.depends("metric", watch=True)
+    @param.depends("metric", "local_sigma", watch=True)
     def _threshold_kind_for_metric(self):
         allowed = THRESHOLD_KINDS[self.metric]
+        if self.metric == "gaussian" and self.local_sigma:
+            allowed = ("sqdist",)  # a similarity threshold needs one σ (EdgeRule refuses it)
         if self.threshold_kind not in allowed:
             self.threshold_kind = allowed[0]
         if self.metric == "cosine" and self.threshold_sim is not None:
@@ -175,7 +194,9 @@ class GraphState(Stage):
             gaussian similarity threshold <= 0).
         """
         threshold = getattr(self, f"threshold_{self.threshold_kind}")
-        sigma = self.sigma if self.metric == "gaussian" else None
+        sigma = None
+        if self.metric == "gaussian":
+            sigma = "local" if self.local_sigma else self.sigma
         knn = {"graph": self.graph, "n_neighbors": self.n_neighbors,
                "local_neighbor": self.local_neighbor}
         if self.graph != "epsilon":  # a kNN graph takes no threshold here
@@ -257,12 +278,27 @@ class GraphState(Stage):
         return s is None or s.estimated or s.n_components is not None
 
     def steps(self, inputs: Inputs) -> list:
-        """Nonzeros per row first; then, on exact statistics, the components too."""
-        X = inputs.upstream[0].dataset.X
+        """Nonzeros per row first; then, on exact statistics, the components too.
+
+        The statistics are of the points as the graph sees them (the data stage's
+        `X`: scaled when a scaling is chosen). A kNN graph's come in one step: a
+        point's degree depends on who lists it, so :func:`explorer.graph_stats`
+        builds it (exact, components counted, sampling notwithstanding).
+        """
+        X = inputs.upstream[0].X
         try:
             rule, invalid = self.rule, None
         except ValueError as exc:
             rule, invalid = None, exc
+        if rule is not None and rule.is_knn:
+            kwargs = {"hypo_max_nnz_row": inputs["hypo_max_nnz_row"],
+                      "backend": inputs["backend"]}
+
+            def knn_stats(report):
+                report(f"building the {rule.graph} graph (k = {rule.n_neighbors})")
+                return explorer.graph_stats(X, rule, components=True, **kwargs)
+
+            return [knn_stats]
         policy = self.stats_policy(X.shape[0])
         kwargs = {"hypo_max_nnz_row": inputs["hypo_max_nnz_row"],
                   "backend": inputs["backend"], **policy}
@@ -295,7 +331,16 @@ class GraphState(Stage):
         """
         known = estimator_defaults()
         params = {name: getattr(self, name) for name in RUN_PARAMS if name in known}
-        params.update(self.rule.to_kwargs())
+        rule = self.rule.to_kwargs()
+        rule.pop("graph", None)  # the estimator's name for the graph kind is `affinity`
+        params.update(rule)
+        if self.auto_affinity:
+            # The library chooses the graph and its σ / threshold from the data: what is
+            # given would decide for it ("threshold_sqdist given: the ε-graph").
+            params.update(affinity="auto", sigma="auto", threshold_sqdist=None,
+                          threshold_sim=None)
+        else:
+            params["affinity"] = GRAPH_AFFINITY[self.graph]
         return params
 
 

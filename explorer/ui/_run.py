@@ -24,6 +24,7 @@ from explorer import metrics
 from explorer._backend import array_module, to_numpy
 from explorer.components import components_besides_isolated
 from explorer.embedding import SOLVERS, eigengap_k
+from explorer.representatives import MODES, choose_mode
 
 from ._graph import RUN_PARAMS, estimator_defaults
 from ._stage import Inputs, Stage
@@ -96,6 +97,30 @@ class RunResult:
     data : LoadResult or None
         The data the run clustered (set when the run is published): views draw
         these points, never another load's.
+    mode, mode_why : str
+        The pipeline that ran (``"exact"``, ``"representatives"``, ``"landmarks"``)
+        and why (the estimator's ``mode_`` and ``mode_why_``).
+    affinity, affinity_why : str
+        The graph kind that was built and why (``affinity_``, ``affinity_why_``; ""
+        in landmark mode, which builds no graph of the points).
+    anchors : ndarray of float32, shape (m, d), or None
+        The representatives (``representatives_``) or the landmarks (``landmarks_``)
+        in the space the fit saw (scaled when ``scale`` was given; the landmark mode
+        fits the data as given), on the host; None in exact mode.
+    anchor_labels : ndarray of int64 or None
+        The representatives' clusters (``representative_labels_``).
+    anchor_counts : ndarray of int64 or None
+        The points each representative stands for (``representative_counts_``).
+    fit_scale : {"standard", "minmax"} or None
+        The scaling the fit applied (``scaler_.method``; None when it fitted the data
+        as given: no ``scale``, or the landmark mode, which does not scale).
+
+    Notes
+    -----
+    In representatives mode the graph (`csr`, `graph_stats`, the cut scores) is that
+    of the m representatives, and `vectors` / `embedding` give each point its
+    representative's row (the points were never embedded). In landmark mode there is
+    no graph: `csr` and `graph_stats` are None and the scores have no cuts.
     """
 
     dataset: str
@@ -124,6 +149,26 @@ class RunResult:
     n_components: int | None = None
     n_unclustered: int = 0
     data: object = None
+    mode: str = "exact"
+    mode_why: str = ""
+    affinity: str = ""
+    affinity_why: str = ""
+    anchors: np.ndarray | None = None
+    anchor_labels: np.ndarray | None = None
+    anchor_counts: np.ndarray | None = None
+    fit_scale: str | None = None
+
+    @property
+    def anchor_kind(self) -> str | None:
+        """"representatives", "landmarks", or None (exact mode)."""
+        return None if self.mode == "exact" else self.mode
+
+    @property
+    def graph_of(self) -> str:
+        """What the run's graph joins: "points", "representatives", or "" (none)."""
+        if self.csr is None:
+            return ""
+        return "representatives" if self.mode == "representatives" else "points"
 
     @property
     def isolated(self) -> np.ndarray:
@@ -186,51 +231,87 @@ def execute(spec: RunSpec, report: Callable) -> RunResult:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         est = explorer.SpectralClustering(**kw).fit(X)
-    graph = est.graph_
+    graph = est.graph_  # None in landmark mode: no graph of the points is built
     spectrum = getattr(est, "spectrum_", None)  # every computed eigenpair, when kept
-    if spectrum is None:
+    if spectrum is None or est.mode_ == "landmarks":
         eigenvalues, vectors = est.eigenvalues_, est.eigenvectors_
     else:
         eigenvalues, vectors = spectrum.eigenvalues, spectrum.vectors
     eigenvalues = np.asarray(to_numpy(eigenvalues), dtype=np.float64)
+    vectors, embedding = np.asarray(to_numpy(vectors)), np.asarray(to_numpy(est.embedding_))
     labels = to_numpy(est.labels_).astype(np.int64)
     k = int(est.n_clusters_)
     timings = {key: v for key, v in est.timings_.items() if key != "total"}
+    reps = est.mode_ == "representatives"
+    if reps:
+        # The representatives were embedded, not the points: each point shows its
+        # representative's row (the label it took is that representative's too).
+        of = to_numpy(est.representative_of_)
+        vectors, embedding = vectors[of], embedding[of]
+    anchors = est.representatives_ if reps else est.landmarks_
 
     kmeans_labels = None
     if spec.compare:
         report(1, "")
         t0 = time.perf_counter()
         # On the device of the run: a GPU run compares with k-means on the GPU.
-        data = X if est.backend_ == "cpu" else array_module(graph.csr).asarray(X)
+        # (embedding_ stays on the device; labels_ come back like the input, on the host.)
+        data = X if est.backend_ == "cpu" else array_module(est.embedding_).asarray(X)
         raw = explorer.KMeans(k, n_init=kw.get("n_init", 10),
                               random_state=kw.get("random_state")).fit(data)
         kmeans_labels = to_numpy(raw.labels_).astype(np.int64)
         timings["k-means (raw data)"] = time.perf_counter() - t0
     report(2, "")
     t0 = time.perf_counter()
-    host_csr = to_numpy_csr(graph.csr)
-    scores = {"spectral": metrics.clustering_scores(host_csr, labels, y)}
+    host_csr = None if graph is None else to_numpy_csr(graph.csr)
+    rep_labels = to_numpy(est.representative_labels_) if reps else None
+    scores = {"spectral": _scores(host_csr, rep_labels if reps else labels, labels, y)}
     if kmeans_labels is not None:
-        scores["kmeans"] = metrics.clustering_scores(host_csr, kmeans_labels, y)
+        # k-means labels the points: the cuts need a graph of the points.
+        scores["kmeans"] = _scores(None if reps else host_csr, kmeans_labels, kmeans_labels, y)
     timings["scores"] = time.perf_counter() - t0
-    n_isolated = int(graph.stats.n_isolated)
+    n_isolated = int(to_numpy(est.isolated_).sum())
+    rule = "" if graph is None else graph.rule.describe()
     return RunResult(
         dataset=dataset.name, labels=labels, kmeans_labels=kmeans_labels, y_true=y,
         n_clusters=k, k_suggested=int(eigengap_k(eigenvalues)),
-        eigenvalues=eigenvalues, vectors=np.asarray(to_numpy(vectors)),
-        embedding=np.asarray(to_numpy(est.embedding_)), csr=host_csr,
-        graph_stats=graph.stats, timings=timings, backend=est.backend_,
-        backend_reason=est.backend_reason_, method=graph.method,
-        method_reason=graph.method_reason, solver=est.eigen_solver_,
-        eigen_iterations=est.eigen_iterations_,
+        eigenvalues=eigenvalues, vectors=vectors, embedding=embedding, csr=host_csr,
+        graph_stats=None if graph is None else graph.stats, timings=timings,
+        backend=est.backend_, backend_reason=est.backend_reason_,
+        method="landmarks" if graph is None else graph.method,
+        method_reason=est.mode_why_ if graph is None else graph.method_reason,
+        solver=est.eigen_solver_, eigen_iterations=est.eigen_iterations_,
         eigen_residuals=np.asarray(to_numpy(est.eigen_residuals_)),
-        scores=scores, params={**_plain_params(kw), "edge_rule": graph.rule.describe(),
+        scores=scores, params={**_plain_params(kw), "edge_rule": rule,
                                "compare_kmeans": spec.compare, "n_clusters_used": k},
         warnings=[str(w.message) for w in caught],
-        n_isolated=n_isolated, n_components=components_besides_isolated(graph.stats),
+        n_isolated=n_isolated,
+        n_components=None if graph is None else components_besides_isolated(graph.stats),
         n_unclustered=int((labels < 0).sum()) - n_isolated,
+        mode=est.mode_, mode_why=est.mode_why_,
+        affinity=getattr(est, "affinity_", "") if graph is not None else "",
+        affinity_why=getattr(est, "affinity_why_", "") if graph is not None else "",
+        anchors=None if anchors is None else np.asarray(to_numpy(anchors), dtype=np.float32),
+        anchor_labels=None if rep_labels is None else rep_labels.astype(np.int64),
+        anchor_counts=(to_numpy(est.representative_counts_).astype(np.int64) if reps
+                       else None),
+        fit_scale=None if getattr(est, "scaler_", None) is None else est.scaler_.method,
     )
+
+
+def _scores(csr, graph_labels, labels, y) -> dict:
+    """:func:`explorer.metrics.clustering_scores` of `graph_labels` on `csr` (the cuts)
+    with ARI / NMI of the points' `labels`; without a graph (landmark mode, or k-means
+    beside a representatives' graph) the cut scores are left out."""
+    if csr is None:
+        scores = {"n_clusters": int(np.unique(labels[labels >= 0]).size),
+                  "n_unclustered": int((labels < 0).sum())}
+    else:
+        scores = metrics.clustering_scores(csr, graph_labels)
+    if y is not None:
+        scores["ari"] = metrics.adjusted_rand_score(y, labels)
+        scores["nmi"] = metrics.normalized_mutual_info_score(y, labels)
+    return scores
 
 
 def _plain_params(kw: dict) -> dict:
@@ -274,12 +355,29 @@ class RunState(Stage):
     n_init = param.Integer(default=10, bounds=(1, 100), doc="k-means restarts.")
     random_state = param.Integer(default=0, bounds=(0, 2**31 - 1))
     compare_kmeans = param.Boolean(default=True, doc="Also run k-means on the raw data.")
+    mode = param.Selector(
+        default="auto", objects=list(MODES),
+        doc="The pipeline (the estimator's mode): exact (the graph of all points), "
+            "representatives (k-means centres, papers/004), landmarks (papers/002), or "
+            "auto (explorer.representatives.choose_mode).",
+    )
+    # Bounds of their own only where no data can make a value valid: the library
+    # words the rest (m >= max(2, k), m <= n; p <= n).
+    n_representatives = param.Integer(
+        default=None, allow_None=True, bounds=(1, None),
+        doc="m, the representatives of mode='representatives'; None: 'auto' (4096, or n).",
+    )
+    n_landmarks = param.Integer(
+        default=None, allow_None=True, bounds=(1, None),
+        doc="p, the landmarks of mode='landmarks'; None: min(1000, n).",
+    )
 
     stage = param.String(default="", doc="Key of the stage in flight ('' when idle).")
     stages_done = param.Integer(default=0, bounds=(0, len(STAGES)))
 
     input_names = ("n_clusters", "auto_k", "eigen_solver", "eigen_tol", "eigen_max_iter",
-                   "n_eigenpairs", "n_init", "random_state", "compare_kmeans")
+                   "n_eigenpairs", "n_init", "random_state", "compare_kmeans", "mode",
+                   "n_representatives", "n_landmarks")
     doing = "running the clustering"
     automatic = False
     busy_message = "a run is already in progress; wait for it to finish"
@@ -317,6 +415,25 @@ class RunState(Stage):
         known = estimator_defaults()
         params = {k: v for k, v in inputs.params.items() if k in known and k not in _OWN}
         params["n_clusters"] = "auto" if inputs["auto_k"] else inputs["n_clusters"]
+        if params.get("n_representatives", "auto") is None:
+            params["n_representatives"] = "auto"
+        if inputs.params.get("mode") == "landmarks":
+            # No graph of the points: the graph kind and thresholds do not apply, and σ
+            # is measured to the landmarks (their "auto": the mean distance of a point
+            # to its nearest landmarks), not between points.
+            params.update(affinity="epsilon", sigma="auto", threshold_sqdist=None,
+                          threshold_sim=None)
+        reps = self.mode_now(inputs, params) == "representatives"
+        if reps and params.get("affinity") == "epsilon":
+            # The sidebar's σ and threshold are measured on the points; the m
+            # representatives lie far wider apart, so the library chooses their ε rule
+            # from them (its suggestion; the run records the rule it used).
+            params.update(threshold_sqdist=None, threshold_sim=None)
+            if params.get("sigma") != "local":
+                params["sigma"] = "auto"
+        scale = inputs.upstream[0].scale  # the data as the app shows and measures them
+        if "scale" in known and scale is not None:
+            params["scale"] = scale
         if "n_eigenpairs" in known and not inputs["auto_k"]:
             n = inputs.upstream[0].n
             params["n_eigenpairs"] = inputs["n_eigenpairs"] or (
@@ -324,6 +441,19 @@ class RunState(Stage):
         else:
             params.pop("n_eigenpairs", None)
         return params
+
+    def mode_now(self, inputs: Inputs, params: dict) -> str:
+        """The pipeline a run of `inputs` takes: the mode given, or ``mode="auto"``'s
+        choice by the library's rule (:func:`explorer.representatives.choose_mode`,
+        on the backend the run resolves to)."""
+        mode = inputs.params.get("mode", "auto")
+        if mode != "auto":
+            return mode
+        n, d = inputs.upstream[0].X.shape
+        m = params.get("n_representatives", "auto")
+        backend = "cpu" if self.graph is None else self.graph.backend_name
+        return choose_mode("auto", n, d, backend=backend, metric=params.get("metric", "auto"),
+                           n_representatives=None if m == "auto" else m)[0]
 
     def spec(self, inputs: Inputs) -> RunSpec:
         """The picklable run of `inputs`."""

@@ -19,6 +19,26 @@ from .state import ExplorerState
 N_CHOICES = (200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000,
              500_000, 1_000_000, 2_000_000, 5_000_000)
 
+#: Feature scalings offered, by label (the estimator's ``scale``).
+SCALE_OPTIONS = {"none (as given)": None, "standard": "standard", "minmax": "minmax"}
+
+#: Graph kinds offered, by label (the ``graph`` field; the run's ``affinity``).
+GRAPH_OPTIONS = {"ε-graph": "epsilon", "kNN (union)": "knn", "mutual kNN": "mutual_knn"}
+
+#: What each mode does, under the mode selector.
+MODE_NOTES = {
+    "auto": "The library chooses (explorer.representatives.choose_mode): exact for "
+            "distance rules on d ≤ 8 or small n²·d, else representatives; the run says "
+            "which and why.",
+    "exact": "The graph of all n points.",
+    "representatives": "k-means picks m representatives; their graph is clustered (its ε "
+                       "rule chosen from them) and every point takes its "
+                       "representative's label (papers/004).",
+    "landmarks": "Each point is joined to its nearest of p landmarks (W = Ẑ Ẑᵀ, "
+                 "papers/002): no n × n graph; of the graph controls only the metric is "
+                 "used (σ: the mean distance to the nearest landmarks).",
+}
+
 #: Eigensolver tolerances offered (None: the solver's default).
 TOLERANCES = {"solver default": None, "1e-3": 1e-3, "1e-4": 1e-4, "1e-5": 1e-5,
               "1e-6": 1e-6, "1e-8": 1e-8, "1e-10": 1e-10}
@@ -227,6 +247,15 @@ class DataControls(pn.viewable.Viewer):
         self._taken: dict[str, int] = {}  # name -> id() of the content taken
         self.label = pn.widgets.Select(name="Label column", options={"(none)": None}, **_WIDE)
         self.summary = pn.pane.Markdown("", css_classes=["data-summary"], **_WIDE)
+        # Options are labels: a Select cannot show None as its value.
+        self.scale = pn.widgets.Select(name="Feature scaling (scale)",
+                                       options=list(SCALE_OPTIONS),
+                                       css_classes=["scale-select"], **_WIDE)
+        self.scale.param.watch(lambda e: setattr(data, "scale", SCALE_OPTIONS[e.new]), "value")
+        data.param.watch(self._scale_label, "scale")
+        self._scale_label()
+        self.scale_warning = pn.pane.Alert("", alert_type="warning", visible=False,
+                                           css_classes=["scale-warning"], **_WIDE)
         self.alert = _alert("error", data)
 
         # On release only: every size is a new data set to generate.
@@ -238,11 +267,23 @@ class DataControls(pn.viewable.Viewer):
         data.param.watch(self._catalogue, ["dataset", "n_samples"])
         data.param.watch(self._labels, ["label_options", "label_column"])
         data.param.watch(self._summary, ["result", "busy", "error"])
+        data.param.watch(self._scale_warning, "result")
         data.param.watch(self._source, "source")
         self._catalogue()
         self._labels()
         self._summary()
         self._source()
+        self._scale_warning()
+
+    def _scale_label(self, *events) -> None:
+        scale = self.state.data.scale
+        self.scale.value = next(k for k, v in SCALE_OPTIONS.items() if v == scale)
+
+    def _scale_warning(self, *events) -> None:
+        # The library's FeatureScaleWarning (or ConstantFeatureWarning), as it words it.
+        result = self.state.data.result
+        text = "" if result is None else result.scale_warning
+        self.scale_warning.param.update(object=text, visible=bool(text))
 
     def _catalogue(self, *events) -> None:
         data = self.state.data
@@ -310,7 +351,8 @@ class DataControls(pn.viewable.Viewer):
     def __panel__(self):
         return pn.Column(
             self.source, self.dataset, self.description, self.n_samples, self.noise, self.seed,
-            self.upload, self.refusals, self.label, self.summary, self.alert, **_WIDE,
+            self.upload, self.refusals, self.label, self.scale, self.summary,
+            self.scale_warning, self.alert, **_WIDE,
         )
 
 
@@ -322,6 +364,18 @@ class GraphControls(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         g = self.state.graph
+        self.auto_affinity = LabelledCheckbox(g, "auto_affinity",
+                                              "let the library choose the graph (affinity auto)")
+        self.graph = pn.widgets.RadioButtonGroup.from_param(
+            g.param.graph, name="", options=GRAPH_OPTIONS, button_style="outline",
+            css_classes=["graph-kind"], **_WIDE)
+        self.n_neighbors = pn.widgets.IntSlider.from_param(
+            g.param.n_neighbors, name="k, neighbours per point (n_neighbors)", start=1, end=100,
+            css_classes=["knn-slider"], **_WIDE)
+        self.local_sigma = LabelledCheckbox(g, "local_sigma", "self-tuning σ (σ = local)")
+        self.local_neighbor = pn.widgets.IntSlider.from_param(
+            g.param.local_neighbor, name="m, σi = distance to the m-th neighbour", start=1,
+            end=50, css_classes=["local-neighbor"], **_WIDE)
         self.metric = pn.widgets.Select.from_param(g.param.metric, name="Metric", **_WIDE)
         self.kind = pn.widgets.RadioButtonGroup(
             options={"‖xi−xj‖² < t": "sqdist", "similarity > t": "sim"}, button_style="outline",
@@ -356,7 +410,9 @@ class GraphControls(pn.viewable.Viewer):
         self.kind.param.watch(self._kind_to_state, "value")
         self.sim.param.watch(self._sim_to_state, "value")
         g.param.watch(self._from_state, ["metric", "threshold_kind", "threshold_sim", "sigma",
-                                         "threshold_sqdist", "backend", "hypo_max_nnz_row"])
+                                         "threshold_sqdist", "backend", "hypo_max_nnz_row",
+                                         "graph", "local_sigma", "n_neighbors",
+                                         "local_neighbor"])
         self.state.data.param.watch(self._from_state, "result")
         self._from_state()
 
@@ -373,22 +429,39 @@ class GraphControls(pn.viewable.Viewer):
         self._syncing = True
         try:
             self.kind.value = g.threshold_kind
-            self.kind.disabled = g.metric != "gaussian"
             self.sim.param.update(start=-1.0 if g.metric == "cosine" else 0.001,
                                   value=g.threshold_sim)
         finally:
             self._syncing = False
         gaussian = g.metric == "gaussian"
-        self.sigma.widget.visible = gaussian
-        self.sqdist.widget.visible = g.threshold_kind == "sqdist"
-        self.sim.visible = g.threshold_kind == "sim"
+        local = gaussian and g.local_sigma
+        epsilon_graph = g.graph == "epsilon"
+        # The ε widgets with an ε-graph, the kNN ones with a kNN graph: only what the
+        # graph chosen reads is shown.
+        self.n_neighbors.visible = not epsilon_graph
+        self.kind.visible = self.sqdist.widget.visible = self.sim.visible = epsilon_graph
+        self.local_sigma.widget.visible = gaussian
+        self.local_neighbor.visible = local
+        self.sigma.widget.visible = gaussian and not local
+        if epsilon_graph:
+            self.sqdist.widget.visible = g.threshold_kind == "sqdist"
+            self.sim.visible = g.threshold_kind == "sim"
+        self.kind.disabled = g.metric != "gaussian" or local
         eps = g.epsilon
-        rule = f"σ = {g.sigma:.3g}, " if gaussian else ""
-        if g.threshold_kind == "sqdist":
-            rule += f"t = {g.threshold_sqdist:.3g}"
+        if local:
+            rule = f"σ = local (m = {g.local_neighbor})"
         else:
-            rule += f"t = {g.threshold_sim:.3g}"
-        self.epsilon.object = rule + ("" if eps is None else f", ε = {eps:.4g}")
+            rule = f"σ = {g.sigma:.3g}" if gaussian else ""
+        if not epsilon_graph:
+            what = "union" if g.graph == "knn" else "mutual"
+            rule = ", ".join(filter(None, [f"{g.graph}, k = {g.n_neighbors} ({what})", rule]))
+        elif g.threshold_kind == "sqdist":
+            rule = ", ".join(filter(None, [rule, f"t = {g.threshold_sqdist:.3g}"]))
+        else:
+            rule = ", ".join(filter(None, [rule, f"t = {g.threshold_sim:.3g}"]))
+        if epsilon_graph and eps is not None:
+            rule += f", ε = {eps:.4g}"
+        self.epsilon.object = rule
         gpu = g.backend_name == "gpu"
         self.sp_pct.widget.disabled = self.mem_rate.widget.disabled = not gpu
         ds = self.state.dataset
@@ -396,7 +469,9 @@ class GraphControls(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(
-            self.metric, self.kind, self.sigma.widget, self.sqdist.widget, self.sim, self.epsilon,
+            self.auto_affinity, self.graph, self.n_neighbors, self.metric, self.local_sigma,
+            self.local_neighbor, self.kind, self.sigma.widget, self.sqdist.widget, self.sim,
+            self.epsilon,
             self.method, self.hypo.widget, self.hypo_note, self.sp_pct.widget,
             self.mem_rate.widget,
             self.backend, self.backend_note, **_WIDE,
@@ -425,6 +500,14 @@ class RunControls(pn.viewable.Viewer):
                                                       start=1, end=30, **_WIDE)
         self.seed = pn.widgets.IntInput.from_param(r.param.random_state, name="seed", **_WIDE)
         self.compare = LabelledCheckbox(r, "compare_kmeans", "k-means on raw data too")
+        self.mode = pn.widgets.Select.from_param(r.param.mode, name="Mode",
+                                                 css_classes=["mode-select"], **_WIDE)
+        self.n_representatives = OptionalSlider(
+            r, "n_representatives", "m, representatives (0 = auto: 4,096 or n)", 8192, 1,
+            integer=True)
+        self.n_landmarks = OptionalSlider(r, "n_landmarks", "p, landmarks (0 = min(1,000, n))",
+                                          4000, 1, integer=True)
+        self.mode_note = pn.pane.Markdown("", margin=(0, 10), css_classes=["mode-note"])
         self.button = pn.widgets.Button(name="Run", button_type="primary",
                                         css_classes=["run-button"], **_WIDE)
         self.progress_text = pn.pane.Markdown("", margin=(0, 10), css_classes=["run-progress"])
@@ -433,9 +516,17 @@ class RunControls(pn.viewable.Viewer):
         self.tol.param.watch(lambda e: setattr(r, "eigen_tol", TOLERANCES[e.new]), "value")
         r.param.watch(self._progress, ["busy", "progress"])
         r.param.watch(self._k_enabled, "auto_k")
+        r.param.watch(self._mode, "mode")
         self.state.data.param.watch(self._enable, "result")
         self._k_enabled()
         self._progress()
+        self._mode()
+
+    def _mode(self, *events) -> None:
+        mode = self.state.run_state.mode
+        self.n_representatives.widget.visible = mode in ("auto", "representatives")
+        self.n_landmarks.widget.visible = mode == "landmarks"
+        self.mode_note.object = "<small>" + MODE_NOTES[mode] + "</small>"
 
     def _k_enabled(self, *events) -> None:
         self.k.disabled = self.state.run_state.auto_k
@@ -452,8 +543,9 @@ class RunControls(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(
-            self.k, self.auto_k, self.solver, self.tol, self.eigenpairs.widget, self.n_init,
-            self.seed, self.compare,
+            self.k, self.auto_k, self.mode, self.n_representatives.widget,
+            self.n_landmarks.widget, self.mode_note, self.solver, self.tol,
+            self.eigenpairs.widget, self.n_init, self.seed, self.compare,
             self.button, self.progress_text, self.alert, **_WIDE,
         )
 

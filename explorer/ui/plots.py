@@ -498,3 +498,57 @@ class LiveHistogram:
             self.line.visible = self.label.visible = False
         self.figure.x_range.update(start=lo, end=hi)
         self.figure.y_range.update(start=0, end=top * 1.25)
+
+
+#: Marker of each kind of anchor point drawn over the data (:func:`anchor_points`).
+ANCHOR_MARKERS = {"representatives": "circle", "landmarks": "triangle"}
+
+
+def anchor_points(xy, *, labels=None, kind: str = "representatives", xlabel: str = "x",
+                  ylabel: str = "y"):
+    """The representatives or landmarks of an approximate run, to overlay on the data.
+
+    Parameters
+    ----------
+    xy : ndarray, shape (m, 2)
+        Their coordinates in the drawing of the data (the same projection).
+    labels : ndarray of int, shape (m,), optional
+        Their clusters (representatives): each is filled with its cluster's colour and
+        ringed in black, so that it shows over the points of its own cluster; without,
+        black markers (landmarks belong to no cluster).
+    kind : {"representatives", "landmarks"}
+        Circles for representatives, triangles for landmarks.
+    xlabel, ylabel : str
+
+    Returns
+    -------
+    holoviews.Element or holoviews.DynamicMap
+        Markers up to :data:`DATASHADE_ABOVE` anchors, a black datashaded image beyond
+        (``n_representatives`` may be as large as n).
+    """
+    xy = _check_xy(xy)
+    if kind not in ANCHOR_MARKERS:
+        raise ValueError(f"kind must be one of {sorted(ANCHOR_MARKERS)}; got {kind!r}")
+    kdims = _axes("data", xlabel, ylabel)
+    label = "representative" if kind == "representatives" else "landmark"
+    if labels is None:
+        values = np.full(len(xy), -2, dtype=np.int64)
+    else:
+        values = np.asarray(labels, dtype=np.int64)
+        if values.shape != (len(xy),):
+            raise ValueError(f"labels must have one entry per anchor ({len(xy)}); got shape "
+                             f"{values.shape}")
+    frame = pd.DataFrame({kdims[0].name: xy[:, 0], kdims[1].name: xy[:, 1],
+                          "cluster": values})
+    points = hv.Points(frame, kdims=kdims, vdims=["cluster"], label=f"{label}s")
+    if len(frame) > DATASHADE_ABOVE:
+        shaded = spread(datashade(points, cmap=["#000000"], min_alpha=200), px=1)
+        return shaded.opts(**_FRAME_OPTS)
+    fill = [("#111111" if v == -2 else cluster_color(v)) for v in values]
+    frame["fill"] = fill
+    points = hv.Points(frame, kdims=kdims, vdims=["cluster", "fill"], label=f"{label}s")
+    # Smaller and thinner as they grow many, so that the points stay visible between them.
+    size, line = (9, 1.0) if len(frame) <= 500 else (6, 0.8) if len(frame) <= 2000 else (4, 0.5)
+    return points.opts(color="fill", marker=ANCHOR_MARKERS[kind], size=size, line_color="black",
+                       line_width=line, fill_alpha=0.9, tools=["hover"], show_legend=True,
+                       responsive=True, min_height=320)

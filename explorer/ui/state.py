@@ -35,7 +35,6 @@ from dataclasses import dataclass
 import numpy as np
 import param
 
-from explorer.graph import EdgeRule
 from explorer.metrics import match_labels
 
 from . import _jobs
@@ -65,6 +64,7 @@ __all__ = [
     "TourState",
     "ViewState",
     "Waiting",
+    "anchors_drawn",
     "project_2d",
 ]
 
@@ -83,12 +83,19 @@ class Presentation:
         k-means on the raw data, renamed after `labels`.
     truth : ndarray or None
         The ground truth, as it is (its ids are the colours before any run).
+    anchor_xy : ndarray, shape (m, 2), or None
+        The run's representatives or landmarks in the drawing of its data (the same
+        projection as the points; None in exact mode).
+    anchor_labels : ndarray of int64 or None
+        The representatives' clusters, renamed as `labels` (None for landmarks).
     """
 
     run: RunResult
     labels: np.ndarray
     kmeans_labels: np.ndarray | None
     truth: np.ndarray | None
+    anchor_xy: np.ndarray | None = None
+    anchor_labels: np.ndarray | None = None
 
     @property
     def data(self) -> LoadResult:
@@ -120,7 +127,38 @@ def present(run: RunResult) -> Presentation:
     truth = None if run.y_true is None else np.asarray(run.y_true)
     labels = run.labels if truth is None else match_labels(run.labels, truth)
     kmeans = None if run.kmeans_labels is None else match_labels(run.kmeans_labels, labels)
-    return Presentation(run=run, labels=labels, kmeans_labels=kmeans, truth=truth)
+    anchor_xy = anchor_labels = None
+    if run.anchors is not None:
+        anchor_xy = anchors_drawn(run)
+        if run.anchor_labels is not None:
+            anchor_labels = _renamed(run.anchor_labels, run.labels, labels)
+    return Presentation(run=run, labels=labels, kmeans_labels=kmeans, truth=truth,
+                        anchor_xy=anchor_xy, anchor_labels=anchor_labels)
+
+
+def anchors_drawn(run: RunResult) -> np.ndarray:
+    """The (m, 2) drawing coordinates of the run's representatives or landmarks.
+
+    They lie in the space the fit saw: the data stage's `X` (scaled by the same
+    :func:`explorer.preprocessing.fit_scaler` when a scaling is chosen). A fit that
+    did not scale although the data are shown scaled (the landmark mode takes the data
+    as given) has its anchors mapped by the data stage's scaler first. Then the data's
+    own projection.
+    """
+    data = run.data
+    anchors = run.anchors
+    if data.scaler is not None and run.fit_scale is None:
+        anchors = data.scaler.transform(anchors)
+    return data.projection(anchors)
+
+
+def _renamed(ids, before, after) -> np.ndarray:
+    """`ids` (cluster ids of `before`) renamed as `before` was renamed to `after`;
+    an id no point carries becomes −1."""
+    ids = np.asarray(ids, dtype=np.int64)
+    pairs = np.unique(np.column_stack([before, after]), axis=0)
+    table = dict(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist(), strict=True))
+    return np.array([table.get(int(i), -1) for i in ids], dtype=np.int64)
 
 
 @dataclass(eq=False)
@@ -167,6 +205,8 @@ class TourState(Stage):
         r = self.run
         if r.result is None or r.stale or r.result.data is not self.data.result:
             return None
+        if r.result.csr is None or r.result.csr.shape[0] != r.result.n:
+            return None  # no graph of the points (landmarks), or one of representatives
         return r.result.csr
 
     def snapshot(self) -> Inputs:
@@ -178,7 +218,7 @@ class TourState(Stage):
     def steps(self, inputs: Inputs) -> list:
         data, run_csr = inputs.upstream
         kwargs = dict(inputs.params)
-        make = self.teaching.prepare_graph(data.dataset.X, kwargs, run_csr)
+        make = self.teaching.prepare_graph(data.X, kwargs, run_csr)
 
         def step(report):
             built = make()
@@ -225,7 +265,9 @@ class ExplorerState(param.Parameterized):
         ds = None if event.new is None else event.new.dataset
         if ds is None:
             return
-        self.graph.adopt(EdgeRule.suggest(ds.X, suggestion=ds.suggested))
+        # Suggested for the points as the graph sees them (scaled, when chosen), in the
+        # data job: nothing is searched here, on the event loop.
+        self.graph.adopt(event.new.rule)
         k = ds.suggested.get("n_clusters", "auto")
         with param.parameterized.batch_call_watchers(self.run_state):
             if k == "auto":

@@ -202,9 +202,16 @@ class StatsCard(pn.viewable.Viewer):
             else f"exact, all {s.n:,} rows"
         )
         seconds = "" if g.seconds is None else f" · {1000 * g.seconds:.0f} ms"
+        kind = _graph_kind(g.inputs)
+        if not kind.startswith("ε-graph"):
+            how += " (a kNN graph's statistics come from building it)"
+        if g.auto_affinity:
+            how += (" · <b>affinity auto</b>: a run lets the library choose its graph; "
+                    "these are the statistics of the graph set in the sidebar")
         if g.stale:
             how += " · <b>updating…</b>" if g.busy else " · <b>not for the current parameters</b>"
         rows = [
+            ("graph", kind),
             ("nnz", f"{approx}{_count(s.nnz)}"),
             ("nnz / row",
              f"mean {s.nnz_row_mean:.1f} · max {s.nnz_row_max:,} · min {s.nnz_row_min:,}"),
@@ -251,6 +258,34 @@ class StatsCard(pn.viewable.Viewer):
         )
 
 
+def _graph_kind(inputs) -> str:
+    """The graph statistics were computed for, in words (``knn, k = 10``)."""
+    params = {} if inputs is None else inputs.params
+    graph = params.get("graph", "epsilon")
+    kind = "ε-graph" if graph == "epsilon" else f"{graph}, k = {params.get('n_neighbors')}"
+    if params.get("local_sigma") and params.get("metric") == "gaussian":
+        kind += f" · σ local (m = {params.get('local_neighbor')})"
+    return kind
+
+
+def graph_vertices(shown):
+    """The vertices of a run's graph, for the views that draw the graph itself:
+    ``(labels, xy, n)``, the points' in exact mode, the representatives' (their
+    clusters and drawing positions) in representatives mode; None in landmark mode,
+    which builds no graph."""
+    run = shown.run
+    if run.graph_of == "points":
+        return shown.labels, shown.data.xy, run.n
+    if run.graph_of == "representatives":
+        return shown.anchor_labels, shown.anchor_xy, int(run.csr.shape[0])
+    return None
+
+
+#: What a graph view says in landmark mode.
+NO_GRAPH = ("Landmark mode builds no graph of the points (each point is joined to its "
+            "nearest landmarks; see the Clusters tab): nothing to draw here.")
+
+
 def _presentation(state: ExplorerState):
     """The views stage's result (the run with matched labels), or None."""
     return state.views.result
@@ -262,18 +297,26 @@ class ClustersView(pn.viewable.Viewer):
 
     state = param.ClassSelector(class_=ExplorerState)
 
+    show_anchors = param.Boolean(default=True, doc="Draw the run's representatives or "
+                                 "landmarks over its clusters.")
+
     def __init__(self, **params):
         super().__init__(**params)
         self.scores = pn.pane.Markdown("", css_classes=["scores"], **_WIDE)
+        self.mode = pn.pane.Markdown("", css_classes=["run-mode"], **_WIDE)
         self.warning = pn.pane.Alert("", alert_type="warning", visible=False, **_WIDE)
         self.note = pn.pane.Markdown("", styles={"color": "#555"}, **_WIDE)
+        self.anchors = LabelledCheckbox(self, "show_anchors",
+                                        "show the representatives / landmarks")
+        self.anchors.widget.visible = False
         self.plot = pn.pane.HoloViews(None, **_PLOT)
-        self.body = _body(pn.Column, self.scores, self.plot, **_WIDE)
+        self.body = _body(pn.Column, self.scores, self.mode, self.plot, **_WIDE)
         self._drawing_run = False
         self._drawn = None
         self.badge = StaleBadge(self.state, self.body, when=lambda: self._drawing_run)
         self.state.views.param.watch(self._render, "result")
         self.state.data.param.watch(self._render, "result")
+        self.param.watch(self._render, "show_anchors")
         self._render()
 
     def _render(self, *events) -> None:
@@ -283,12 +326,14 @@ class ClustersView(pn.viewable.Viewer):
             shown = None  # a run of other data: these data are shown until the next run
         self._drawing_run = shown is not None
         self.badge.update()
-        key = (data, shown)
+        key = (data, shown, self.show_anchors)
         if key == self._drawn:  # what is drawn is drawn already
             return
         self._drawn = key
         if shown is None:
             self.warning.visible = False
+            self.anchors.widget.visible = False
+            self.mode.object = ""
             if data is None:
                 self.scores.object, self.plot.object, self.note.object = \
                     "*Waiting for data.*", None, ""
@@ -301,30 +346,72 @@ class ClustersView(pn.viewable.Viewer):
                       f" (The last run was on {last.data.describe()}.)")
             self.scores.object = "Press **Run** to cluster these data. Shown: the data" + (
                 ", coloured by its ground-truth classes." if ds.y is not None else ".") + before
+            xlabel, ylabel = data.axis_labels()
             self.plot.object = plots.labelled_points(data.xy, truth, names=ds.classes,
-                                                     title=title)
+                                                     title=title, xlabel=xlabel, ylabel=ylabel)
             self.note.object = data.projection_note
             return
         result, xy = shown.run, shown.data.xy
         self.warning.object = "  \n".join(result.warnings)
         self.warning.visible = bool(result.warnings)
         self.note.object = shown.data.projection_note
+        xlabel, ylabel = shown.data.axis_labels()
         # The plot first: the browser then has it when the scores appear (tests and
         # users alike read the scores as "the run is shown").
-        spectral = plots.labelled_points(xy, shown.labels,
+        spectral = plots.labelled_points(xy, shown.labels, xlabel=xlabel, ylabel=ylabel,
                                          title=f"Spectral clustering (k = {result.n_clusters})")
+        self.anchors.widget.visible = shown.anchor_xy is not None
+        if shown.anchor_xy is not None and self.show_anchors:
+            spectral = spectral * plots.anchor_points(
+                shown.anchor_xy, labels=shown.anchor_labels, kind=result.anchor_kind,
+                xlabel=xlabel, ylabel=ylabel)
         if shown.kmeans_labels is None:
             self.plot.object = spectral
         else:
             kmeans = plots.labelled_points(
-                xy, shown.kmeans_labels,
+                xy, shown.kmeans_labels, xlabel=xlabel, ylabel=ylabel,
                 title=f"k-means on the raw data (k = {result.n_clusters})",
             )
             self.plot.object = (spectral + kmeans).opts(shared_axes=True)
+        self.mode.object = mode_markdown(result)
         self.scores.object = _scores_markdown(result)
 
     def __panel__(self):
-        return pn.Column(self.badge.pane, self.warning, self.body, self.note, **_WIDE)
+        return pn.Column(self.badge.pane, self.warning, self.anchors, self.body, self.note,
+                         **_WIDE)
+
+
+def mode_markdown(result) -> str:
+    """What a run did, in the library's words: the mode and why (``mode_``,
+    ``mode_why_``), the graph and why (``affinity_``, ``affinity_why_``), the edge
+    rule, the scaling, and what an approximate mode's markers are."""
+    def text(value):
+        return html.escape(value, quote=False)
+
+    lines = [f"**Mode**: {result.mode} — {text(result.mode_why)}"]
+    if result.affinity:
+        rule = result.params.get("edge_rule", "")
+        lines.append(f"**Graph**: {result.affinity} ({text(rule)}) — "
+                     f"{text(result.affinity_why)}")
+    if result.mode == "representatives":
+        counts = result.anchor_counts
+        lines.append(
+            f"**{len(result.anchors):,} representatives** (circles, in their cluster's "
+            f"colour; {int(counts.min()):,}–{int(counts.max()):,} points each): the graph, "
+            "the eigenvectors and k-means are theirs; every point takes its "
+            "representative's label.")
+    elif result.mode == "landmarks":
+        lines.append(
+            f"**{len(result.anchors):,} landmarks** (black triangles): no graph of the "
+            "points is built; each point is joined to its nearest landmarks (W = Ẑ Ẑᵀ).")
+    scale = result.data.scale
+    if scale is not None and result.fit_scale is None:
+        lines.append(f"The data are shown {scale}-scaled, but this mode fitted them as "
+                     "given (the library's landmark mode does not apply `scale`); the "
+                     "landmarks are drawn mapped by the same scaling.")
+    elif result.fit_scale is not None:
+        lines.append(f"Fitted on the {result.fit_scale}-scaled features (`scale`), as drawn.")
+    return "  \n".join(lines)
 
 
 def _scores_markdown(result) -> str:
@@ -338,9 +425,14 @@ def _scores_markdown(result) -> str:
         parts.append(line)
     else:
         parts.append("No ground truth: ARI/NMI need labels.")
+    if "normalized_cut" in sc:
+        of = (" (of the representatives' graph)" if result.graph_of == "representatives"
+              else "")
+        cuts = f"Normalised cut {sc['normalized_cut']:.4g}, ratio cut {sc['ratio_cut']:.4g}{of}; "
+    else:
+        cuts = "No cut scores (no graph of the points in this mode); "
     parts.append(
-        f"Normalised cut {sc['normalized_cut']:.4g}, ratio cut {sc['ratio_cut']:.4g}; "
-        f"{result.counts()} (grey points: label −1). Ran on **{result.backend}** "
+        f"{cuts}{result.counts()} (grey points: label −1). Ran on **{result.backend}** "
         f"({result.method}), {result.timings['total']:.2f} s."
     )
     return "  \n".join(parts)
@@ -500,13 +592,19 @@ class SparsityView(pn.viewable.Viewer):
             self.text.object = NO_RUN
             return
         result = shown.run
+        vertices = graph_vertices(shown)  # the representatives' graph in that mode
+        if vertices is None:
+            self.spy.object = self.hist.object = None
+            self.text.object = NO_GRAPH
+            return
+        labels, xy, n = vertices
         rows, cols = _entries(result.csr, SPY_MAX_ENTRIES)
         if self.ordered:
-            rank = _cluster_order(shown.labels, shown.data.xy)
+            rank = _cluster_order(labels, xy)
             rows, cols = rank[rows], rank[cols]
         s = result.graph_stats
         how = "rows ordered by cluster" if self.ordered else "rows in data order"
-        self.spy.object = plots.spy(rows, cols, result.n,
+        self.spy.object = plots.spy(rows, cols, n,
                                     title=f"Sparsity pattern of S ({how})")
         counts, edges = s.nnz_row_hist
         self.hist.object = plots.nnz_histogram(counts, edges, hypo=s.hypo_max_nnz_row)
@@ -643,10 +741,17 @@ class TeachingView(pn.viewable.Viewer):
             if s.run_state.stale:
                 self.extra.object = stale_text(s.run_state)
             if step.key == "laplacian":
+                vertices = graph_vertices(shown)
+                if vertices is None:
+                    self.plot.object = plots.spectrum(result.eigenvalues,
+                                                      k_suggested=result.k_suggested)
+                    self.extra.object = NO_GRAPH
+                    return
+                labels, vxy, n = vertices
                 rows, cols = _entries(result.csr, SPY_MAX_ENTRIES)
-                rank = _cluster_order(shown.labels, xy)
+                rank = _cluster_order(labels, vxy)
                 self.plot.object = (
-                    plots.spy(rank[rows], rank[cols], result.n, title="S, ordered by cluster")
+                    plots.spy(rank[rows], rank[cols], n, title="S, ordered by cluster")
                     + plots.spectrum(result.eigenvalues, k_suggested=result.k_suggested)
                 )
             elif step.key == "eigenvectors":
@@ -703,6 +808,7 @@ class ExportView(pn.viewable.Viewer):
         result = self.state.result
         for w in (self.labels, self.graph, self.json):
             w.disabled = result is None
+        self.graph.disabled = result is None or result.csr is None  # landmark mode
         if result is None:
             self.text.object = ("Waiting for a run: press **Run** first; the downloads hold "
                                 "the last run.")
