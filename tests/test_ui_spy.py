@@ -91,6 +91,9 @@ def test_each_order_is_a_permutation_that_makes_bands_then_blocks(shown, method)
     assert inside.mean() > 0.95  # the run found the blobs
     start = {c: int(np.flatnonzero(grouped == c)[0]) for c in np.unique(labels)}
     size = {c: int((labels == c).sum()) for c in np.unique(labels)}
+    assert blocks.blocks == tuple((start[c], start[c] + size[c]) for c in sorted(start)
+                                  if c >= 0)
+    assert loaded.blocks == ordered.blocks == ()
     for r, cl in ((blocks.positions(rows[inside]), labels[rows[inside]]),
                   (blocks.positions(cols[inside]), labels[cols[inside]])):
         lo = np.array([start[c] for c in cl])
@@ -210,6 +213,24 @@ def _title(obj) -> str:
     import holoviews as hv
 
     return hv.render(obj, backend="bokeh").title.text
+
+
+def test_spy_outlines_the_blocks_it_is_given():
+    pytest.importorskip("holoviews", reason="the plots need HoloViews (pip install -e '.[app]')")
+    import holoviews as hv
+
+    from explorer.ui import plots
+
+    hv.extension("bokeh")
+    rows, cols = np.array([0, 1, 3, 4]), np.array([1, 0, 4, 3])
+    figure = hv.render(plots.spy(rows, cols, 5, title="S", blocks=[(0, 2), (2, 5)]))
+    quads = [r for r in figure.renderers if type(r.glyph).__name__ == "Quad"]
+    assert len(quads) == 1 and figure.title.text == "S"
+    data = quads[0].data_source.data
+    assert list(data["left"]) == [0, 2] and list(data["right"]) == [2, 5]
+    assert sorted(zip(data["bottom"], data["top"], strict=True)) == [(0, 2), (2, 5)]
+    plain = hv.render(plots.spy(rows, cols, 5, title="S"))
+    assert not [r for r in plain.renderers if type(r.glyph).__name__ == "Quad"]
 
 
 @pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")

@@ -66,6 +66,9 @@ class MatrixOrder:
         The auto rule's reason (``""`` for a method chosen by name).
     seconds : float
         Time to compute the row order (0 as loaded).
+    blocks : tuple of (start, stop)
+        By cluster: the positions of each cluster's rows (label order; the unclustered
+        rows, −1, after them are no block). Empty otherwise.
     """
 
     mode: str
@@ -76,6 +79,7 @@ class MatrixOrder:
     how: str = ""
     reason: str = ""
     seconds: float = 0.0
+    blocks: tuple = ()
 
     def positions(self, rows) -> np.ndarray:
         """Where rows `rows` of S are drawn in this order (the same map serves the
@@ -193,8 +197,16 @@ class GraphOrders:
                 perm = reorder.label_order(np.asarray(labels), within=within.perm)
                 self._clusters[method] = MatrixOrder(
                     "by cluster", perm, reorder.spmm_traffic(csr, perm=perm), within.baseline,
-                    within.method, within.how, within.reason)
+                    within.method, within.how, within.reason,
+                    blocks=cluster_blocks(np.asarray(labels)[perm]))
             return self._clusters[method]
+
+
+def cluster_blocks(grouped) -> tuple:
+    """``(start, stop)`` of each cluster's run of rows in `grouped` (labels in an order
+    that groups them, clusters in label order, −1 last and left out)."""
+    _, start, count = np.unique(grouped[grouped >= 0], return_index=True, return_counts=True)
+    return tuple((int(a), int(a + c)) for a, c in zip(start, count, strict=True))
 
 
 #: The orders computed per run shown (weakly keyed: they go with the run).

@@ -536,7 +536,7 @@ class SparsityView(pn.viewable.Viewer):
             order = orders.current
             rows, cols = self._entries(result)
             self.spy.object = plots.spy(order.positions(rows), order.positions(cols), result.n,
-                                        title=order.title())
+                                        title=order.title(), blocks=order.blocks)
         if o.error:
             self.note.object = f"**The order could not be computed**: {o.error}"
         elif o.busy or orders is None or (orders.mode, orders.method) != (o.mode, o.method):
@@ -571,8 +571,8 @@ def _order_note(order) -> str:
                 f"{order.baseline.ratio:.2f}×.{why}")
     return (f"Rows and columns grouped by the run's clusters (in label order, unclustered "
             f"−1 last), each cluster in the **{order.method}** order ({order.how}): a "
-            f"cluster's edges fill one diagonal block, the edges between clusters are the "
-            f"specks off the blocks. {traffic}; as loaded {order.baseline.ratio:.2f}×.")
+            f"cluster's edges fill its diagonal block (dashed), the edges between clusters "
+            f"are the specks off the blocks. {traffic}; as loaded {order.baseline.ratio:.2f}×.")
 
 
 def _in_background(stage) -> None:
@@ -741,10 +741,11 @@ class TeachingView(pn.viewable.Viewer):
                 if step.key == "laplacian":
                     self.plot.object = plots.spy(
                         by_cluster.positions(rows), by_cluster.positions(cols), result.n,
-                        title="S, ordered by cluster") + spectrum
+                        title="S, ordered by cluster", blocks=by_cluster.blocks) + spectrum
                     return
                 spies = [plots.spy(orders[m].positions(rows), orders[m].positions(cols),
-                                   result.n, title=_TOUR_TITLES[m].format(orders[m].method))
+                                   result.n, title=_TOUR_TITLES[m].format(orders[m].method),
+                                   blocks=orders[m].blocks)
                          for m in MODES]
                 self.plot.object = (spies[0] + spies[1] + spies[2]).cols(3).opts(
                     shared_axes=False)
