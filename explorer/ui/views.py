@@ -571,8 +571,9 @@ def _order_note(order) -> str:
                 f"{order.baseline.ratio:.2f}×.{why}")
     return (f"Rows and columns grouped by the run's clusters (in label order, unclustered "
             f"−1 last), each cluster in the **{order.method}** order ({order.how}): a "
-            f"cluster's edges fill its diagonal block (dashed), the edges between clusters "
-            f"are the specks off the blocks. {traffic}; as loaded {order.baseline.ratio:.2f}×.")
+            f"cluster's edges fill its diagonal block (outlined in red), the edges between "
+            f"clusters are the specks off the blocks. {traffic}; as loaded "
+            f"{order.baseline.ratio:.2f}×.")
 
 
 def _in_background(stage) -> None:
