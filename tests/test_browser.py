@@ -211,9 +211,9 @@ def test_screenshots_of_the_views_are_not_blank(main):
     main.page.get_by_text(re.compile(r"edges, [\d,]+ of them drawn|^[\d,]+ edges")).wait_for()
     main.page.wait_for_timeout(1500)
     _assert_not_blank(main.shot("teaching"))
-    for _ in range(2):
+    for _ in range(3):
         next_button.click()
-    main.page.get_by_text("4 · The eigenvectors").wait_for()
+    main.page.get_by_text("5 · The eigenvectors").wait_for()
     main.page.wait_for_timeout(1500)
     _assert_not_blank(main.shot("teaching-eigenvectors"))
     assert main.errors == []

@@ -239,8 +239,8 @@ def test_teaching_view_walks_the_steps(app):
     assert tv.plot.object is None and "Run" in tv.extra.object  # needs a run
     assert "font-size:1.3rem" in tv.heading.object  # a fixed size, whatever CSS loads
     _connect(app.state)
-    app.state.run()
-    for key in ("laplacian", "eigenvectors", "kmeans"):
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))  # the tour's orders too
+    for key in ("blocks", "laplacian", "eigenvectors", "kmeans"):
         assert app.state.teaching.current.key == key and tv.plot.object is not None
         _render(tv.plot.object)
         _act(lambda: tv.next.param.trigger("clicks"))

@@ -25,8 +25,8 @@ class Step:
     Attributes
     ----------
     key : str
-        What the view draws: ``"data"``, ``"graph"``, ``"laplacian"``,
-        ``"eigenvectors"`` or ``"kmeans"``.
+        What the view draws: ``"data"``, ``"graph"``, ``"blocks"`` (S as loaded,
+        reordered, by cluster), ``"laplacian"``, ``"eigenvectors"`` or ``"kmeans"``.
     title : str
     text : str
         Two or three sentences on what the picture shows.
@@ -59,8 +59,22 @@ STEPS = (
         False,
     ),
     Step(
+        "blocks",
+        "3 · The matrix S, reordered",
+        "The same S in three orders: as loaded (shuffled rows make a cloud), reordered from "
+        "S alone (bands: neighbours get nearby numbers), and grouped by the clusters the run "
+        "found (blocks on the diagonal). A cluster is a set of points joined to each other "
+        "and hardly to the rest, so once its rows are consecutive its edges fill one "
+        "diagonal block, and the few edges between clusters are the specks off the blocks. "
+        "With k connected components S has exactly k blocks, and so has L = I − D^-1/2 S "
+        "D^-1/2; the vector D^1/2 1 of each block (the square roots of its degrees, zero "
+        "elsewhere) satisfies L v = 0, so k blocks give k independent eigenvectors of "
+        "eigenvalue 0.",
+        True,
+    ),
+    Step(
         "laplacian",
-        "3 · The Laplacian",
+        "4 · The Laplacian",
         "From S and the degrees D comes the normalised Laplacian L = I − D^-1/2 S D^-1/2. "
         "Reordered by cluster, S is nearly block-diagonal: a graph with c separate pieces "
         "has eigenvalue 0 of L exactly c times, and weak links between pieces lift those "
@@ -69,7 +83,7 @@ STEPS = (
     ),
     Step(
         "eigenvectors",
-        "4 · The eigenvectors",
+        "5 · The eigenvectors",
         "The eigenvectors of the k smallest eigenvalues are nearly constant on each cluster, "
         "so each point gets k coordinates in which the clusters are far apart. Colour "
         "shows one eigenvector's value per point: look how it splits the data.",
@@ -77,7 +91,7 @@ STEPS = (
     ),
     Step(
         "kmeans",
-        "5 · k-means on the embedding",
+        "6 · k-means on the embedding",
         "In the eigenvector coordinates (rows scaled to unit length) the clusters are compact "
         "blobs, so plain k-means finds them. Its labels, mapped back to the points, are the "
         "spectral clustering; points with no neighbour at all are marked grey (−1).",

@@ -280,28 +280,50 @@ def spectrum(eigenvalues, *, k_used=None, k_suggested=None, title="Eigenvalues o
     )
 
 
-def spy(rows, cols, n: int, *, title: str = "Sparsity pattern"):
+#: The outline of a diagonal block in the spy plot (a cluster's rows and columns).
+BLOCK_COLOR = "#c44e52"
+
+
+def spy(rows, cols, n: int, *, title: str = "Sparsity pattern", blocks=None):
     """Spy plot of an n×n sparse matrix from its COO coordinates, rasterized.
 
     Rasterized always: one pixel stands for a block of entries, counted, so the plot
     costs the same for 10⁴ and 10⁸ nonzeros and dense blocks read as dark squares.
     The axes are row and column indices: integer ticks, thousands separated.
+
+    Parameters
+    ----------
+    rows, cols : int arrays of one shape
+        The entries' positions (in the order to draw).
+    n : int
+    title : str
+    blocks : sequence of (start, stop), optional
+        Diagonal blocks to outline, rows and columns ``start .. stop - 1`` (a
+        cluster's, when the rows are grouped by cluster).
     """
     rows, cols = np.asarray(rows), np.asarray(cols)
     if rows.shape != cols.shape:
         raise ValueError(f"rows and cols must have the same shape; got {rows.shape} and "
                          f"{cols.shape}")
     frame = pd.DataFrame({"column": cols, "row": rows})
-    points = hv.Points(frame, kdims=[hv.Dimension("column", label="column j"),
-                                     hv.Dimension("row", label="row i")])
+    column = hv.Dimension("column", label="column j")
+    row = hv.Dimension("row", label="row i")
+    points = hv.Points(frame, kdims=[column, row])
     image = rasterize(points, aggregator=ds.count(), x_range=(0, n), y_range=(0, n),
                       vdim_prefix="")
-    return dynspread(image, threshold=0.8, max_px=2).opts(
+    opts = dict(invert_yaxis=True, title=title, xlabel="column j", ylabel="row i",
+                responsive=True, min_height=360, data_aspect=1, xticks=_integer_ticker(),
+                yticks=_integer_ticker(), **_axes_opts())
+    drawn = dynspread(image, threshold=0.8, max_px=2).opts(
         cmap="kbc_r" if "kbc_r" in colorcet.palette else "Blues", cnorm="eq_hist",
-        invert_yaxis=True, title=title, xlabel="column j", ylabel="row i",
-        responsive=True, min_height=360, data_aspect=1, colorbar=False, tools=["hover"],
-        xticks=_integer_ticker(), yticks=_integer_ticker(), **_axes_opts(),
-    )
+        colorbar=False, tools=["hover"], **opts)
+    if not blocks:
+        return drawn
+    # (x0, y0, x1, y1) per block; the pixel grid puts entry i in [i, i + 1).
+    boxes = hv.Rectangles([(a, a, b, b) for a, b in blocks], kdims=[column, row, "x1", "y1"])
+    outline = boxes.opts(fill_alpha=0, line_color=BLOCK_COLOR, line_width=1.5,
+                         line_dash="dashed")
+    return (drawn * outline).opts(**opts)
 
 
 def nnz_histogram(counts, edges, *, hypo=None, title="Nonzeros per row"):

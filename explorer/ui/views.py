@@ -22,7 +22,8 @@ import param
 from explorer.components import components_besides_isolated
 from explorer.embedding import eigengap_k
 
-from . import _export, plots
+from . import _export, _jobs, plots
+from ._order import MODES, OrderState
 from .controls import LabelledCheckbox
 from .state import STAGES, STEPS, ExplorerState
 
@@ -568,56 +569,123 @@ class SpectrumView(pn.viewable.Viewer):
 
 
 class SparsityView(pn.viewable.Viewer):
-    """Spy plot of the run's CSR (optionally ordered by cluster) and its nnz histogram."""
+    """Spy plot of the run's S in the order chosen (as loaded, reordered before any
+    clustering, by cluster) with what the order does to the product traffic, and the
+    run's nnz histogram."""
 
     state = param.ClassSelector(class_=ExplorerState)
-    ordered = param.Boolean(default=True, doc="Order rows and columns by cluster.")
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.order = LabelledCheckbox(self, "ordered", "order rows and columns by cluster")
+        self.orders = OrderState(self.state.views)
+        self.mode = pn.widgets.RadioButtonGroup.from_param(
+            self.orders.param.mode, name="order", button_type="primary",
+            button_style="outline", css_classes=["spy-order"])
+        self.method = pn.widgets.Select.from_param(
+            self.orders.param.method, name="row order (reordered, and within clusters)",
+            width=260, css_classes=["spy-method"])
         self.spy = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=440)
         self.hist = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=300)
         self.text = pn.pane.Markdown(NO_RUN, **_WIDE)
+        self.note = pn.pane.Markdown("", css_classes=["spy-note"], styles={"color": "#555"},
+                                     **_WIDE)
         self.body = _body(pn.Row, self.spy, self.hist, **_WIDE)
         self.badge = StaleBadge(self.state, self.body)
+        self._shown = None  # the run whose histogram and text are drawn
+        self._drawn = None  # the orders the spy plot draws
+        self._coords = None  # (run, rows, cols): the run's entries, sampled once
         self.state.views.param.watch(self._render, "result")
-        self.param.watch(self._render, "ordered")
+        self.orders.param.watch(self._render, ["result", "busy", "error"])
+        _in_background(self.orders)
         self._render()
 
     def _render(self, *events) -> None:
         shown = _presentation(self.state)
         if shown is None:
             self.spy.object = self.hist.object = None
-            self.text.object = NO_RUN
+            self.text.object, self.note.object = NO_RUN, ""
+            self._shown = self._drawn = self._coords = None
             return
         result = shown.run
-        vertices = graph_vertices(shown)  # the representatives' graph in that mode
-        if vertices is None:
+        if graph_vertices(shown) is None:  # landmark mode: no graph of the points
             self.spy.object = self.hist.object = None
-            self.text.object = NO_GRAPH
+            self.text.object, self.note.object = NO_GRAPH, ""
+            self._shown = self._drawn = self._coords = None
             return
-        labels, xy, n = vertices
-        rows, cols = _entries(result.csr, SPY_MAX_ENTRIES)
-        if self.ordered:
-            rank = _cluster_order(labels, xy)
-            rows, cols = rank[rows], rank[cols]
-        s = result.graph_stats
-        how = "rows ordered by cluster" if self.ordered else "rows in data order"
-        self.spy.object = plots.spy(rows, cols, n,
-                                    title=f"Sparsity pattern of S ({how})")
-        counts, edges = s.nnz_row_hist
-        self.hist.object = plots.nnz_histogram(counts, edges, hypo=s.hypo_max_nnz_row)
-        sampled = (f" The plot shows a uniform sample of {len(rows):,} of the nonzeros."
-                   if len(rows) < result.csr.nnz else "")
-        self.text.object = (
-            f"n = {s.n:,}, nnz = {s.nnz:,} ({s.nnz_row_mean:.1f} per row, max "
-            f"{s.nnz_row_max:,}), {s.sparsity:.4f} % zeros. Built by **{result.method}** on "
-            f"**{result.backend}**: {result.method_reason}.{sampled}"
-        )
+        if shown is not self._shown:
+            self._shown = shown
+            s = result.graph_stats
+            counts, edges = s.nnz_row_hist
+            self.hist.object = plots.nnz_histogram(counts, edges, hypo=s.hypo_max_nnz_row)
+            drawn = min(int(result.csr.nnz), SPY_MAX_ENTRIES)
+            sampled = (f" The plot shows a uniform sample of {drawn:,} of the nonzeros."
+                       if drawn < result.csr.nnz else "")
+            self.text.object = (
+                f"n = {s.n:,}, nnz = {s.nnz:,} ({s.nnz_row_mean:.1f} per row, max "
+                f"{s.nnz_row_max:,}), {s.sparsity:.4f} % zeros. Built by **{result.method}** on "
+                f"**{result.backend}**: {result.method_reason}.{sampled}"
+            )
+        o = self.orders
+        orders = o.result if o.result is not None and o.result.shown is shown else None
+        if orders is None and self._drawn is not None and self._drawn.shown is not shown:
+            self.spy.object, self._drawn = None, None  # another run's picture
+        if orders is not None and orders is not self._drawn:
+            self._drawn = orders
+            order = orders.current
+            rows, cols = self._entries(result)
+            self.spy.object = plots.spy(order.positions(rows), order.positions(cols),
+                                        int(result.csr.shape[0]),
+                                        title=order.title(), blocks=order.blocks)
+        if o.error:
+            self.note.object = f"**The order could not be computed**: {o.error}"
+        elif o.busy or orders is None or (orders.mode, orders.method) != (o.mode, o.method):
+            self.note.object = (f"*Computing the order ({o.mode}, {o.method})…*"
+                                if o.mode != "as loaded" else "*Measuring the order…*")
+        else:
+            self.note.object = _order_note(orders.current)
+
+    def _entries(self, result):
+        """The run's stored entries (a sample above SPY_MAX_ENTRIES), read once a run."""
+        if self._coords is None or self._coords[0] is not result:
+            self._coords = (result, *_entries(result.csr, SPY_MAX_ENTRIES))
+        return self._coords[1:]
 
     def __panel__(self):
-        return pn.Column(self.badge.pane, self.order, self.text, self.body, **_WIDE)
+        return pn.Column(self.badge.pane, pn.Row(self.mode, self.method), self.note,
+                         self.text, self.body, **_WIDE)
+
+
+def _order_note(order) -> str:
+    """What the spy plot's order is and what it does to a product's traffic."""
+    traffic = (f"A product S·X moves {order.traffic.ratio:.2f}× the bytes of its floor in "
+               "this order (the rows of X a tile of 256 rows needs, fetched once per tile)")
+    if order.mode == "as loaded":
+        return (f"Rows and columns in the data's order. {traffic}. Rows that are neighbours "
+                "in the graph need not be near in the file: shuffled data give a cloud.")
+    why = f" The rule: {order.reason}." if order.reason else ""
+    if order.mode == "reordered":
+        return (f"Rows and columns in the **{order.method}** order ({order.how}), computed "
+                f"from S alone, before any clustering, in {order.seconds:.2g} s: neighbours "
+                f"get nearby numbers, so the entries gather in bands. {traffic}; as loaded "
+                f"{order.baseline.ratio:.2f}×.{why}")
+    return (f"Rows and columns grouped by the run's clusters (in label order, unclustered "
+            f"−1 last), each cluster in the **{order.method}** order ({order.how}): a "
+            f"cluster's edges fill its diagonal block (outlined in red), the edges between "
+            f"clusters are the specks off the blocks. {traffic}; as loaded "
+            f"{order.baseline.ratio:.2f}×.")
+
+
+def _in_background(stage) -> None:
+    """Run `stage`'s jobs as the app runs its state's (:class:`~explorer.ui.app.ExplorerApp`):
+    on worker threads, asked for whenever its inputs change, latest wins."""
+    stage.executor = _jobs.in_threads
+
+    def schedule() -> None:
+        if stage.claim():
+            pn.state.execute(stage.request)
+
+    stage.on_change = schedule
+    stage.refresh()
 
 
 class TimingsView(pn.viewable.Viewer):
@@ -667,6 +735,14 @@ class TimingsView(pn.viewable.Viewer):
 _HEADING = "<h3 style='font-size:1.3rem;font-weight:600;margin:0.3em 0 0.4em 0'>{}</h3>"
 
 
+#: The tour's steps that draw S in the orders of :mod:`explorer.ui._order`.
+ORDER_STEPS = ("blocks", "laplacian")
+
+#: The titles of the blocks step's three pictures (formatted with the row order's name).
+_TOUR_TITLES = {"as loaded": "S as loaded: a cloud", "reordered": "reordered ({}): bands",
+                "by cluster": "by cluster: diagonal blocks"}
+
+
 class TeachingView(pn.viewable.Viewer):
     """The guided pipeline, one step at a time."""
 
@@ -685,20 +761,32 @@ class TeachingView(pn.viewable.Viewer):
         self._drawn = None
         s = self.state
         t = s.teaching
+        # S in three orders (the blocks step; the Laplacian step draws the last),
+        # computed only while one of those steps is shown.
+        self.orders = OrderState(s.views, mode="by cluster", active=False)
         self.previous.on_click(lambda e: t.previous())
         self.next.on_click(lambda e: t.next())
+        t.param.watch(self._activate, "step")  # before the drawing: it shows the job
         t.param.watch(self._render, "step")
         s.tour.param.watch(self._render, ["result", "busy"])
         s.run_state.param.watch(self._render, "stale")
         s.views.param.watch(self._render, "result")
         s.data.param.watch(self._render, "result")
+        self.orders.param.watch(self._render, ["result", "busy", "error"])
+        _in_background(self.orders)
+        self._activate()
         self._render()
+
+    def _activate(self, *events) -> None:
+        self.orders.active = self.state.teaching.current.key in ORDER_STEPS
 
     def _render(self, *events) -> None:
         s = self.state
         t, data, shown = s.teaching, s.data.result, _presentation(s)
         step = t.current
-        key = (t.step, data, shown, s.tour.result, s.tour.busy, s.run_state.stale)
+        o = self.orders
+        key = (t.step, data, shown, s.tour.result, s.tour.busy, s.run_state.stale, o.result,
+               o.busy, o.error)
         if key == self._drawn:  # what is drawn is drawn already
             return
         self._drawn = key
@@ -740,20 +828,38 @@ class TeachingView(pn.viewable.Viewer):
             result, xy = shown.run, shown.data.xy
             if s.run_state.stale:
                 self.extra.object = stale_text(s.run_state)
-            if step.key == "laplacian":
-                vertices = graph_vertices(shown)
-                if vertices is None:
-                    self.plot.object = plots.spectrum(result.eigenvalues,
-                                                      k_suggested=result.k_suggested)
+            if step.key in ORDER_STEPS:
+                orders = o.result if o.result is not None and o.result.shown is shown else None
+                spectrum = plots.spectrum(result.eigenvalues, k_suggested=result.k_suggested)
+                if graph_vertices(shown) is None:  # landmark mode: no graph of the points
+                    self.plot.object = spectrum
                     self.extra.object = NO_GRAPH
                     return
-                labels, vxy, n = vertices
+                n = int(result.csr.shape[0])  # the representatives' graph in that mode
+                if orders is None:  # the orders are being computed (or failed)
+                    self.plot.object = spectrum if step.key == "laplacian" else None
+                    self.extra.object = (f"The orders could not be computed: {o.error}"
+                                         if o.error else "Ordering the rows of S…")
+                    return
                 rows, cols = _entries(result.csr, SPY_MAX_ENTRIES)
-                rank = _cluster_order(labels, vxy)
-                self.plot.object = (
-                    plots.spy(rank[rows], rank[cols], n, title="S, ordered by cluster")
-                    + plots.spectrum(result.eigenvalues, k_suggested=result.k_suggested)
-                )
+                by_cluster = orders["by cluster"]
+                if step.key == "laplacian":
+                    self.plot.object = plots.spy(
+                        by_cluster.positions(rows), by_cluster.positions(cols), n,
+                        title="S, ordered by cluster", blocks=by_cluster.blocks) + spectrum
+                    return
+                spies = [plots.spy(orders[m].positions(rows), orders[m].positions(cols),
+                                   n, title=_TOUR_TITLES[m].format(orders[m].method),
+                                   blocks=orders[m].blocks)
+                         for m in MODES]
+                self.plot.object = (spies[0] + spies[1] + spies[2]).cols(3).opts(
+                    shared_axes=False)
+                ratios = ", ".join(f"{m} {orders[m].traffic.ratio:.2f}×" for m in MODES)
+                self.extra.object = " ".join(filter(None, [
+                    f"Product traffic over its floor (the bytes one eigensolver product S·X "
+                    f"moves): {ratios}. Reordered by {orders['reordered'].method} "
+                    f"({orders['reordered'].how}).",
+                    self.extra.object]))
             elif step.key == "eigenvectors":
                 i = min(2, result.vectors.shape[1])
                 self.plot.object = plots.valued_points(
@@ -852,19 +958,6 @@ def _entries(csr, limit: int, seed: int = 0):
     pick = np.sort(np.random.default_rng(seed).choice(nnz, limit, replace=False))
     rows = np.searchsorted(csr.indptr, pick, side="right") - 1
     return rows, np.asarray(csr.indices)[pick]
-
-
-def _cluster_order(labels, xy) -> np.ndarray:
-    """Position of each vertex in an ordering that lists each cluster contiguously
-    (isolated first) and, inside a cluster, follows the first drawing coordinate:
-    presentation only, so that the spy plot shows blocks, and bands inside them."""
-    keys = (labels,) if xy is None else (np.asarray(xy)[:, 0], labels)
-    perm = np.lexsort(keys)
-    rank = np.empty_like(perm)
-    rank[perm] = np.arange(perm.size)
-    return rank
-
-
 
 
 def _as_file(content: bytes):
