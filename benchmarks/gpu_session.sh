@@ -5,12 +5,11 @@
 # puts them where they are committed (docs/large-scaling.png too, where drawn).
 #
 # usage: bash benchmarks/gpu_session.sh PART [OUT]      (OUT defaults to $OUT)
-#   quality-1e6-a        every shape family at 5,000 on the GPU; the kNN families at 1e6
-#   quality-1e6-b        moons 0.1, circles 0.1, spirals 0.05 at 1e6 (ε default)
-#   quality-1e6-c        blobs 0.3, aniso 0.25 at 1e6 (ε default)
-#   quality-1e7-a        the kNN families at 1e7
-#   quality-1e7-b        moons 0.1 at 1e7 under a 420 s bound; the other ε families recorded
-#                        as not run, with the reason
+#   quality-1e6-a        every shape family at 5,000 on the GPU; the families whose exact
+#                        graph is kNN at 1e6 (default, exact, knn, k-means)
+#   quality-1e6-b        the families whose exact graph is the ε-graph at 1e6 (default,
+#                        exact bounded at 100 s, k-means)
+#   quality-1e7          every family at 1e7 (default, k-means; exact on the kNN families)
 #   large-landmarks-1e7  mode="landmarks" on infinite digits 125K-1e6 and 1e7 x 784, the
 #                        exact pipeline once at 1e6 (ari_exact), merged into large.json
 # The parts' sizes, families and bounds are benchmarks/quality.py's PARTS. Each part stops
@@ -32,7 +31,7 @@ LOG="$OUT/$PART.log"
   git rev-parse HEAD 2>/dev/null; git status --short 2>/dev/null | head -n 20; } > "$LOG" 2>&1
 
 case $PART in
-  quality-1e6-a|quality-1e6-b|quality-1e6-c|quality-1e7-a|quality-1e7-b)
+  quality-1e6-a|quality-1e6-b|quality-1e7)
     timeout -k 10 "${HARD_TIMEOUT:-570}" "$PY" benchmarks/quality.py --gpu --part "$PART" \
       --out-dir "$OUT/benchmarks/results" >> "$LOG" 2>&1
     echo "quality.py exit status $?" >> "$LOG"
@@ -46,8 +45,8 @@ case $PART in
       || echo "plot not drawn here: run python benchmarks/scaling_plot.py large" >> "$LOG"
     ;;
   *)
-    echo "unknown part $PART; use quality-1e6-a, quality-1e6-b, quality-1e6-c, quality-1e7-a," \
-      "quality-1e7-b or large-landmarks-1e7" >&2
+    echo "unknown part $PART; use quality-1e6-a, quality-1e6-b, quality-1e7 or" \
+      "large-landmarks-1e7" >&2
     exit 2
     ;;
 esac

@@ -185,44 +185,39 @@ LARGE_ON_CPU = ("moons noise=0.05", "circles noise=0.05", "blobs cluster_std=0.1
 #: The shape families whose 5,000-point default is the kNN graph (quality.json: the
 #: components of a kNN graph, seconds at 10⁶ on the GPU) and those where it is the
 #: ε-graph (the noisier level: at 10⁶ the Chebyshev solve of a connected ε-graph, about
-#: a minute for moons noise 0.1 in quality-gpu-partial.json).
+#: 41-73 s at 10⁶ in quality-gpu.json, exact).
 KNN_FAMILIES = ("moons noise=0.05", "circles noise=0.05", "blobs cluster_std=0.15",
                 "aniso cluster_std=0.15", "varied", "spirals noise=0.02")
 EPSILON_FAMILIES = ("moons noise=0.1", "circles noise=0.1", "spirals noise=0.05",
                     "blobs cluster_std=0.3", "aniso cluster_std=0.25")
 
-#: Why the ε families but one are not run at 10⁷ (recorded in their rows).
-EPSILON_1E7_SKIPPED = (
-    "not run at 1e7 in this plan: at 1e6 the default (the ε-graph, as at 5,000) spent "
-    "about a minute in the Chebyshev solve of a connected graph (moons noise 0.1: 59 s, "
-    "quality-gpu-partial.json); at 1e7 the graph is 10x larger and its gap smaller, so a "
-    "family would not fit one device call; moons noise=0.1 is run under a bound as the "
-    "group's probe (part quality-1e7-b)")
+#: Why the exact pipeline is not run on the ε families at 10⁷ (recorded in their rows).
+EXACT_1E7_SKIPPED = (
+    "exact not run at 1e7: at 1e6 the exact default of these families (the ε-graph, as "
+    "at 5,000) spent 41-73 s, most in the Chebyshev solve of a connected graph; at 1e7 "
+    "the graph is 10x larger and its gap smaller, beyond one device call")
 
 #: The GPU parts, one device call each (< 9 minutes with the bounds below): sizes,
-#: families, methods, per-call bound (s), part budget (s), families recorded as skipped
-#: with a reason, and whether a method that repeats the default's graph is skipped
-#: (``same_as_default``: the default chose that affinity, with the same edge rule and
-#: seed the result is the same; at 5,000 points everything runs).
+#: families, methods, per-call bound (s), part budget (s), families whose ``exact``
+#: method is recorded as not run above 5,000 points, with the reason. Above 5,000
+#: points a method that repeats the default's graph is skipped as the same (the
+#: default chose that affinity or the exact mode, with the same edge rule and seed).
+#: ``default`` is ``mode="auto"``: representatives past 10⁵ low-d points
+#: (explorer.representatives.EXACT_MAX_N_LOW_D); ``exact`` is what the default was
+#: before that rule, run beside it.
 PARTS = {
     # the reference on the device: every family at 5,000; the kNN families at 10⁶
     "quality-1e6-a": {"sizes": (5000, 1_000_000), "families": KNN_FAMILIES + EPSILON_FAMILIES,
-                      "large_families": KNN_FAMILIES, "methods": ("default", "knn", "kmeans"),
+                      "large_families": KNN_FAMILIES,
+                      "methods": ("default", "exact", "knn", "kmeans"),
                       "method_limit": 150, "budget": 500},
-    "quality-1e6-b": {"sizes": (1_000_000,),
-                      "families": ("moons noise=0.1", "circles noise=0.1", "spirals noise=0.05"),
-                      "methods": ("default", "knn", "kmeans"), "method_limit": 200,
-                      "budget": 500},
-    "quality-1e6-c": {"sizes": (1_000_000,),
-                      "families": ("blobs cluster_std=0.3", "aniso cluster_std=0.25"),
-                      "methods": ("default", "knn", "kmeans"), "method_limit": 230,
-                      "budget": 500},
-    "quality-1e7-a": {"sizes": (10_000_000,), "families": KNN_FAMILIES,
-                      "methods": ("default", "knn", "kmeans"), "method_limit": 120,
-                      "budget": 500},
-    "quality-1e7-b": {"sizes": (10_000_000,), "families": EPSILON_FAMILIES,
-                      "skip": {f: EPSILON_1E7_SKIPPED for f in EPSILON_FAMILIES[1:]},
-                      "methods": ("default", "kmeans"), "method_limit": 420, "budget": 480},
+    "quality-1e6-b": {"sizes": (1_000_000,), "families": EPSILON_FAMILIES,
+                      "methods": ("default", "exact", "kmeans"), "method_limit": 100,
+                      "budget": 520},
+    "quality-1e7": {"sizes": (10_000_000,), "families": KNN_FAMILIES + EPSILON_FAMILIES,
+                    "exact_skipped": {f: EXACT_1E7_SKIPPED for f in EPSILON_FAMILIES},
+                    "methods": ("default", "exact", "kmeans"), "method_limit": 120,
+                    "budget": 520},
 }
 
 #: The affinity each of our non-default methods asks for (its graph is the default's
@@ -290,7 +285,8 @@ def cases(sizes, *, quick=False, all_large=True, families=None, large_families=N
 def _ours(**params):
     def run(X, k, backend):
         sc = SpectralClustering(k, random_state=SEED, backend=backend, **params).fit(X)
-        chosen = {"affinity": getattr(sc, "affinity_", params.get("affinity", "epsilon")),
+        chosen = {"mode": sc.mode_,
+                  "affinity": getattr(sc, "affinity_", params.get("affinity", "epsilon")),
                   "why": getattr(sc, "affinity_why_", None),
                   "edge_rule": None if sc.edge_rule_ is None else sc.edge_rule_.describe(),
                   "n_unclustered": int((_host(sc.labels_) < 0).sum()),
@@ -298,7 +294,8 @@ def _ours(**params):
                   "eigen_solver": sc.eigen_solver_,
                   "nnz": int(sc.graph_stats_.nnz),
                   "timings": dict(sc.timings_),
-                  GRAPH_KEY: sc.affinity_matrix_}
+                  # the graph of the points (a representatives' graph is of m centres)
+                  GRAPH_KEY: sc.affinity_matrix_ if sc.mode_ == "exact" else None}
         return sc.labels_, chosen
     return run
 
@@ -353,6 +350,7 @@ def _kmeans(X, k, backend):
 #: name -> (runner, largest n it runs at or None).
 METHODS = {
     "default": (_ours(), None),
+    "exact": (_ours(mode="exact"), None),
     "knn": (_ours(affinity="knn", sigma="local"), None),
     "epsilon": (_ours(affinity="epsilon"), None),
     "sklearn_nn": (_sklearn("nearest_neighbors"), SKLEARN_NN_MAX),
@@ -453,14 +451,17 @@ def warm_up(methods, backend):
 
 
 def run_case(case, methods, backend, repeats, *, method_limit=None, deadline=None,
-             same_as_default=False):
+             same_as_default=False, exact_skipped=None):
     """Score every method on one data set; the row (per method: ARI, NMI, seconds and
     what our estimator chose, or why it did not run).
 
     `method_limit` bounds each call (seconds; a call still running is stopped and
     recorded as ``timed_out``); `deadline` (``time.perf_counter()`` value) skips the
     methods that would start after it; `same_as_default` skips knn/epsilon where the
-    default chose that affinity (the same graph, rule and seed: the same labels)."""
+    default chose that affinity (the same graph, rule and seed: the same labels), and
+    ``exact`` where the default chose the exact pipeline; `exact_skipped` (family ->
+    reason) records ``exact`` as not run above 5,000 points."""
+    exact_skipped = exact_skipped or {}
     X, y = case["make"]()
     n = X.shape[0]
     k = int(np.unique(y).size)
@@ -480,7 +481,19 @@ def run_case(case, methods, backend, repeats, *, method_limit=None, deadline=Non
                                       or float(X.std(axis=0).max()) > RBF_MAX_SPREAD):
             row["methods"][name] = {"skipped": RBF_SKIPPED}
             continue
-        chose = row["methods"].get("default", {}).get("affinity")
+        default = row["methods"].get("default", {})
+        if same_as_default and name == "exact" and default.get("mode") == "exact":
+            row["methods"][name] = {
+                "skipped": "same as default: mode='auto' chose 'exact' (the same labels)",
+                "same_as": "default"}
+            print(f"  {name:12s} same as default", flush=True)
+            continue
+        skip = exact_skipped.get(case["family"]) if name == "exact" and n > 5000 else None
+        if skip:
+            row["methods"][name] = {"skipped": skip}
+            print(f"  {name:12s} skipped: {skip[:60]}", flush=True)
+            continue
+        chose = default.get("affinity")
         if same_as_default and chose is not None and METHOD_AFFINITY.get(name) == chose:
             row["methods"][name] = {
                 "skipped": f"same as default: affinity='auto' chose {chose!r}, the graph, "
@@ -798,7 +811,8 @@ def main(argv=None):
         else:
             t_case = time.perf_counter()
             rows.append(run_case(case, methods, backend, repeats, method_limit=method_limit,
-                                 deadline=deadline, same_as_default=case["n"] > 5000))
+                                 deadline=deadline, same_as_default=case["n"] > 5000,
+                                 exact_skipped=part.get("exact_skipped")))
             rows[-1]["seconds_set"] = time.perf_counter() - t_case  # data and every method
         # what is done so far, in case a time limit stops the run
         _write(name + "-partial", {"rows": rows, "methods": methods, "backend": backend,

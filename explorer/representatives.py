@@ -63,6 +63,16 @@ REPRESENTATIVE_INIT = "random"
 #: neighbours); explorer.graph's ``GRID_D``).
 EXACT_MAX_LOW_D = 8
 
+#: ``mode="auto"``: ... but only up to this many points. Beyond, a graph of every point
+#: resolves detail far finer than the clusters: inside a cluster its smallest
+#: eigenvalues fall below the cut between clusters whose tails touch at that density,
+#: and the partition splits a cluster instead. Measured on an H200
+#: (benchmarks/results/quality-gpu.json, representatives-scale.json): the exact default
+#: scored ARI 0.73 on aniso 0.25 at 10⁶ and 0.36 on circles 0.05 at 10⁷ (each 1.00 at
+#: 5,000 points), and 0.72 on aniso 0.25 at 2·10⁵ on the CPU; the representatives
+#: 0.995 and 1.000 in 1.5 s and 1.0 s. At 10⁵ the exact default scores as at 5,000.
+EXACT_MAX_N_LOW_D = 100_000
+
 
 def choose_mode(mode, n: int, d: int, *, backend: str, metric: str = "auto",
                 n_representatives: int | None = None) -> tuple[str, str]:
@@ -92,8 +102,15 @@ def choose_mode(mode, n: int, d: int, *, backend: str, metric: str = "auto",
     if n <= m:
         return "exact", f"n={n} <= {m} representatives: the exact graph is as small"
     if d <= EXACT_MAX_LOW_D and metric != "cosine":
-        return "exact", (f"d={d} <= {EXACT_MAX_LOW_D}: the exact ε-graph visits neighbouring "
-                         "cells only (grid / kd-tree), O(n · neighbours)")
+        if n <= EXACT_MAX_N_LOW_D:
+            return "exact", (f"d={d} <= {EXACT_MAX_LOW_D}: the exact graph visits "
+                             "neighbouring cells only (grid / kd-tree), O(n · neighbours)")
+        return "representatives", (
+            f"n={n} > {EXACT_MAX_N_LOW_D} points: a graph of every point resolves detail "
+            "far finer than the clusters (its smallest eigenvalues split a cluster before "
+            "the cut between clusters that touch at this density); k-means representatives "
+            f"(m={m}) give the graph the resolution of m points, labels mapped back "
+            "(papers/004); mode='exact' for the graph of every point")
     work = float(n) * n * d
     limit = EXACT_MAX_WORK[backend]
     if work <= limit:

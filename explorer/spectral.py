@@ -168,8 +168,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         point takes its centre's label. An approximation: points are similar when
         their representatives are, and every point of a representative's cell gets
         one label. ``"auto"``: :func:`explorer.representatives.choose_mode`, exact
-        for distance rules on d <= 8 features (grid / kd-tree builds) or while n²·d
-        is at most 2·10¹⁴ on the GPU (10¹⁰ on the CPU), representatives beyond;
+        for distance rules on d <= 8 features (grid / kd-tree builds) up to 10⁵
+        points, or while n²·d is at most 2·10¹⁴ on the GPU (10¹⁰ on the CPU),
+        representatives beyond (past 10⁵ low-d points a graph of every point splits
+        clusters that touch: the choice is for the answer, not the time);
         ``mode_why_`` says which and why (``"auto"`` never picks landmarks: ask for
         them). Ignored with ``affinity="precomputed"`` and on Dask arrays (always
         exact there). ``"landmarks"``: landmark spectral clustering

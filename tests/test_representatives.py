@@ -11,6 +11,7 @@ from explorer import SpectralClustering
 from explorer.metrics import adjusted_rand_score
 from explorer.representatives import (
     DEFAULT_REPRESENTATIVES,
+    EXACT_MAX_N_LOW_D,
     EXACT_MAX_WORK,
     assign_rows,
     check_n_representatives,
@@ -96,8 +97,14 @@ def test_assign_rows_in_blocks_far_from_the_origin(rng, monkeypatch):
 
 
 def test_auto_mode_rule():
-    # Few features with a distance rule: exact whatever n (grid / kd-tree).
-    assert choose_mode("auto", 10**8, 4, backend="gpu")[0] == "exact"
+    # Few features with a distance rule: exact up to EXACT_MAX_N_LOW_D points (grid /
+    # kd-tree), then representatives: a graph of every point splits clusters there.
+    assert choose_mode("auto", EXACT_MAX_N_LOW_D, 4, backend="gpu")[0] == "exact"
+    for backend in ("gpu", "cpu"):
+        mode, why = choose_mode("auto", EXACT_MAX_N_LOW_D + 1, 2, backend=backend)
+        assert mode == "representatives" and "resolution of m points" in why
+    assert choose_mode("auto", 10**8, 4, backend="gpu")[0] == "representatives"
+    assert choose_mode("exact", 10**8, 4, backend="gpu")[0] == "exact"
     # ... not with the cosine metric.
     mode, why = choose_mode("auto", 10**7, 4, backend="gpu", metric="cosine")
     assert mode == "representatives" and "n²·d" in why
