@@ -327,6 +327,12 @@ def test_stray_pieces_and_largest_components_as_single_process(client, rng):
     assert (labels == -1).sum() == 53
     np.testing.assert_array_equal(labels, ref.labels_)
     np.testing.assert_array_equal(sc.embedding_.compute(), ref.embedding_)
+    # The labels are the workers' blocks: a pickled estimator reads them while the
+    # cluster holds them.
+    import pickle
+
+    back = pickle.loads(pickle.dumps(sc))
+    np.testing.assert_array_equal(back.labels_.compute(), ref.labels_)
 
 
 @pytest.mark.parametrize(("chunks", "few_links"),
@@ -510,6 +516,32 @@ def test_local_cuda_cluster_one_worker_same_as_one_gpu(rng):
     assert adjusted_rand_score(ref.labels_.get(), labels.get()) == 1.0
     assert adjusted_rand_score(ref_km.labels_.get(), km_labels.get()) == 1.0
     np.testing.assert_allclose(sc.eigenvalues_, ref.eigenvalues_, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_local_cuda_cluster_components_embedding_on_the_worker(rng):
+    """CuPy chunks with exactly k components: each row block's forest by the device
+    union-find, the embedding per block on the worker: the one-GPU fit's clusters and
+    embedding (one-hot rows, exactly), CuPy labels."""
+    import cupy
+    from sklearn.metrics import adjusted_rand_score
+
+    from explorer import SpectralClustering
+
+    dask_cuda = pytest.importorskip("dask_cuda")
+    X = _components_data(rng, [700, 700, 700, 700])
+    kw = dict(n_clusters=4, threshold_sqdist=0.3, n_init=2, random_state=0)
+    ref = SpectralClustering(**kw, backend="gpu").fit(cupy.asarray(X))
+    with dask_cuda.LocalCUDACluster(n_workers=1, threads_per_worker=1) as cluster, \
+            distributed.Client(cluster):
+        Xd = da.from_array(X, chunks=(900, -1)).map_blocks(cupy.asarray)
+        sc = SpectralClustering(**kw).fit(Xd)
+        labels = sc.labels_.compute()
+        embedding = sc.embedding_.compute()
+    assert sc.eigen_solver_ == ref.eigen_solver_ == "components"
+    assert isinstance(labels, cupy.ndarray)
+    assert adjusted_rand_score(ref.labels_.get(), labels.get()) == 1.0
+    np.testing.assert_array_equal(embedding, ref.embedding_.get())
 
 
 @pytest.mark.gpu

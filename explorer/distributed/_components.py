@@ -240,10 +240,13 @@ def block_forest(S, r0, offsets):
     rows, n = int(S.shape[0]), int(offsets[-1])
     ids, compact = compact_columns(S, r0, n)
     size = rows + int(ids.shape[0])
-    indptr = xp.concatenate([S.indptr.astype(compact.dtype),
-                             xp.full(size - rows, S.nnz, dtype=compact.dtype)])
-    pattern = csr_from_arrays(xp.ones(S.nnz, dtype=xp.int8), compact, indptr, (size, size),
-                              canonical=False)
+    # int32 offsets below 2³¹ entries: the device union-find reads int32 arrays.
+    ptr = compact.dtype if S.nnz < 2**31 else xp.int64
+    compact = compact.astype(ptr, copy=False)
+    indptr = xp.concatenate([S.indptr.astype(ptr), xp.full(size - rows, S.nnz, dtype=ptr)])
+    # cupyx matrices hold floating-point values only; the pattern's values are unused.
+    ones = xp.ones(S.nnz, dtype=xp.int8 if xp is np else xp.float32)
+    pattern = csr_from_arrays(ones, compact, indptr, (size, size), canonical=False)
     if xp is np:
         comp = connected_components(pattern, directed=False)[1]
         # The first row of each component names it (rows come first in the compact

@@ -181,10 +181,18 @@ def fit_spectral(estimator, X, client=None):
        (:meth:`explorer.EdgeRule.suggest`, which samples at most 20 000 rows);
     2. the graph as CSR row blocks (:func:`~explorer.distributed.build_row_blocks`;
        ``method`` must be one of its builders or ``"auto"``);
-    3. the embedding (:func:`distributed_embedding`): solver ``"auto"``, ``"dense"``,
-       ``"lobpcg"`` or ``"lanczos"``;
-    4. k-means of the embedding's rows, distributed with the data's row blocks
-       (:func:`~explorer.distributed.kmeans_fit`).
+    3. with a fixed k, the connected components, labelled per row block with only the
+       links between blocks merged on the client
+       (:func:`~explorer.distributed._components.block_components`), and the
+       single-process components rule: stray pieces out, then the k largest;
+    4. the embedding: with exactly k components left (solver ``"auto"`` or
+       ``"components"``) their indicator vectors, row block by row block on the
+       workers (:func:`~explorer.distributed._embedding.components_embedding`);
+       otherwise :func:`distributed_embedding` (``"dense"``, ``"lobpcg"`` or
+       ``"lanczos"``, the solver on the client against the row-block operator);
+    5. k-means of the embedding's rows, distributed with the row blocks
+       (:func:`~explorer.distributed.kmeans_fit`); the components embedding's rows
+       never leave their workers, nor do the labels.
 
     The random stream is the single-process one: the eigensolver draws its seed, then
     k-means seeds from the same `random_state`. With the same solver, the distributed
@@ -194,20 +202,23 @@ def fit_spectral(estimator, X, client=None):
 
     `backend` is not used: the work runs where the chunks are (NumPy chunks on the
     workers' CPUs, CuPy chunks on their GPUs). Attributes differ from the
-    single-process fit in kind: `labels_` is a Dask array
-    with X's row chunks; `embedding_`, `eigenvectors_`, `isolated_` are NumPy arrays
-    on the client; `affinity_matrix_` and `graph_` are the
+    single-process fit in kind: `labels_`, `embedding_` and `eigenvectors_` are Dask
+    arrays with X's row chunks (``.compute()`` gathers them; the embedding's chunks are
+    NumPy, the labels' those of X); `isolated_` is a NumPy array on the client;
+    `affinity_matrix_` and `graph_` are the
     :class:`~explorer.distributed.RowBlockGraph` (its ``to_csr()`` gathers it);
     `backend_` is ``"dask"``.
 
-    Connected components are counted as the single-process fit counts them (a forest
-    per row block, merged on the client:
-    :func:`~explorer.distributed._components.component_labels`), and with a fixed k
-    the same rules follow: the k largest components when there are more (a warning,
-    label −1 for the rest), the ``"components"`` solver under ``"auto"`` when exactly
-    k. Not distributed (yet): the ``"chebyshev"`` solver (``"auto"`` takes LOBPCG past
-    :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices) and GPU builders per row
-    block (CuPy chunks build on their worker's host).
+    Connected components follow the single-process rules (stray pieces, the k largest
+    with a warning and label −1 for the rest, the ``"components"`` solver under
+    ``"auto"`` when exactly k are left). On the CPU the components embedding equals
+    the single-process one (the one-hot rows exactly, U to float64 rounding: the
+    column norms are summed per block). From 10⁵ rows k-means|| draws per block, so
+    the labels are the single-process clusters, possibly numbered otherwise. Not
+    distributed (yet): the ``"chebyshev"`` solver (``"auto"`` takes LOBPCG past
+    :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices when the components do
+    not give the embedding), and the iterative solvers' dense algebra, which runs on
+    the client with a round trip per product.
     """
     import dask.array as da
 

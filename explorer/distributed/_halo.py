@@ -98,10 +98,22 @@ def block_halo_product(S, r0, n, own, scale, *halo):
     """One block's share of :func:`halo_product`, on the block's device."""
     xp = array_module(S.data)
     rows = int(S.shape[0])
-    X = np.concatenate([own, *halo], axis=0) if halo else own
     if S.nnz == 0:
         return np.zeros((rows, own.shape[1]))
-    _, compact = compact_columns(S, r0, n)
-    local = csr_from_arrays(S.data.astype(xp.float64), compact, S.indptr.astype(compact.dtype),
-                            (rows, int(X.shape[0])), canonical=False)
-    return to_numpy(local @ xp.asarray(X)) * scale[:, None]
+    ids, compact = compact_columns(S, r0, n)
+    values = S.data.astype(xp.float64)
+    if xp is np:
+        X = np.concatenate([own, *halo], axis=0) if halo else own
+        idx = compact.dtype if S.nnz < 2**31 else np.int64
+        local = csr_from_arrays(values, compact.astype(idx, copy=False),
+                                S.indptr.astype(idx, copy=False), (rows, int(X.shape[0])),
+                                canonical=False)
+        return (local @ X) * scale[:, None]
+    # cuSPARSE wants sorted columns, which the renumbering does not keep: on the GPU the
+    # fetched rows go into a block of all n rows instead, and S multiplies it as it is.
+    full = xp.zeros((n, own.shape[1]), dtype=xp.float64)
+    full[r0 : r0 + rows] = xp.asarray(own)
+    if halo:
+        full[ids] = xp.asarray(np.concatenate(halo, axis=0))
+    local = csr_from_arrays(values, S.indices, S.indptr, S.shape, canonical=True)
+    return to_numpy(local @ full) * scale[:, None]
