@@ -251,7 +251,8 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
     return RowBlockGraph(
         blocks=graph_blocks, n=n, nnz=int(counts.sum()), rule=rule, method=method,
         method_reason=reason, counts=counts, degrees=degrees, stats=stats,
-        degree_blocks=graph_blocks.parts(summary_futures, 1), timings={"build": t2 - t0, "build.submit": t1 - t0, "stats": t3 - t2},
+        degree_blocks=graph_blocks.parts(summary_futures, 1),
+        timings={"build": t2 - t0, "build.submit": t1 - t0, "stats": t3 - t2},
     )
 
 
