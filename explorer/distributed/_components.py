@@ -34,6 +34,8 @@ class BlockComponents:
     forests : list of distributed.Future
         Each block's forest (:func:`block_forest`): its vertices outside its rows, by
         owner block, which the halo products reuse (:mod:`._halo`).
+    reach : numpy.ndarray of int64, shape (n_blocks, n_blocks)
+        ``reach[b, c]``: vertices of block c that block b's edges reach.
     found, counts, first : numpy.ndarray of int64
         The components that hold vertices of positive degree, ascending; how many such
         vertices each holds; its first such vertex (the smallest id).
@@ -49,6 +51,7 @@ class BlockComponents:
     blocks: object
     labels: list
     forests: list
+    reach: np.ndarray
     found: np.ndarray
     counts: np.ndarray
     first: np.ndarray
@@ -77,8 +80,10 @@ def block_components(graph) -> BlockComponents:
     **Across blocks**: an edge from row i of block b to vertex j of a later block c
     puts j's name in b (b's name of i) and j's name in c in one component; as the
     pattern is symmetric, the pairs of names of the vertices of later blocks that each
-    block reaches are all the cross-block connections. Each block sends its outside
-    vertices in c to c's worker (worker to worker), which returns the distinct pairs
+    block reaches are all the cross-block connections. The client first gathers how
+    many vertices of each block every block reaches (n_blocks² counts), then for each
+    pair that meets, block b sends its outside vertices in c to c's worker (worker to
+    worker; about n_blocks²/2 small tasks at most), which returns the distinct pairs
     of names: a few per component pair on clustered data, at most one per vertex
     outside the block. The client joins the names of these pairs (SciPy on the
     distinct names only), names each joined set by its smallest name, which is the
@@ -93,9 +98,15 @@ def block_components(graph) -> BlockComponents:
     nb = blocks.n_blocks
     forests = [client.submit(block_forest, f, int(r0), offsets, pure=False)
                for f, r0 in zip(blocks.futures, offsets[:-1], strict=True)]
+    # Which blocks each block reaches (nb × nb counts): no task for a pair without an
+    # edge between them (most pairs, when the row order follows space).
+    reach = np.asarray(client.gather([client.submit(reach_counts, f, pure=False)
+                                      for f in forests]), dtype=np.int64).reshape(nb, nb)
     link_futures = []
     for b in range(nb):
         for c in range(b + 1, nb):
+            if not reach[b, c]:
+                continue
             reached = client.submit(outside_in, forests[b], c, pure=False)
             link_futures.append(client.submit(block_links, forests[c], reached, int(offsets[c]),
                                               int(offsets[-1]), pure=False))
@@ -112,8 +123,8 @@ def block_components(graph) -> BlockComponents:
     found, counts, first = merge_counts(summaries)
     t3 = time.perf_counter()
     return BlockComponents(
-        blocks=blocks, labels=labels, forests=forests, found=found, counts=counts,
-        first=first, links=int(sum(p.shape[1] for p in pairs)),
+        blocks=blocks, labels=labels, forests=forests, reach=reach, found=found,
+        counts=counts, first=first, links=int(sum(p.shape[1] for p in pairs)),
         timings={"forests": t1 - t0, "merge": t2 - t1, "labels": t3 - t2},
     )
 
@@ -265,6 +276,11 @@ def block_forest(S, r0, offsets):
     outside = [(ids[cut[c]:cut[c + 1]], names[rows + cut[c]:rows + cut[c + 1]])
                for c in range(len(offsets) - 1)]
     return names[:rows], outside
+
+
+def reach_counts(forest):
+    """How many vertices of each block this block's edges reach (0 for itself)."""
+    return [int(ids.shape[0]) for ids, _ in forest[1]]
 
 
 def outside_in(forest, c):

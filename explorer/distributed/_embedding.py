@@ -108,7 +108,7 @@ def components_embedding(graph, components: BlockComponents, kept_labels) -> Blo
     kept = [client.submit(kept_rows, e, col, pure=False)
             for e, col in zip(embedding, columns, strict=True)]
     t2 = time.perf_counter()
-    products = halo_product(graph, components.forests, scaled, dinv)
+    products = halo_product(graph, components.forests, scaled, dinv, components.reach)
     squares = client.gather([client.submit(residual_squares, y, r, pure=False)
                              for y, r in zip(products, rows, strict=True)])
     res = np.zeros(k)

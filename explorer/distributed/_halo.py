@@ -12,7 +12,7 @@ from .._csr import csr_from_arrays
 __all__ = ["compact_columns", "halo_product"]
 
 
-def halo_product(graph, forests, values, scale):
+def halo_product(graph, forests, values, scale, reach=None):
     """Futures of ``scale_i * sum_j S_ij * values_j`` per row block, the values' rows
     fetched where they are.
 
@@ -27,6 +27,10 @@ def halo_product(graph, forests, values, scale):
         Block b's rows of the dense float64 block of vectors (rows × k, on its worker).
     scale : list of distributed.Future
         Block b's row scales (float64, one per row).
+    reach : int ndarray of shape (n_blocks, n_blocks), optional
+        ``reach[b, c]`` > 0 where block b's edges reach block c
+        (:attr:`~explorer.distributed._components.BlockComponents.reach`): no fetch
+        between the other pairs. Every pair fetches when None.
 
     Returns
     -------
@@ -50,7 +54,7 @@ def halo_product(graph, forests, values, scale):
     out = []
     for b in range(nb):
         halo = [client.submit(halo_rows, values[c], forests[b], c, int(offsets[c]), pure=False)
-                for c in range(nb) if c != b]
+                for c in range(nb) if c != b and (reach is None or reach[b, c])]
         out.append(client.submit(block_halo_product, graph.blocks.futures[b],
                                  int(offsets[b]), int(offsets[-1]), values[b], scale[b], *halo,
                                  pure=False))
