@@ -288,12 +288,134 @@ def test_components_rule_as_single_process(client, rng):
     labels = sc.labels_.compute()
     assert (labels == -1).sum() == 6
     np.testing.assert_array_equal(labels, ref.labels_)
+    # The embedding stayed on the workers (Dask arrays); it is the single-process one.
+    assert isinstance(sc.embedding_, da.Array) and isinstance(sc.eigenvectors_, da.Array)
+    np.testing.assert_array_equal(sc.embedding_.compute(), ref.embedding_)
+    np.testing.assert_allclose(sc.eigenvectors_.compute(), ref.eigenvectors_, rtol=1e-12)
+    np.testing.assert_array_equal(sc.eigenvalues_, ref.eigenvalues_)
+    np.testing.assert_allclose(sc.eigen_residuals_, ref.eigen_residuals_, atol=1e-14)
     from explorer.components import component_labels as single_labels
 
     ours, theirs = component_labels(sc.graph_), single_labels(ref.affinity_matrix_)
     pairs = set(zip(ours.tolist(), theirs.tolist(), strict=True))
     assert len(pairs) == len(set(ours.tolist())) == len(set(theirs.tolist()))  # a bijection
     assert ours.min() == 0 and all(ours[v] <= v for v in range(X.shape[0]))
+
+
+def _components_data(rng, sizes, spread=0.15):
+    """Blobs of the given sizes on a line, 3 apart (one component each at ε² = 0.3)."""
+    X = np.concatenate([rng.normal((3.0 * i, 0.0), spread, size=(s, 2))
+                        for i, s in enumerate(sizes)])
+    return X[rng.permutation(X.shape[0])]
+
+
+def test_stray_pieces_and_largest_components_as_single_process(client, rng):
+    """A stray piece (3 points, under 1 % of the mean cluster size) is left out first,
+    then the k largest of the rest: the single-process labels, warning and embedding."""
+    from explorer import SpectralClustering
+
+    X = _components_data(rng, [500, 500, 500, 500, 50, 3])
+    kw = dict(n_clusters=4, threshold_sqdist=0.3, n_init=2, random_state=2)
+    with pytest.warns(UserWarning) as ref_warning:
+        ref = SpectralClustering(**kw, backend="cpu").fit(X)
+    with pytest.warns(UserWarning) as got_warning:
+        sc = SpectralClustering(**kw).fit(da.from_array(X, chunks=(301, -1)))
+    assert str(got_warning[0].message) == str(ref_warning[0].message)
+    assert "stray" in str(ref_warning[0].message)
+    assert sc.eigen_solver_ == ref.eigen_solver_ == "components"
+    labels = sc.labels_.compute()
+    assert (labels == -1).sum() == 53
+    np.testing.assert_array_equal(labels, ref.labels_)
+    np.testing.assert_array_equal(sc.embedding_.compute(), ref.embedding_)
+    # The labels are the workers' blocks: a pickled estimator reads them while the
+    # cluster holds them.
+    import pickle
+
+    back = pickle.loads(pickle.dumps(sc))
+    np.testing.assert_array_equal(back.labels_.compute(), ref.labels_)
+
+
+@pytest.mark.parametrize(("chunks", "few_links"),
+                         [((1, 1, 997, 3, 498), True), ((250,), True), ((64,), False)])
+def test_block_components_exchange_only_cross_block_links(client, rng, chunks, few_links):
+    """Labels per block, merged from the links between blocks: the single-process
+    components (a bijection, each labelled by its smallest vertex), and no array of n
+    labels gathered to the client. Blocks of a few hundred rows of clustered data hold
+    each cluster in few pieces, so the links are far fewer than the vertices; blocks
+    of 64 rows hold it in many (the links are then most cross-block vertices, still
+    fewer than the gathered size bound)."""
+    from explorer import EdgeRule
+    from explorer.components import component_labels as single_labels
+    from explorer.distributed import build_row_blocks
+    from explorer.distributed._components import block_components
+
+    X = _components_data(rng, [400, 400, 400, 300])
+    n = X.shape[0]
+    rule = EdgeRule.from_args("gaussian", sigma=0.1, threshold_sqdist=0.05)
+    Xd = da.from_array(X, chunks=(chunks if len(chunks) > 1 else chunks[0], -1))
+    g = build_row_blocks(Xd, rule, client=client)
+    gathered = []
+    gather = client.gather
+
+    def recording(futures, *args, **kwargs):
+        out = gather(futures, *args, **kwargs)
+        gathered.append(out)
+        return out
+
+    client.gather = recording
+    try:
+        comps = block_components(g)
+    finally:
+        del client.gather
+
+    def largest(value):
+        if isinstance(value, np.ndarray):
+            return value.size
+        if isinstance(value, list | tuple):
+            return max((largest(v) for v in value), default=0)
+        return 0
+
+    assert max(largest(v) for v in gathered) < n // 10
+    ours = comps.gather()
+    theirs = single_labels(g.to_csr())
+    pairs = set(zip(ours.tolist(), theirs.tolist(), strict=True))
+    assert len(pairs) == len(set(ours.tolist())) == len(set(theirs.tolist()))
+    assert all(ours[v] <= v for v in range(n)) and (ours[ours] == ours).all()
+    if few_links:
+        assert comps.links < n // 10
+    live = g.degrees > 0
+    found, counts = np.unique(ours[live], return_counts=True)
+    np.testing.assert_array_equal(comps.found, found)
+    np.testing.assert_array_equal(comps.counts, counts)
+
+
+def test_halo_product_equals_single_process_product(client, rng):
+    """The product with vectors fetched worker to worker (each block's halo, only from
+    the blocks its edges reach) is the one-process D^-1/2 S D^-1/2 product bit for
+    bit."""
+    from explorer import EdgeRule, build_graph
+    from explorer.distributed import build_row_blocks
+    from explorer.distributed._components import block_components
+    from explorer.distributed._halo import halo_product
+
+    X = rng.random((900, 2)).astype(np.float32)
+    X = X[np.argsort(X[:, 0])]  # rows in x order: blocks far apart share no edge
+    rule = EdgeRule.from_args(metric="gaussian", sigma=0.03, threshold_sqdist=0.004)
+    S = build_graph(X, rule, backend="cpu").csr
+    S64 = S.astype(np.float64)
+    d = np.asarray(S64.sum(axis=1)).ravel()
+    scale = np.where(d > 0, 1.0 / np.sqrt(np.where(d > 0, d, 1.0)), 0.0)
+    V = rng.standard_normal((900, 3))
+    g = build_row_blocks(da.from_array(X, chunks=(200, -1)), rule, client=client)
+    comps = block_components(g)
+    r = g.blocks.offsets
+    values = [client.scatter(V[a:b]) for a, b in zip(r[:-1], r[1:], strict=True)]
+    scales = [client.scatter(scale[a:b]) for a, b in zip(r[:-1], r[1:], strict=True)]
+    assert comps.reach[0, 2] == 0 and comps.reach[0, 1] > 0  # pairs without an edge
+    want = (S64 @ V) * scale[:, None]
+    for reach in (comps.reach, None):  # fetching only from the blocks reached, or all
+        got = halo_product(g, comps.forests, values, scales, reach)
+        np.testing.assert_array_equal(np.concatenate(client.gather(got)), want)
 
 
 def test_distributed_fit_refuses_what_it_cannot_do(client, rng):
@@ -399,6 +521,32 @@ def test_local_cuda_cluster_one_worker_same_as_one_gpu(rng):
     assert adjusted_rand_score(ref.labels_.get(), labels.get()) == 1.0
     assert adjusted_rand_score(ref_km.labels_.get(), km_labels.get()) == 1.0
     np.testing.assert_allclose(sc.eigenvalues_, ref.eigenvalues_, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_local_cuda_cluster_components_embedding_on_the_worker(rng):
+    """CuPy chunks with exactly k components: each row block's forest by the device
+    union-find, the embedding per block on the worker: the one-GPU fit's clusters and
+    embedding (one-hot rows, exactly), CuPy labels."""
+    import cupy
+    from sklearn.metrics import adjusted_rand_score
+
+    from explorer import SpectralClustering
+
+    dask_cuda = pytest.importorskip("dask_cuda")
+    X = _components_data(rng, [700, 700, 700, 700])
+    kw = dict(n_clusters=4, threshold_sqdist=0.3, n_init=2, random_state=0)
+    ref = SpectralClustering(**kw, backend="gpu").fit(cupy.asarray(X))
+    with dask_cuda.LocalCUDACluster(n_workers=1, threads_per_worker=1) as cluster, \
+            distributed.Client(cluster):
+        Xd = da.from_array(X, chunks=(900, -1)).map_blocks(cupy.asarray)
+        sc = SpectralClustering(**kw).fit(Xd)
+        labels = sc.labels_.compute()
+        embedding = sc.embedding_.compute()
+    assert sc.eigen_solver_ == ref.eigen_solver_ == "components"
+    assert isinstance(labels, cupy.ndarray)
+    assert adjusted_rand_score(ref.labels_.get(), labels.get()) == 1.0
+    np.testing.assert_array_equal(embedding, ref.embedding_.get())
 
 
 @pytest.mark.gpu

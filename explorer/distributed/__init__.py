@@ -9,6 +9,10 @@ the workers:
   each block against all points (:mod:`._graph`);
 - :class:`RowBlockOperator`: the matrix A = D^-1/2 S D^-1/2 kept as row blocks, with
   the distributed product the eigensolvers call (:mod:`._operator`);
+- connected components labelled per row block, merged through the links between
+  blocks (:mod:`._components`), the components embedding per row block
+  (:mod:`._embedding`) and products whose vectors stay on the workers, each block
+  fetching its halo rows from the others (:mod:`._halo`);
 - :func:`fit_spectral`: the whole :class:`explorer.SpectralClustering` fit on a Dask
   array, which ``SpectralClustering(...).fit(dask_array)`` dispatches to (:mod:`._fit`).
 

@@ -15,16 +15,17 @@ from ..embedding.components import indicator_vectors
 from ..embedding.embed import finish_eigenvectors
 from ..graph.rule import EdgeRule
 from ._blocks import RowBlocks, get_client, n_workers
-from ._components import component_labels, largest_components
+from ._components import block_components, largest_components
+from ._embedding import components_embedding
 from ._graph import METHODS, build_row_blocks, gather_points
 from ._kmeans import kmeans_fit, label_meta
 from ._operator import RowBlockOperator, normalised_blocks
 
 
-def _warn_components(n_components, n_isolated, k, n_dropped):
+def _warn_components(n_components, n_isolated, k, n_dropped, **strays):
     from ..spectral import warn_components as warn
 
-    warn(n_components, n_isolated, k, n_dropped)
+    warn(n_components, n_isolated, k, n_dropped, **strays)
 
 __all__ = ["DISTRIBUTED_SOLVERS", "distributed_embedding", "fit_spectral"]
 
@@ -117,6 +118,56 @@ def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_i
     return emb, op
 
 
+def _kmeans(E, k, estimator, rng, client, on_gpu):
+    """k-means of the embedding's kept rows `E` (a Dask array) on the workers."""
+    if on_gpu:  # CuPy chunks: k-means on the workers' GPUs
+        import cupy
+
+        E = E.map_blocks(cupy.asarray, meta=cupy.empty((0, 0)))
+    return kmeans_fit(E, k, n_init=estimator.n_init, tol=estimator.kmeans_tol,
+                      max_iter=estimator.kmeans_max_iter, random_state=rng, client=client)
+
+
+def _blocks_array(futures, rows, k):
+    """The Dask array of the row blocks `futures` (`rows` each; empty ones skipped)."""
+    import dask.array as da
+
+    parts = [da.from_delayed(f, shape=(int(r), k), dtype=np.float64)
+             for f, r in zip(futures, rows, strict=True) if r]
+    return da.concatenate(parts)
+
+
+def _place_labels(blocks, columns, n_kept, km_labels, X):
+    """The labels of all n rows as a Dask array with X's row chunks: k-means' labels of
+    each block's kept rows put in place on its worker, −1 for the rest."""
+    import dask.array as da
+
+    client = blocks.client
+    meta = label_meta(X)
+    it = iter(km_labels)
+    parts = []
+    for col, r, size in zip(columns, n_kept, blocks.sizes, strict=True):
+        lab = next(it) if r else None
+        f = client.submit(place_labels, col, lab, type(meta) is not np.ndarray, pure=False)
+        parts.append(da.from_delayed(f, shape=(int(size),), dtype=np.int32, meta=meta))
+    out = da.concatenate(parts)
+    chunks = tuple(int(c) for c in X.chunks[0])
+    return out if out.chunks[0] == chunks else out.rechunk((chunks,))
+
+
+def place_labels(columns, labels, on_gpu):
+    """One block's labels: `labels` (k-means', of its kept rows, or None when it kept
+    none) at its kept rows (``columns >= 0``), −1 elsewhere; CuPy when `on_gpu`."""
+    if on_gpu:
+        import cupy as xp
+    else:
+        xp = np
+    out = xp.full(columns.shape[0], -1, dtype=xp.int32)
+    if labels is not None:
+        out[xp.asarray(columns >= 0)] = xp.asarray(labels, dtype=xp.int32)
+    return out
+
+
 def fit_spectral(estimator, X, client=None):
     """Fit a :class:`explorer.SpectralClustering` on the Dask array `X` (n × d, NumPy
     or CuPy chunks, chunked by rows) on the cluster of `client` (default: the Client
@@ -130,10 +181,18 @@ def fit_spectral(estimator, X, client=None):
        (:meth:`explorer.EdgeRule.suggest`, which samples at most 20 000 rows);
     2. the graph as CSR row blocks (:func:`~explorer.distributed.build_row_blocks`;
        ``method`` must be one of its builders or ``"auto"``);
-    3. the embedding (:func:`distributed_embedding`): solver ``"auto"``, ``"dense"``,
-       ``"lobpcg"`` or ``"lanczos"``;
-    4. k-means of the embedding's rows, distributed with the data's row blocks
-       (:func:`~explorer.distributed.kmeans_fit`).
+    3. with a fixed k, the connected components, labelled per row block with only the
+       links between blocks merged on the client
+       (:func:`~explorer.distributed._components.block_components`), and the
+       single-process components rule: stray pieces out, then the k largest;
+    4. the embedding: with exactly k components left (solver ``"auto"`` or
+       ``"components"``) their indicator vectors, row block by row block on the
+       workers (:func:`~explorer.distributed._embedding.components_embedding`);
+       otherwise :func:`distributed_embedding` (``"dense"``, ``"lobpcg"`` or
+       ``"lanczos"``, the solver on the client against the row-block operator);
+    5. k-means of the embedding's rows, distributed with the row blocks
+       (:func:`~explorer.distributed.kmeans_fit`); the components embedding's rows
+       never leave their workers, nor do the labels.
 
     The random stream is the single-process one: the eigensolver draws its seed, then
     k-means seeds from the same `random_state`. With the same solver, the distributed
@@ -143,25 +202,28 @@ def fit_spectral(estimator, X, client=None):
 
     `backend` is not used: the work runs where the chunks are (NumPy chunks on the
     workers' CPUs, CuPy chunks on their GPUs). Attributes differ from the
-    single-process fit in kind: `labels_` is a Dask array
-    with X's row chunks; `embedding_`, `eigenvectors_`, `isolated_` are NumPy arrays
-    on the client; `affinity_matrix_` and `graph_` are the
+    single-process fit in kind: `labels_`, `embedding_` and `eigenvectors_` are Dask
+    arrays with X's row chunks (``.compute()`` gathers them; the embedding's chunks are
+    NumPy, the labels' those of X); `isolated_` is a NumPy array on the client;
+    `affinity_matrix_` and `graph_` are the
     :class:`~explorer.distributed.RowBlockGraph` (its ``to_csr()`` gathers it);
     `backend_` is ``"dask"``.
 
-    Connected components are counted as the single-process fit counts them (a forest
-    per row block, merged on the client:
-    :func:`~explorer.distributed._components.component_labels`), and with a fixed k
-    the same rules follow: the k largest components when there are more (a warning,
-    label −1 for the rest), the ``"components"`` solver under ``"auto"`` when exactly
-    k. Not distributed (yet): the ``"chebyshev"`` solver (``"auto"`` takes LOBPCG past
-    :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices) and GPU builders per row
-    block (CuPy chunks build on their worker's host).
+    Connected components follow the single-process rules (stray pieces, the k largest
+    with a warning and label −1 for the rest, the ``"components"`` solver under
+    ``"auto"`` when exactly k are left). On the CPU the components embedding equals
+    the single-process one (the one-hot rows exactly, U to float64 rounding: the
+    column norms are summed per block). From 10⁵ rows k-means|| draws per block, so
+    the labels are the single-process clusters, possibly numbered otherwise. Not
+    distributed (yet): the ``"chebyshev"`` solver (``"auto"`` takes LOBPCG past
+    :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices when the components do
+    not give the embedding), and the iterative solvers' dense algebra, which runs on
+    the client with a round trip per product.
     """
     import dask.array as da
 
     t_start = time.perf_counter()
-    from ..spectral import check_params
+    from ..spectral import STRAY_SHARE, check_params
 
     options = check_params(estimator)
     del options  # the CSR-2/3 knobs have no row-block counterpart
@@ -208,7 +270,8 @@ def fit_spectral(estimator, X, client=None):
             "eigenpairs, no spectrum for the eigengap to read); with n_clusters='auto' use "
             "another solver"
         )
-    components = dropped = None
+    comps = kept_labels = None
+    stages = {}
     if not auto:
         k = check_int(estimator.n_clusters, "n_clusters", low=1)
         if k > n_kept:
@@ -218,48 +281,79 @@ def fit_spectral(estimator, X, client=None):
             )
         # The components rule of partition_graph: more than k, the k largest are the
         # clusters; exactly k (after that), their indicators are the eigenvectors.
-        components = component_labels(graph)
-        n_components, dropped = largest_components(components, in_graph, k)
-        if dropped.any():
-            _warn_components(n_components, n - n_kept, k, int(dropped.sum()))
-        if solver == "auto" and n_components >= k:
+        comps = block_components(graph)
+        stages.update({f"components.{key}": v for key, v in comps.timings.items()})
+        choice = largest_components(comps.found, comps.counts, comps.first, k,
+                                    STRAY_SHARE)
+        kept_labels = choice.kept
+        if choice.n_dropped:
+            _warn_components(choice.n_components, n - n_kept, k, choice.n_dropped,
+                             n_stray=choice.n_stray, stray_pieces=choice.stray_pieces,
+                             stray_size=choice.stray_size)
+        if solver == "auto" and choice.n_left >= k:
             solver = "components"
-    n_eig = auto_k_max(n_kept) if auto else k
-    tol = EIGENGAP_TOL if auto and estimator.eigen_tol is None else estimator.eigen_tol
-    emb, _ = distributed_embedding(graph, n_eig, solver=solver, tol=tol,
-                                   max_iter=estimator.eigen_max_iter, random_state=rng,
-                                   exclude=dropped, components=components)
-    suggested = eigengap_k(emb.eigenvalues)
-    k = suggested if auto else k
-    used = emb.truncate(k)
-    t3 = time.perf_counter()
-
-    keep = np.flatnonzero(~used.isolated)
-    kept_per_block = [int(np.count_nonzero(~used.isolated[r0:r1]))
-                      for r0, r1 in zip(blocks.offsets[:-1], blocks.offsets[1:], strict=True)]
-    chunks = tuple(c for c in kept_per_block if c) or (keep.shape[0],)
-    E = da.from_array(used.embedding[keep], chunks=(chunks, -1))
+        if solver == "components" and choice.n_left < k:
+            raise ValueError(
+                f"solver='components' needs exactly n_components={k} connected components "
+                f"among the non-isolated vertices, the graph has {choice.n_left}; use "
+                "another solver"
+            )
     on_gpu = label_meta(X).__class__ is not np.ndarray
-    if on_gpu:  # CuPy chunks: k-means on the workers' GPUs
-        import cupy
+    row_chunks = tuple(int(c) for c in X.chunks[0])
+    if solver == "components":
+        # On the workers, row block by row block: nothing of size n reaches the client.
+        bemb = components_embedding(graph, comps, kept_labels)
+        stages.update({f"embedding.{key}": v for key, v in bemb.timings.items()})
+        t3 = time.perf_counter()
+        E = _blocks_array(bemb.kept, bemb.n_kept, k)
+        km = _kmeans(E, k, estimator, rng, client, on_gpu)
+        labels = _place_labels(blocks, bemb.columns, bemb.n_kept, km.labels, X)
+        embedding = bemb.dask_array("embedding", row_chunks)
+        vectors = bemb.dask_array("vectors", row_chunks)
+        eigenvalues, used_solver = bemb.eigenvalues, "components"
+        iterations, residuals = None, bemb.residual_norms
+    else:
+        # The iterative and dense solvers run on the client (their n × k blocks are
+        # there anyway), so the labels come to the client too.
+        components = dropped = None
+        if comps is not None:
+            components = comps.gather()
+            dropped = in_graph & ~np.isin(components, kept_labels)
+        n_eig = auto_k_max(n_kept) if auto else k
+        tol = EIGENGAP_TOL if auto and estimator.eigen_tol is None else estimator.eigen_tol
+        emb, _ = distributed_embedding(graph, n_eig, solver=solver, tol=tol,
+                                       max_iter=estimator.eigen_max_iter, random_state=rng,
+                                       exclude=dropped, components=components)
+        k = eigengap_k(emb.eigenvalues) if auto else k
+        used = emb.truncate(k)
+        t3 = time.perf_counter()
+        keep = np.flatnonzero(~used.isolated)
+        kept_per_block = [int(np.count_nonzero(~used.isolated[r0:r1]))
+                          for r0, r1 in zip(blocks.offsets[:-1], blocks.offsets[1:],
+                                            strict=True)]
+        chunks = tuple(c for c in kept_per_block if c) or (keep.shape[0],)
+        E = da.from_array(used.embedding[keep], chunks=(chunks, -1))
+        km = _kmeans(E, k, estimator, rng, client, on_gpu)
+        full = np.full(n, -1, dtype=np.int32)
+        full[keep] = km.labels_numpy()
+        labels = da.from_array(full, chunks=(row_chunks,))
+        if on_gpu:
+            import cupy
 
-        E = E.map_blocks(cupy.asarray, meta=cupy.empty((0, 0)))
-    km = kmeans_fit(E, k,
-                    n_init=estimator.n_init, tol=estimator.kmeans_tol,
-                    max_iter=estimator.kmeans_max_iter, random_state=rng, client=client)
-    labels = np.full(n, -1, dtype=np.int32)
-    labels[keep] = km.labels_numpy()
+            labels = labels.map_blocks(cupy.asarray, meta=label_meta(X))
+        embedding = da.from_array(used.embedding, chunks=(row_chunks, -1))
+        vectors = da.from_array(used.vectors, chunks=(row_chunks, -1))
+        eigenvalues, used_solver = used.eigenvalues, emb.solver
+        iterations, residuals = emb.iterations, emb.residual_norms
     t4 = time.perf_counter()
 
     estimator.n_features_in_ = int(X.shape[1])
     # The array kind of the input, as the single-process fit: CuPy chunks in, CuPy out.
-    estimator.labels_ = da.from_array(labels, chunks=(tuple(int(c) for c in X.chunks[0]),))
-    if on_gpu:
-        estimator.labels_ = estimator.labels_.map_blocks(cupy.asarray, meta=label_meta(X))
+    estimator.labels_ = labels
     estimator.n_clusters_ = int(k)
-    estimator.eigenvalues_ = used.eigenvalues
-    estimator.embedding_ = used.embedding
-    estimator.eigenvectors_ = used.vectors
+    estimator.eigenvalues_ = eigenvalues
+    estimator.embedding_ = embedding
+    estimator.eigenvectors_ = vectors
     estimator.isolated_ = ~in_graph
     estimator.affinity_matrix_ = graph
     estimator.graph_ = graph
@@ -273,9 +367,9 @@ def fit_spectral(estimator, X, client=None):
     estimator.threshold_sqdist_ = rule.threshold_sqdist
     estimator.threshold_sim_ = rule.threshold_sim
     estimator.suggested_params_ = rule.suggested
-    estimator.eigen_solver_ = emb.solver
-    estimator.eigen_iterations_ = emb.iterations
-    estimator.eigen_residuals_ = emb.residual_norms
+    estimator.eigen_solver_ = used_solver
+    estimator.eigen_iterations_ = iterations
+    estimator.eigen_residuals_ = residuals
     estimator.backend_ = "dask"
     estimator.backend_reason_ = (
         f"a Dask array: {n_workers(client)} workers of "
@@ -283,7 +377,7 @@ def fit_spectral(estimator, X, client=None):
     )
     estimator.timings_ = {
         **({"suggest": t1 - t0} if rule.suggested else {}),
-        "graph": t2 - t1, "embedding": t3 - t2, "kmeans": t4 - t3,
+        "graph": t2 - t1, "embedding": t3 - t2, "kmeans": t4 - t3, **stages,
         "total": time.perf_counter() - t_start,
     }
     return estimator

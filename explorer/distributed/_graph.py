@@ -57,6 +57,9 @@ class RowBlockGraph:
         Weighted degrees (row sums in float64, as :func:`explorer._csr.row_sums`).
     stats : explorer.GraphStats
         From `counts` and `degrees` (connected components are not counted).
+    degree_blocks : list of distributed.Future
+        Each block's float64 degrees, left on its worker (the same values as
+        `degrees`), for the stages that need them there.
     timings : dict of str to float
         Seconds: ``"build"`` (the blocks, preflight included), ``"stats"``.
     """
@@ -70,6 +73,7 @@ class RowBlockGraph:
     counts: np.ndarray
     degrees: np.ndarray
     stats: object
+    degree_blocks: list | None = None
     timings: dict = field(default_factory=dict)
 
     @property
@@ -82,6 +86,7 @@ class RowBlockGraph:
         and :meth:`to_csr` says the matrix stayed behind."""
         state = dict(self.__dict__)
         state["blocks"] = None
+        state["degree_blocks"] = None
         return state
 
     def _check_attached(self):
@@ -236,7 +241,8 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
     ]
     graph_blocks = RowBlocks(client, futures, blocks.offsets)
     t1 = time.perf_counter()
-    summaries = client.gather([client.submit(block_summary, f) for f in futures])
+    summary_futures = [client.submit(block_summary, f) for f in futures]
+    summaries = client.gather(summary_futures)
     counts = np.concatenate([s[0] for s in summaries])
     degrees = np.concatenate([s[1] for s in summaries])
     t2 = time.perf_counter()
@@ -245,6 +251,7 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
     return RowBlockGraph(
         blocks=graph_blocks, n=n, nnz=int(counts.sum()), rule=rule, method=method,
         method_reason=reason, counts=counts, degrees=degrees, stats=stats,
+        degree_blocks=graph_blocks.parts(summary_futures, 1),
         timings={"build": t2 - t0, "build.submit": t1 - t0, "stats": t3 - t2},
     )
 
