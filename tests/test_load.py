@@ -23,10 +23,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SESSIONS = 10
 
 #: Seconds within which a session's statistics must follow its slider while the other
-#: nine run and publish their results (alone it takes well under one second). Since the
-#: stage model 5.5-7.5 s were seen on 2 CI cores (3.4 s before; the cause is not yet
-#: found); 10 s still fails a session left waiting on the others' runs.
-ANSWER_S = 10.0
+#: nine run and publish their results (alone it takes well under one second): at most
+#: one other session's publication (its views redrawn, 1-4 s on 2 busy cores) and the
+#: statistics' own passes of the event loop. Nine publications back to back took 18-21 s
+#: (the views stage published outside explorer.ui._jobs.publishing; docs/robustness.md,
+#: "Load").
+ANSWER_S = 6.0
 
 #: Seconds the whole test may take: ten pages, ten worker processes started on
 #: demand, ten runs (docs/robustness.md, "Load", has the times measured).

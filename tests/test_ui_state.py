@@ -732,3 +732,42 @@ def test_run_publications_take_turns_with_other_work():
     asyncio.run(scenario())
     assert [name for name, _ in events] == ["a", "statistics", "b"]
     assert events[2][1] - events[0][1] >= 0.4
+
+
+async def _on_the_loop(job, index, report):
+    """A stage executor running the step right here: nothing but the stage's own
+    publishing lets other work in."""
+    return job.run_step(index, report)
+
+
+def test_views_of_runs_take_turns_with_other_work():
+    """The app's views draw a run when the views stage publishes it (they watch its
+    result, not the run's), and that redraw is what holds the event loop: the views
+    stages of two sessions publish one at a time, each followed by as long for
+    everything else, as the runs do. (Without it, on 2 cores, nine sessions' views
+    published back to back for 19-21 s, and a tenth session's statistics waited for
+    all of them: tests/test_load.py.)"""
+    events = []
+    states = []
+    for name in "ab":
+        s = _state(n=200)
+        _connect(s)
+        assert s.run_state.run(), s.run_state.error  # the views now wait for their job
+        s.views.executor = _on_the_loop
+        s.views.param.watch(lambda e, name=name: (events.append((name, time.perf_counter())),
+                                                  time.sleep(0.2)),  # a redraw
+                            "result")
+        states.append(s)
+
+    async def statistics():
+        for _ in range(3):
+            await asyncio.sleep(0)
+        events.append(("statistics", time.perf_counter()))
+
+    async def scenario():
+        await asyncio.gather(*(s.views.request() for s in states), statistics())
+
+    asyncio.run(scenario())
+    assert [name for name, _ in events] == ["a", "statistics", "b"]
+    assert events[2][1] - events[0][1] >= 0.4
+    assert all(s.views.result.run is s.result and not s.views.stale for s in states)

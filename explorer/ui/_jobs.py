@@ -199,14 +199,20 @@ async def publishing():
     """Take turns with the other sessions to publish a run's result on the event loop.
 
     Publishing a run redraws its views on the event loop that every session of the
-    server shares: 0.4 s on an idle core, 0.5-3 s on 2 busy ones, most of it
-    HoloViews building the clusters plot. Runs that finish together published back
-    to back and kept the loop for seconds; a slider's statistics, which need a few
-    passes of the loop (the websocket message, the job, the reply), waited for all
-    of them.
+    server shares: 0.4 s on an idle core, 0.5-4 s on 2 busy ones (8 s seen at a load
+    average of 20), most of it HoloViews building the clusters plot. Runs that finish
+    together published back to back and kept the loop for seconds; a slider's
+    statistics, which need a few passes of the loop (the websocket message, the job,
+    the reply), waited for all of them.
     So publications on a loop go one at a time, and after each the loop is left to
     everything else for as long as the publication held it: publications take at
     most half of the loop's time, and others' statistics wait for one of them at most.
+
+    The stages whose publications draw a run publish in it
+    (:class:`~explorer.ui.state.ExplorerState` sets it as their ``publishing``): the
+    run's, and above all the views stage's, whose result is what the views draw.
+    Never the statistics': the lock is first come, first served, so they would queue
+    behind every run.
     """
     loop = asyncio.get_running_loop()
     lock = _publish_locks.get(loop)

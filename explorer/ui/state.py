@@ -253,7 +253,10 @@ class ExplorerState(param.Parameterized):
         for stage in self.stages:
             stage.executor = _jobs.in_threads
         self.run_state.executor = _jobs.in_process
-        self.run_state.publishing = _jobs.publishing
+        # The views draw a run when the views stage publishes it: that publication holds
+        # the event loop for seconds, so it takes turns with other sessions' as the run's.
+        for stage in (self.run_state, self.views):
+            stage.publishing = _jobs.publishing
 
     @property
     def stages(self) -> tuple:
