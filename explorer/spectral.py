@@ -982,7 +982,7 @@ def _order_rows(csr, reorder, points, solver, m, n_kept, xp):
     if isinstance(reorder, RowOrder):
         return reorder
     used = ("components" if solver == "components"
-            else resolve_solver(solver, n_kept, min(m, n_kept), xp))
+            else resolve_solver(solver, n_kept, min(m, n_kept), xp, nnz=int(csr.nnz)))
     products = 0 if used in ("dense", "components") else EXPECTED_PRODUCTS
     return choose_order(csr, reorder, points, n_products=products,
                         block=default_block(m, csr.shape[0]))
