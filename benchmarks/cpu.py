@@ -169,12 +169,14 @@ def main(argv=None):
                     help="timed runs per cell below 10⁵ rows (one from there)")
     ap.add_argument("--arpack-max-n", type=int, default=100_000)
     ap.add_argument("--out", default=None, help="result name (default cpu, cpu-quick)")
+    ap.add_argument("--note", default=None, help="recorded as is (e.g. who shared the machine)")
     args = ap.parse_args(argv)
     sizes = args.sizes or ((5_000,) if args.quick else SIZES)
     rows = [(s, n) for n in sizes for s in args.shapes] + [("digits", None)]
     for name, why in skipped(args, 0).items():
         print(f"skip {name}: {why}", flush=True)
 
+    out = args.out or ("cpu-quick" if args.quick else "cpu")
     results = []
     warm = False
     for name, n in rows:
@@ -203,8 +205,14 @@ def main(argv=None):
                       f"ARI {cell['ari']:.3f}", flush=True)
         row["load_after"] = os.getloadavg()
         results.append(row)
+        # After every row, marked partial: a run cut short keeps the rows it finished.
+        write_result(out, plain(payload(args, argv, results, partial=True)))
 
-    payload = {
+    print("wrote", write_result(out, plain(payload(args, argv, results, partial=False))))
+
+
+def payload(args, argv, results, *, partial):
+    return {
         "benchmark": "cpu",
         "command": " ".join([os.path.basename(sys.argv[0])] + (argv or sys.argv[1:])),
         "cores": cores(),
@@ -215,10 +223,10 @@ def main(argv=None):
         "protocol": ("one process; one uncounted warm-up of every column on the first row; "
                      "median of the timed runs; ARI against the true labels (-1 counts as a "
                      "label)"),
+        "note": args.note,
+        "partial": partial,
         "rows": results,
     }
-    out = args.out or ("cpu-quick" if args.quick else "cpu")
-    print("wrote", write_result(out, plain(payload)))
 
 
 if __name__ == "__main__":

@@ -153,3 +153,16 @@ def test_kdtree_knn_in_order_rows_equal_the_reference(flavour):
 def test_solvers_module_lists_its_public_names():
     for name in ("CPU_COSTS", "SolverCosts", "auto_costs", "DENSE_MEMORY_MAX_N"):
         assert name in solvers.__all__
+
+
+@pytest.mark.gpu
+def test_gpu_auto_is_the_count_rule_and_says_so():
+    cupy = pytest.importorskip("cupy")
+    import cupyx.scipy.sparse as csp
+
+    for m, expected in ((DENSE_MAX_N - 100, "dense"), (DENSE_MAX_N + 500, "chebyshev")):
+        graph = csp.csr_matrix(ring_graph(m))
+        emb = spectral_embedding(graph, 2, random_state=0)
+        assert emb.solver == expected == resolve_solver("auto", m, 2, cupy, nnz=graph.nnz)
+        assert emb.solver_why.startswith(f"auto: {m} vertices")
+        assert isinstance(emb.embedding, cupy.ndarray)
