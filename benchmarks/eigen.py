@@ -177,18 +177,22 @@ def variants(xp, gpu: bool):
         # What explorer's embedding runs on this graph: the components' indicators when
         # it has exactly k components (partition_graph's rule), else eigen_solver="auto"
         # (explorer.embedding.solvers.resolve_solver), at the solver's own default tol.
-        from explorer.components import count_components
+        # One labelling, as components_embedding does it.
+        from explorer.components import component_labels
         from explorer.embedding import solvers
+        from explorer.embedding.components import indicator_vectors
 
-        m, nnz = A.shape[0], int(A.nnz)
-        if count_components(A) == k:
-            used = "components"
+        try:
+            mu, V = indicator_vectors(component_labels(A), k, degree, xp)
+        except ValueError:  # not exactly k components
+            pass
         else:
-            used = solvers.resolve_solver("auto", m, k, xp, nnz=nnz)
+            V = V / xp.linalg.norm(V, axis=0)  # the indicators come unscaled
+            return mu, V, {"solver": "components"}
+        used = solvers.resolve_solver("auto", A.shape[0], k, xp, nnz=int(A.nnz))
         pairs = solvers.solve(used, A, k, degree=degree, tol=None, max_iter=None,
                               rng=np.random.RandomState(seed), xp=xp)
-        V = pairs.vectors / xp.linalg.norm(pairs.vectors, axis=0)  # indicators: unscaled
-        return pairs.values, V, {"solver": used, "products": pairs.iterations}
+        return pairs.values, pairs.vectors, {"solver": used, "products": pairs.iterations}
 
     out = [("ours-auto", ours, cheb.DEFAULT_TOL), ("chebyshev", chebyshev("row"), cheb.DEFAULT_TOL)]
     if gpu:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from . import chebyshev, lobpcg
 from .components import indicator_eigenpairs
@@ -272,7 +273,14 @@ def solve(solver, A, k, *, degree, tol, max_iter, rng, xp, start=None) -> Eigenp
 
 
 def _dense(A, k, *, degree, tol, max_iter, rng, xp, start):
-    return Eigenpairs(*dense_eigenpairs(A, k, xp), None, None)
+    if xp is not np:
+        return Eigenpairs(*dense_eigenpairs(A, k, xp), None, None)
+    # One BLAS thread, as CPU_COSTS.c_dense was measured: on a machine whose cores are
+    # busy, OpenBLAS' threads stall each other (eigh at m = 800: 9 s with two threads
+    # beside 12 busy processes, 0.07 s with one; the digits' ε-graph, m = 1797, 24 s);
+    # on an idle one a second thread saves at most half.
+    with threadpool_limits(limits=1, user_api="blas"):
+        return Eigenpairs(*dense_eigenpairs(A, k, xp), None, None)
 
 
 def _components(A, k, *, degree, tol, max_iter, rng, xp, start):
