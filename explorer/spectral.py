@@ -140,7 +140,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         See :func:`explorer.spectral_embedding`. ``"auto"`` with a fixed k takes
         ``"components"`` (the components' indicators, exact and without iterations)
         when the graph clustered has exactly k connected components besides its
-        isolated vertices, and otherwise dense up to 1000 vertices, Chebyshev beyond.
+        isolated vertices, and otherwise dense or Chebyshev, whichever the measured cost
+        model predicts faster (:func:`explorer.embedding.solvers.resolve_solver`).
     eigen_tol : float, optional
         Residual tolerance of the iterative eigensolvers. Default: the solver's own
         (1e-5 for LOBPCG and Lanczos, 1e-4 for Chebyshev), and at most
