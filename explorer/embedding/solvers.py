@@ -86,12 +86,10 @@ class SolverCosts:
 
 
 #: Measured by ``python benchmarks/solver_cost.py`` (benchmarks/results/solver-cost-cpu.json,
-#: 2 cores shared with other jobs, load 9-10; one BLAS thread for the dense fit): dense
-#: 0.021 s at m = 400, 1.6 s at 2000; Chebyshev's k + 1 pairs on 13 kNN and ε-graphs
-#: of 1 800-5 000 rows in 53-309 block products (median 144), 0.05-0.9 s. The crossover
-#: falls near m = 400 on kNN graphs (10-12 entries per row) and higher on denser ones:
-#: the count rule's 1000 solved moons 10³ densely in 0.33 s where Chebyshev takes 0.07 s.
-CPU_COSTS = SolverCosts(c_dense=3.26e-10, alpha=2.25e-8, beta=4.8e-10, gamma=1.8e-8,
+#: 2 cores in a quiet moment of a shared machine, load 1; one BLAS thread for the dense
+#: fit): dense 0.007 s at m = 400, 0.62 s at 2000; Chebyshev's k + 1 pairs on 13 kNN
+#: and ε-graphs of 1 800-5 000 rows in 53-309 block products (median 144), 0.02-0.46 s.
+CPU_COSTS = SolverCosts(c_dense=7.77e-11, alpha=0.0, beta=6.74e-10, gamma=4.89e-9,
                         products=144.0, source="benchmarks/results/solver-cost-cpu.json")
 
 
