@@ -16,10 +16,10 @@ Rows: the built-in shapes ``moons``, ``circles``, ``blobs`` at 5·10³, 2·10⁴
   ``SpectralClustering(affinity="nearest_neighbors", n_neighbors=10)`` with
   ``eigen_solver="arpack"`` and ``"amg"`` (the latter only where pyamg is installed;
   arpack only up to ``--arpack-max-n`` rows, past which it takes minutes);
-* ``app-run`` (10⁵ rows only): the app's Run through the library calls it makes: the
-  data's suggested graph (:func:`explorer.build_graph`), then
-  :func:`explorer.spectral.partition_graph` with the app's spectrum rule, then the
-  scores (:func:`explorer.metrics.clustering_scores`).
+* ``app-run`` (moons 10⁵ only): the app's Run, ``SpectralClustering(**keywords).fit``
+  with the keywords the app's state hands it for that data set with every sidebar
+  value at its default (explorer/ui/_run.py; the keywords are recorded), after one
+  uncounted Run.
 
 Each cell: wall time (median of ``--repeats`` runs; one run from 10⁵ rows) and the
 adjusted Rand index against the true labels (label -1, points left unclustered,
@@ -43,17 +43,12 @@ from _common import environment_info, plain, write_result
 from sklearn.metrics import adjusted_rand_score
 
 import explorer
-from explorer import SpectralClustering, build_graph, datasets
-from explorer.components import components_besides_isolated
-from explorer.metrics import clustering_scores
-from explorer.spectral import partition_graph
+from explorer import SpectralClustering, datasets
 
 SHAPES = ("moons", "circles", "blobs")
 SIZES = (5_000, 20_000, 100_000, 1_000_000)
-#: The app computes this many eigenpairs up to SPECTRUM_AUTO_MAX_N rows (to draw the
-#: spectrum), one beyond (explorer/ui/_run.py's rule, restated here).
-APP_SPECTRUM_MIN, APP_SPECTRUM_AUTO_MAX_N = 10, 20_000
-APP_RUN_N = 100_000
+#: The app's Run is timed on this data set at this size (issue 22: <= 1 s on 2 cores).
+APP_RUN_DATA, APP_RUN_N = "moons", 100_000
 
 
 def cores() -> int:
@@ -102,27 +97,29 @@ def sklearn_solver(solver):
     return run
 
 
-def app_run(ds):
-    """The app's Run: its graph from the data's suggestion, then partition_graph."""
-    k = ds.n_classes
-    graph_kwargs = {p: v for p, v in ds.suggested.items() if p != "n_clusters"}
+def app_keywords(name, n):
+    """The keywords the app's Run hands :class:`explorer.SpectralClustering` for the
+    built-in data set `name` of `n` points with every sidebar value at its default
+    (the app's state, :mod:`explorer.ui.state`, without Panel); None where the app's
+    packages (param) are not installed."""
+    try:
+        from explorer.ui.state import ExplorerState
+    except ImportError:
+        return None
+    state = ExplorerState()
+    state.data.param.update(dataset=name, n_samples=n)
+    if not state.load():
+        raise RuntimeError(f"the app could not load {name} n={n}: {state.data.error}")
+    return state.run_state.spec(state.run_state.snapshot()).estimator
 
+
+def app_run(keywords):
+    """The app's Run: SpectralClustering(**the app's keywords).fit (explorer/ui/_run.py)."""
     def run(X, _k):
-        t0 = time.perf_counter()
-        graph = build_graph(X, **graph_kwargs, backend="cpu")
-        t1 = time.perf_counter()
-        spectrum = APP_SPECTRUM_MIN if graph.n <= APP_SPECTRUM_AUTO_MAX_N else 1
-        part = partition_graph(graph.csr, k, n_eigenpairs=spectrum,
-                               n_components=components_besides_isolated(graph.stats),
-                               random_state=0)
-        t2 = time.perf_counter()
-        clustering_scores(graph.csr, np.asarray(part.labels, dtype=np.int64), ds.y)
-        t3 = time.perf_counter()
-        return part.labels, {"timings": {"graph": t1 - t0, **part.timings,
-                                         "scores": t3 - t2},
-                             "solver": part.embedding.solver,
-                             "solver_why": part.embedding.solver_why,
-                             "graph_params": graph_kwargs, "nnz": int(graph.csr.nnz)}
+        sc = SpectralClustering(**keywords).fit(X)
+        return sc.labels_, {"timings": dict(sc.timings_), "solver": sc.eigen_solver_,
+                            "affinity": sc.affinity_, "keywords": keywords,
+                            "nnz": int(sc.affinity_matrix_.nnz)}
     return run
 
 
@@ -172,12 +169,14 @@ def main(argv=None):
                     help="timed runs per cell below 10⁵ rows (one from there)")
     ap.add_argument("--arpack-max-n", type=int, default=100_000)
     ap.add_argument("--out", default=None, help="result name (default cpu, cpu-quick)")
+    ap.add_argument("--note", default=None, help="recorded as is (e.g. who shared the machine)")
     args = ap.parse_args(argv)
     sizes = args.sizes or ((5_000,) if args.quick else SIZES)
     rows = [(s, n) for n in sizes for s in args.shapes] + [("digits", None)]
     for name, why in skipped(args, 0).items():
         print(f"skip {name}: {why}", flush=True)
 
+    out = args.out or ("cpu-quick" if args.quick else "cpu")
     results = []
     warm = False
     for name, n in rows:
@@ -195,14 +194,25 @@ def main(argv=None):
             row["cells"][col] = cell = measure(fn, X, y, k, repeats)
             print(f"{name:8s} n={ds.n:>8d} {col:15s} {cell['seconds']:8.2f} s  "
                   f"ARI {cell['ari']:.3f}", flush=True)
-        if ds.n == APP_RUN_N and name != "digits":
-            row["cells"]["app-run"] = cell = measure(app_run(ds), X, y, k, 1)
-            print(f"{name:8s} n={ds.n:>8d} {'app-run':15s} {cell['seconds']:8.2f} s  "
-                  f"ARI {cell['ari']:.3f}", flush=True)
+        if ds.n == APP_RUN_N and name == APP_RUN_DATA:
+            keywords = app_keywords(name, ds.n)
+            if keywords is None:
+                row["skipped"]["app-run"] = "the app's packages (param) are not installed"
+            else:
+                measure(app_run(keywords), X, y, k, 1)  # warm-up: the app's first Run
+                row["cells"]["app-run"] = cell = measure(app_run(keywords), X, y, k, 1)
+                print(f"{name:8s} n={ds.n:>8d} {'app-run':15s} {cell['seconds']:8.2f} s  "
+                      f"ARI {cell['ari']:.3f}", flush=True)
         row["load_after"] = os.getloadavg()
         results.append(row)
+        # After every row, marked partial: a run cut short keeps the rows it finished.
+        write_result(out, plain(payload(args, argv, results, partial=True)))
 
-    payload = {
+    print("wrote", write_result(out, plain(payload(args, argv, results, partial=False))))
+
+
+def payload(args, argv, results, *, partial):
+    return {
         "benchmark": "cpu",
         "command": " ".join([os.path.basename(sys.argv[0])] + (argv or sys.argv[1:])),
         "cores": cores(),
@@ -213,10 +223,10 @@ def main(argv=None):
         "protocol": ("one process; one uncounted warm-up of every column on the first row; "
                      "median of the timed runs; ARI against the true labels (-1 counts as a "
                      "label)"),
+        "note": args.note,
+        "partial": partial,
         "rows": results,
     }
-    out = args.out or ("cpu-quick" if args.quick else "cpu")
-    print("wrote", write_result(out, plain(payload)))
 
 
 if __name__ == "__main__":

@@ -20,8 +20,9 @@ LOBPCG), ``lanczos`` (explorer.embedding.lanczos: ``cupyx``/``scipy`` ``eigsh``)
 GPU peer), and on the CPU scikit-learn's two solvers as its SpectralClustering runs them:
 ``sklearn-arpack`` (shift-invert ARPACK about 1 on -L_sym) and ``sklearn-amg`` (LOBPCG
 with pyamg's smoothed-aggregation preconditioner; only where pyamg is installed). The
-shapes: Syn1M, Syn5M and Digits60K (60 000 deformed digits of 28×28 with their suggested
-cosine graph, issue 22) on the GPU. The baselines run
+GPU shapes: Syn1M, Syn5M, Syn10M (syn4d's ε-graphs), Digits60K (60 000 deformed digits
+of 28×28 with their suggested cosine graph) and Moons1M-knn (the kNN graph of two moons,
+10⁶ rows), issue 22's list. The baselines run
 at the tolerance of benchmarks/paper_tables.py (1e-3 on Syn1M, 1e-4 on Syn5M). Past
 ``--budget`` seconds a baseline's remaining repeats are skipped (recorded as such).
 
@@ -31,13 +32,20 @@ here — block layouts, the library LOBPCG, a Lanczos the default never picks �
 choices ``spectral_embedding`` offers, and forming A per variant would blur the solve
 times.
 
-Writes ``<out>/<name>.json`` after every shape (default benchmarks/results/eigen.json on
-the GPU, eigen-cpu.json / eigen-cpu-small.json on the CPU).
+``ours-auto`` is what explorer's embedding runs on the graph: the components'
+indicators where it has exactly k components (partition_graph's rule, the count
+included in the time), else ``eigen_solver="auto"``'s pick
+(explorer.embedding.solvers.resolve_solver), each at its default tolerance; the solver
+is recorded. Issue 22's target: ``ours-auto`` no slower than ``eigsh-cupyx`` on every
+GPU graph.
+
+Writes ``<out>/<name>.json`` after every shape (default benchmarks/results/eigen-gpu.json
+on the GPU, eigen-cpu.json / eigen-cpu-small.json on the CPU).
 
 Usage::
 
-    python benchmarks/eigen.py                              # GPU: Syn1M, Syn5M, Digits60K
-    python benchmarks/eigen.py --cpu --small                # CPU smoke test (~20 s)
+    python benchmarks/eigen.py       # GPU: Syn1M, Syn5M, Syn10M, Digits60K, Moons1M-knn
+    python benchmarks/eigen.py --backend cpu --quick        # CPU smoke test (~30 s)
     python benchmarks/eigen.py --cpu --shapes Moons20K Syn200K --repeats 1
 """
 
@@ -77,10 +85,21 @@ SHAPES = {
                   "params": None, "method": "auto"},
     "Digits": {"data": "digits", "n": None, "k": 10, "baseline_tol": 1e-4, "params": None,
                "method": "auto"},
+    # The GPU benchmarks' other graphs (issue 22): syn4d at 10⁷ rows with
+    # benchmarks/reorder.py's suggested ε-graph (23 nonzeros per row there), and the
+    # kNN graph (n_neighbors=10, self-tuning σ) of two moons at 10⁶ rows.
+    "Syn10M": {"data": "syn4d", "n": 10_000_000, "k": 4, "baseline_tol": 1e-4,
+               "params": {"metric": "gaussian", "sigma": 0.0056, "threshold_sqdist": 0.00025}},
+    "Moons1M-knn": {"data": "moons", "n": 1_000_000, "k": 2, "baseline_tol": 1e-4,
+                    "params": {"graph": "knn", "n_neighbors": 10, "sigma": "local",
+                               "local_neighbor": 7}, "method": "auto"},
+    "Moons5K-knn": {"data": "moons", "n": 5_000, "k": 2, "baseline_tol": 1e-4,
+                    "params": {"graph": "knn", "n_neighbors": 10, "sigma": "local",
+                               "local_neighbor": 7}, "method": "auto"},
 }
-GPU_SHAPES = ("Syn1M", "Syn5M", "Digits60K")
+GPU_SHAPES = ("Syn1M", "Syn5M", "Syn10M", "Digits60K", "Moons1M-knn")
 CPU_SHAPES = ("Moons20K", "Syn200K")
-SMALL_SHAPES = ("Moons5K", "Syn20K")
+SMALL_SHAPES = ("Moons5K", "Syn20K", "Moons5K-knn")
 
 
 # ----------------------------------------------------------------------------- timing
@@ -154,7 +173,28 @@ def variants(xp, gpu: bool):
         order = xp.argsort(-mu)[:k]
         return mu[order], V[:, order], {"maxiter": 300}
 
-    out = [("chebyshev", chebyshev("row"), cheb.DEFAULT_TOL)]
+    def ours(A, k, degree, tol, seed):
+        # What explorer's embedding runs on this graph: the components' indicators when
+        # it has exactly k components (partition_graph's rule), else eigen_solver="auto"
+        # (explorer.embedding.solvers.resolve_solver), at the solver's own default tol.
+        # One labelling, as components_embedding does it.
+        from explorer.components import component_labels
+        from explorer.embedding import solvers
+        from explorer.embedding.components import indicator_vectors
+
+        try:
+            mu, V = indicator_vectors(component_labels(A), k, degree, xp)
+        except ValueError:  # not exactly k components
+            pass
+        else:
+            V = V / xp.linalg.norm(V, axis=0)  # the indicators come unscaled
+            return mu, V, {"solver": "components"}
+        used = solvers.resolve_solver("auto", A.shape[0], k, xp, nnz=int(A.nnz))
+        pairs = solvers.solve(used, A, k, degree=degree, tol=None, max_iter=None,
+                              rng=np.random.RandomState(seed), xp=xp)
+        return pairs.values, pairs.vectors, {"solver": used, "products": pairs.iterations}
+
+    out = [("ours-auto", ours, cheb.DEFAULT_TOL), ("chebyshev", chebyshev("row"), cheb.DEFAULT_TOL)]
     if gpu:
         out.append(("chebyshev-col", chebyshev("col"), cheb.DEFAULT_TOL))
     else:
@@ -283,7 +323,7 @@ def one_run(solve, A, k, degree, dinv, tol, clock, xp):
 def run_variant(label, solve, tol, A, k, degree, dinv, keep, y, clock, xp, args, deadline,
                 warm):
     runs, result = [], None
-    is_baseline = not label.startswith("chebyshev")
+    is_baseline = not label.startswith(("chebyshev", "ours"))
     # A warm-up pays compilation and memory-pool growth; a baseline already run on an
     # earlier shape has compiled everything, and its slow runs are timed directly.
     warmup = args.warmup and not (is_baseline and label in warm)
@@ -368,8 +408,9 @@ def run_shape(name, backend, xp, args, deadline, warm):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cpu", action="store_true", help="run on the CPU (NumPy/SciPy)")
-    parser.add_argument("--small", action="store_true",
+    parser.add_argument("--backend", choices=("gpu", "cpu"), default="gpu")
+    parser.add_argument("--cpu", action="store_true", help="the same as --backend cpu")
+    parser.add_argument("--quick", "--small", dest="small", action="store_true",
                         help=f"the smoke-test shapes {', '.join(SMALL_SHAPES)}, one run each")
     parser.add_argument("--shapes", nargs="+", choices=list(SHAPES))
     parser.add_argument("--repeats", type=int)
@@ -378,14 +419,15 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--name")
     args = parser.parse_args(argv)
+    args.cpu = args.cpu or args.backend == "cpu"
     backend = "cpu" if args.cpu else "gpu"
     shapes = args.shapes or (SMALL_SHAPES if args.small else CPU_SHAPES if args.cpu
                              else GPU_SHAPES)
     if args.repeats is None:
         args.repeats = 1 if args.small else 3
     args.warmup = not args.small
-    name = args.name or ("eigen" if not args.cpu else "eigen-cpu-small" if args.small
-                         else "eigen-cpu")
+    name = args.name or (("eigen-gpu-small" if args.small else "eigen-gpu") if not args.cpu
+                         else "eigen-cpu-small" if args.small else "eigen-cpu")
     if backend == "gpu":
         import cupy as xp
     else:

@@ -31,6 +31,7 @@ The rule, one pass over samples of the data (about 1 s on 2 CPU cores):
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,6 +99,22 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
     host = np.ascontiguousarray(to_numpy(X), dtype=np.float32)
     fixed_k = not isinstance(n_clusters, str)
     n_classes = int(n_clusters) if fixed_k else None
+    rows = np.random.default_rng(random_state).permutation(n)[:GAP_SAMPLE] if n > GAP_SAMPLE \
+        else np.arange(n)
+    sample = host[np.sort(rows)]
+    knn_graph = None
+    if fixed_k and sample.shape[0] > int(n_clusters) + 1:
+        knn_graph = _sample_graph(sample, int(n_clusters), "knn", n_neighbors, local_neighbor)
+    if knn_graph is not None and _has_exactly_k_components(knn_graph, int(n_clusters),
+                                                            random_state):
+        # The largest relative eigengap there is (1: λ_k = 0 < λ_{k+1}): rules 2-4 would
+        # all end in kNN (no clean ε: kNN; clean: the ε-graph's gap cannot exceed 1 +
+        # GAP_TIE), so neither the ε search nor an eigensolver needs to run.
+        return AffinityChoice(
+            "knn", f"the kNN graph of {sample.shape[0]} sampled rows splits into exactly "
+            f"k={n_clusters} components (stray pieces aside): relative eigengap 1, the "
+            "largest there is, so no ε-graph can separate the clusters better (the rule "
+            "would pick kNN whatever the ε search found)", {"knn": 1.0})
     search = data_suggest.sqdist_search(host, n_classes=n_classes, n_neighbors=n_neighbors,
                                         random_state=random_state, backend=backend)
     if not search.clean:
@@ -109,16 +126,13 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
         return AffinityChoice("epsilon", "an ε threshold gives a clean graph on a sample of "
                               "the data (n_clusters='auto': no eigengap comparison)")
     k = int(n_clusters)
-    rows = np.random.default_rng(random_state).permutation(n)[:GAP_SAMPLE] if n > GAP_SAMPLE \
-        else np.arange(n)
-    sample = host[np.sort(rows)]
     if sample.shape[0] <= k + 1:
         return AffinityChoice("epsilon", "an ε threshold gives a clean graph (too few rows "
                               "for an eigengap comparison)")
     gaps = {
-        "epsilon": _relative_eigengap(sample, k, "epsilon", n_neighbors, local_neighbor,
-                                      random_state),
-        "knn": _relative_eigengap(sample, k, "knn", n_neighbors, local_neighbor, random_state),
+        "epsilon": _relative_eigengap(
+            _sample_graph(sample, k, "epsilon", n_neighbors, local_neighbor), k, random_state),
+        "knn": _relative_eigengap(knn_graph, k, random_state),
     }
     head = (f"relative eigengap (λ{k + 1} − λ{k}) / λ{k + 1} at k={k} on {sample.shape[0]} "
             f"sampled rows: ε-graph {gaps['epsilon']:.3f}, kNN graph {gaps['knn']:.3f} (an ε "
@@ -133,20 +147,52 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
                           "every point (an ε-graph leaves its isolated points out)", gaps)
 
 
-def _relative_eigengap(X, k, graph, n_neighbors, local_neighbor, random_state) -> float:
-    """``(λ_{k+1} − λ_k) / λ_{k+1}`` of the normalised Laplacian of `X`'s graph (CPU),
-    after the components rule of :func:`explorer.partition_graph`; 0 when the graph
-    has no k + 1 eigenvalues to compare."""
-    import warnings
-
+def _sample_graph(X, k, graph, n_neighbors, local_neighbor):
+    """The CPU graph of kind `graph` that the suggested edge rule builds on `X`."""
     from .graph import EdgeRule, build_graph
-    from .spectral import partition_graph
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # components left out: the fit will say so
         rule = EdgeRule.suggest(X, n_clusters=k, n_neighbors=n_neighbors, graph=graph,
                                 local_neighbor=local_neighbor)
-        csr = build_graph(X, rule, backend="cpu").csr
+        return build_graph(X, rule, backend="cpu").csr
+
+
+def _has_exactly_k_components(csr, k, random_state=0) -> bool:
+    """Whether :func:`explorer.partition_graph`'s components rule (stray pieces out,
+    then the k largest components) leaves exactly k components of `csr`: its
+    normalised Laplacian then has λ_1..λ_k = 0 < λ_{k+1}, a relative eigengap of 1.
+
+    The count comes first (fewer than k components cannot become k); the rule itself is
+    partition_graph's, run with ``eigen_solver="components"``, which refuses any other
+    number of components."""
+    from .components import component_labels
+    from .spectral import partition_graph
+
+    labels = component_labels(csr)
+    pieces = np.unique(labels[np.diff(csr.indptr) > 0]).size  # besides the isolated
+    if pieces < k:
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # components left out: the fit will say so
+        try:
+            partition_graph(csr, k, eigen_solver="components", n_init=1,
+                            random_state=random_state)
+        except ValueError:  # the stray rule left fewer than k components
+            return False
+    return True
+
+
+def _relative_eigengap(csr, k, random_state) -> float:
+    """``(λ_{k+1} − λ_k) / λ_{k+1}`` of the normalised Laplacian of the sample graph
+    `csr`, after the components rule of :func:`explorer.partition_graph`; 0 when the
+    graph has no k + 1 eigenvalues to compare."""
+    from .spectral import partition_graph
+
+    if _has_exactly_k_components(csr, k, random_state):
+        return 1.0  # λ_1..λ_k = 0 < λ_{k+1}: no eigensolver needed
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # components left out: the fit will say so
         try:
             part = partition_graph(csr, k, n_eigenpairs=k + 1, n_init=1,
                                    random_state=random_state)

@@ -140,7 +140,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         See :func:`explorer.spectral_embedding`. ``"auto"`` with a fixed k takes
         ``"components"`` (the components' indicators, exact and without iterations)
         when the graph clustered has exactly k connected components besides its
-        isolated vertices, and otherwise dense up to 1000 vertices, Chebyshev beyond.
+        isolated vertices, and otherwise dense or Chebyshev, whichever the measured cost
+        model predicts faster (:func:`explorer.embedding.solvers.resolve_solver`).
     eigen_tol : float, optional
         Residual tolerance of the iterative eigensolvers. Default: the solver's own
         (1e-5 for LOBPCG and Lanczos, 1e-4 for Chebyshev), and at most
@@ -993,7 +994,7 @@ def _order_rows(csr, reorder, points, solver, m, n_kept, xp):
     if isinstance(reorder, RowOrder):
         return reorder
     used = ("components" if solver == "components"
-            else resolve_solver(solver, n_kept, min(m, n_kept), xp))
+            else resolve_solver(solver, n_kept, min(m, n_kept), xp, nnz=int(csr.nnz)))
     products = 0 if used in ("dense", "components") else EXPECTED_PRODUCTS
     return choose_order(csr, reorder, points, n_products=products,
                         block=default_block(m, csr.shape[0]))

@@ -61,7 +61,9 @@ def test_exactly_k_components_are_the_clusters_without_iterations(name, rng):
     assert adjusted_rand_score(y, sc.labels_) >= 0.99
     # More eigenpairs than k (the app's spectrum view) need a real solver.
     wider = partition_graph(sc.affinity_matrix_, k, n_eigenpairs=k + 2, random_state=0)
-    assert wider.embedding.solver == "chebyshev" and wider.embedding.eigenvalues[k] > 1e-4
+    # (dense or Chebyshev, whichever the cost model predicts faster on this graph)
+    assert wider.embedding.solver in ("dense", "chebyshev")
+    assert wider.embedding.eigenvalues[k] > 1e-4
     assert adjusted_rand_score(wider.labels, sc.labels_) == 1.0
 
 

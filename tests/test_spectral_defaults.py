@@ -14,8 +14,9 @@ from explorer.metrics import adjusted_rand_score
 def test_readme_example_fits_with_no_graph_parameters():
     ds = datasets.load("moons", n_samples=2000, noise=0.05, random_state=0)
     auto = SpectralClustering(n_clusters=2, random_state=0, backend="cpu").fit(ds.X)
-    # clean moons: both graphs separate them (a tie), the kNN graph labels every point
-    assert auto.affinity_ == "knn" and "both separate" in auto.affinity_why_
+    # clean moons: the kNN graph of the sample splits into the two moons, a relative
+    # eigengap of 1 that no ε-graph can beat (so the ε search is not run)
+    assert auto.affinity_ == "knn" and "splits into exactly k=2" in auto.affinity_why_
     assert adjusted_rand_score(ds.y, auto.labels_) == 1.0
     assert set(auto.suggested_params_) == {"metric", "sigma"} and auto.sigma_ == "local"
     # The ε-graph with nothing given: the data set's suggestion.

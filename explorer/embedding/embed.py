@@ -141,9 +141,10 @@ def spectral_embedding(
         GPU, float64 Rayleigh-Ritz and residuals). ``"components"``: only for a graph
         with exactly `n_components` connected components among its non-isolated
         vertices, whose k eigenvalues 0 have the components' indicators as
-        eigenvectors (exact, no iteration; see Notes). ``"auto"``: dense up to
-        :data:`~explorer.embedding.solvers.DENSE_MAX_N` non-isolated vertices, Chebyshev
-        beyond (:func:`explorer.embedding.solvers.resolve_solver`).
+        eigenvectors (exact, no iteration; see Notes). ``"auto"``: dense or Chebyshev,
+        whichever the measured cost model predicts faster (the GPU: dense up to
+        :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices;
+        :func:`explorer.embedding.solvers.resolve_solver`).
     tol : float, optional
         Stopping tolerance of the iterative solvers on the residual norm of each unit
         eigenvector; default :data:`~explorer.embedding.solvers.DEFAULT_TOL` (Chebyshev:
@@ -283,7 +284,7 @@ def spectral_embedding(
     A = laplacian.scale_symmetric(S, dinv, xp, inplace=True)
     t1 = _now(xp)
 
-    used = solvers.resolve_solver(solver, m, n_components, xp)
+    used = solvers.resolve_solver(solver, m, n_components, xp, nnz=int(A.nnz))
     start = None
     if components is not None:
         found = int(xp.unique(components[keep]).shape[0])
@@ -311,7 +312,7 @@ def spectral_embedding(
         timings={"laplacian": t1 - t0, "laplacian.check": t_checked - t0,
                  "laplacian.scale": t1 - t_checked, "solve": t2 - t1, "vectors": t3 - t2,
                  "total": t3 - t_start},
-        solver_why=solvers.solver_reason(solver, used, m, n_components),
+        solver_why=solvers.solver_reason(solver, used, m, n_components, xp, int(A.nnz)),
     )
 
 

@@ -17,9 +17,11 @@ algorithm:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from . import chebyshev, lobpcg
 from .components import indicator_eigenpairs
@@ -28,9 +30,13 @@ from .lanczos import lanczos_eigenpairs
 
 __all__ = [
     "DEFAULT_TOL",
+    "CPU_COSTS",
     "DENSE_MAX_N",
+    "DENSE_MEMORY_MAX_N",
     "SOLVERS",
     "Eigenpairs",
+    "SolverCosts",
+    "auto_costs",
     "components_reason",
     "resolve_solver",
     "solve",
@@ -39,12 +45,53 @@ __all__ = [
 
 SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "chebyshev", "components")
 
-#: ``solver="auto"`` solves densely up to this many (non-isolated) vertices. The dense
-#: solver is exact whatever the multiplicities, but its O(n^3) cost overtakes LOBPCG's
-#: early: on 2 CPU cores, for ε-graphs of 50-100 nonzeros per row and k = 2..20,
-#: dense took 0.1-0.3 s at n = 800 (LOBPCG about the same), 1.6-2.3 s at n = 1500
-#: (LOBPCG 0.2-0.8 s) and 3.5-4.9 s at n = 2000 (LOBPCG 0.3-2 s).
+#: ``solver="auto"`` solves densely up to this many (non-isolated) vertices where the
+#: cost model below does not apply: on the GPU, and where the caller does not give the
+#: graph's nonzeros (the distributed fit). The dense solver is exact whatever the
+#: multiplicities, but its O(n^3) cost overtakes the iterative ones early.
 DENSE_MAX_N = 1000
+
+#: Past this many vertices the CPU cost model does not consider the dense solver: its
+#: m × m float64 matrix (and LAPACK's workspace) would take over 300 MB.
+DENSE_MEMORY_MAX_N = 6000
+
+
+@dataclass(frozen=True)
+class SolverCosts:
+    """The constants of ``solver="auto"``'s cost model on one backend (seconds).
+
+    dense ``c_dense · m³``; Chebyshev ``products · (nnz · (alpha + beta · b) +
+    gamma · m · b)`` with b = :func:`explorer.embedding.chebyshev.default_block`.
+    """
+
+    #: Dense eigendecomposition, per m³.
+    c_dense: float
+    #: One sparse block product: per stored entry ...
+    alpha: float
+    #: ... and per stored entry and block column.
+    beta: float
+    #: The filter's update of the block, per row and block column.
+    gamma: float
+    #: Block products of a Chebyshev solve (the calibration's upper quartile).
+    products: float
+    #: Where the numbers come from.
+    source: str
+
+    def dense_seconds(self, m: int) -> float:
+        return self.c_dense * float(m) ** 3
+
+    def chebyshev_seconds(self, m: int, k: int, nnz: int) -> float:
+        b = chebyshev.default_block(k, m)
+        return self.products * (nnz * (self.alpha + self.beta * b) + self.gamma * m * b)
+
+
+#: Measured by ``python benchmarks/solver_cost.py`` (benchmarks/results/solver-cost-cpu.json,
+#: 2 cores in a quiet moment of a shared machine, load 1; one BLAS thread for the dense
+#: fit): dense 0.007 s at m = 400, 0.62 s at 2000; Chebyshev's k + 1 pairs on 13 kNN
+#: and ε-graphs of 1 800-5 000 rows in 53-309 block products (median 144), 0.02-0.46 s.
+CPU_COSTS = SolverCosts(c_dense=7.77e-11, alpha=0.0, beta=6.74e-10, gamma=4.89e-9,
+                        products=144.0, source="benchmarks/results/solver-cost-cpu.json")
+
 
 #: Default stopping tolerance of the Lanczos and LOBPCG solvers: the residual norm
 #: ||A v - μ v|| of each unit eigenvector (||A|| <= 1, so it is also relative). The
@@ -71,7 +118,7 @@ class Eigenpairs(NamedTuple):
     tol: float | None
 
 
-def resolve_solver(solver: str, m: int, k: int, xp=np) -> str:
+def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None) -> str:
     """The solver that runs for `solver` on a graph of `m` non-isolated vertices.
 
     Parameters
@@ -83,7 +130,10 @@ def resolve_solver(solver: str, m: int, k: int, xp=np) -> str:
     k : int
         Eigenpairs wanted, 1 <= k <= m.
     xp : module, default numpy
-        The array module of the run (both backends choose alike).
+        The array module of the run.
+    nnz : int, optional
+        Stored entries of A: with it, ``"auto"`` on the CPU compares the measured
+        costs (:func:`auto_costs`).
 
     Returns
     -------
@@ -93,17 +143,28 @@ def resolve_solver(solver: str, m: int, k: int, xp=np) -> str:
 
     Notes
     -----
-    ``"auto"`` is dense up to :data:`DENSE_MAX_N` vertices and Chebyshev-filtered
-    subspace iteration beyond, on both backends. On the GPU it needs one host sync per
-    filter instead of LOBPCG's several per iteration (6x faster on Syn1M,
-    benchmarks/results/fast.json); on 2 CPU cores, through SpectralClustering with the
-    same ARI: moons 10⁴ 0.72 s against LOBPCG's 1.3 s, digits 0.29 / 0.36 s,
-    infinite-digits 10⁴ 2.7 / 3.5 s, moons 10⁵ 36 s (ARI 0.985) against 152 s
-    (benchmarks/README.md, "CPU: Chebyshev"). Chebyshev needs ``k < m - 1``, ARPACK
-    ``k < m - 2`` with room for its Krylov basis, LOBPCG ``m > 5 * block``.
+    ``"auto"`` chooses between the dense solver (exact, O(m³)) and Chebyshev-filtered
+    subspace iteration, the fastest iterative solver that finds repeated eigenvalues:
+
+    * **CPU, nnz known**: the one of smaller predicted time by :data:`CPU_COSTS`
+      (dense only up to :data:`DENSE_MEMORY_MAX_N`). On 2 cores, through
+      SpectralClustering with the same ARI, Chebyshev took 0.72 s on moons 10⁴ against
+      LOBPCG's 1.3 s, 0.29 / 0.36 s on the digits (benchmarks/README.md, "CPU:
+      Chebyshev"); ARPACK's Lanczos was faster on some graphs but found one zero of
+      two to four (ARI 0.0-0.6, benchmarks/results/eigen-cpu*.json), so it is never
+      the automatic choice.
+    * **GPU, or nnz unknown**: dense up to :data:`DENSE_MAX_N` vertices, Chebyshev
+      beyond. On an H200 (benchmarks/results/eigen.json) Chebyshev is the fastest
+      solver that returns every zero: Syn1M 0.153 s, where our LOBPCG takes 0.905 s,
+      cupyx's lobpcg 1.509 s and cupyx's eigsh 0.111 s but with 1 of 4 zeros (ARI
+      0.26); one host sync per filter. The dense crossover is the CPU's count until
+      ``benchmarks/solver_cost.py --backend gpu`` has measured the GPU's.
+
+    Chebyshev needs ``k < m - 1``, ARPACK ``k < m - 2`` with room for its Krylov
+    basis, LOBPCG ``m > 5 * block``.
     """
     if solver == "auto":
-        solver = "dense" if m <= DENSE_MAX_N else "chebyshev"
+        solver = _auto(m, k, xp, nnz)
     if solver == "chebyshev" and m <= k + 1:
         return "dense"
     if solver == "lanczos" and k >= m - 2:
@@ -113,17 +174,51 @@ def resolve_solver(solver: str, m: int, k: int, xp=np) -> str:
     return solver
 
 
-def solver_reason(solver: str, used: str, m: int, k: int) -> str:
-    """Why `used` ran when `solver` was asked for, on `m` vertices and `k` eigenpairs:
-    the sentence :attr:`explorer.embedding.Embedding.solver_why` carries."""
-    if used == "dense" and solver != "dense":
-        return (f"{m} vertices: solved densely (exact; an iterative solver pays off above "
-                f"{DENSE_MAX_N} vertices or needs more room than k={k} leaves)")
+def auto_costs(m: int, k: int, nnz: int, costs: SolverCosts = CPU_COSTS) -> dict:
+    """Predicted seconds of ``{"dense": ..., "chebyshev": ...}`` for k eigenpairs of
+    A with `m` rows and `nnz` stored entries (:class:`SolverCosts`); dense is None
+    past :data:`DENSE_MEMORY_MAX_N` rows."""
+    dense = costs.dense_seconds(m) if m <= DENSE_MEMORY_MAX_N else None
+    return {"dense": dense, "chebyshev": costs.chebyshev_seconds(m, k, nnz)}
+
+
+def _auto(m, k, xp, nnz) -> str:
+    if xp is not np or nnz is None:
+        return "dense" if m <= DENSE_MAX_N else "chebyshev"
+    cost = auto_costs(m, k, nnz)
+    return "dense" if cost["dense"] is not None and cost["dense"] <= cost["chebyshev"] \
+        else "chebyshev"
+
+
+def solver_reason(solver: str, used: str, m: int, k: int, xp=np,
+                  nnz: int | None = None) -> str:
+    """Why `used` ran when `solver` was asked for, on `m` vertices, `nnz` stored entries
+    and `k` eigenpairs: the sentence :attr:`explorer.embedding.Embedding.solver_why`
+    carries."""
+    if solver not in ("auto", used):
+        if used == "dense":
+            return (f"{m} vertices: solved densely (eigen_solver={solver!r} needs more room "
+                    f"than k={k} leaves)")
+        return f"eigen_solver={solver!r} asked for"
     if solver != "auto":
         return f"eigen_solver={solver!r} asked for"
-    return (f"auto: {m} vertices > {DENSE_MAX_N}, graph not known to have exactly k={k} "
-            "components: Chebyshev-filtered subspace iteration (a block method finds "
-            "repeated eigenvalues; fewest host syncs on the GPU)")
+    if xp is not np or nnz is None:
+        if used == "dense":
+            return (f"auto: {m} vertices <= {DENSE_MAX_N}: solved densely (exact; the count "
+                    "rule of the GPU and of graphs of unknown size)")
+        return (f"auto: {m} vertices > {DENSE_MAX_N}: Chebyshev-filtered subspace iteration "
+                "(the fastest solver that finds repeated eigenvalues on the GPU, one host "
+                "sync per filter; benchmarks/results/eigen.json)")
+    cost = auto_costs(m, k, nnz)
+    dense = ("not considered (m > "f"{DENSE_MEMORY_MAX_N}: its matrix alone is "
+             f"{8 * m * m / 1e9:.1f} GB)" if cost["dense"] is None
+             else f"{cost['dense']:.2g} s")
+    head = (f"auto: {m} vertices, {nnz} nonzeros, k={k}: predicted dense {dense}, Chebyshev "
+            f"{cost['chebyshev']:.2g} s (cost model of {CPU_COSTS.source}): ")
+    if used == "dense":
+        return head + "solved densely (exact, and cheaper here)"
+    return head + ("Chebyshev-filtered subspace iteration (a block method finds repeated "
+                   "eigenvalues, which ARPACK's Lanczos misses)")
 
 
 def components_reason(solver: str, k: int) -> str:
@@ -180,7 +275,14 @@ def solve(solver, A, k, *, degree, tol, max_iter, rng, xp, start=None, rows=None
 
 
 def _dense(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
-    return Eigenpairs(*dense_eigenpairs(A, k, xp), None, None)
+    if xp is not np:
+        return Eigenpairs(*dense_eigenpairs(A, k, xp), None, None)
+    # One BLAS thread, as CPU_COSTS.c_dense was measured: on a machine whose cores are
+    # busy, OpenBLAS' threads stall each other (eigh at m = 800: 9 s with two threads
+    # beside 12 busy processes, 0.07 s with one; the digits' ε-graph, m = 1797, 24 s);
+    # on an idle one a second thread saves at most half.
+    with threadpool_limits(limits=1, user_api="blas"):
+        return Eigenpairs(*dense_eigenpairs(A, k, xp), None, None)
 
 
 def _components(A, k, *, degree, tol, max_iter, rng, xp, start, rows):

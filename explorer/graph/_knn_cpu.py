@@ -60,9 +60,36 @@ def _key(compared, rule: EdgeRule):
 
 
 def _select_rows(cols, compared, rule: EdgeRule, k: int):
-    """The first `k` of each row of regular candidate arrays (p, c) by (key, column):
-    two stable sorts along the rows (by column, then by key), cheap for short rows."""
+    """The first `k` of each row of regular candidate arrays (p, c) by (key, column).
+
+    The tree returns each row by ascending distance, the point itself first: a row
+    whose other candidates are already in (key, column) order (all but a few, where
+    rounding or ties reorder them) takes its first `k` as they are; the others are
+    sorted (:func:`_sort_rows`). Sorting every row cost 1.5 s of a 4 s search at
+    n = 10⁵."""
     key = _key(compared, rule)
+    if cols.shape[1] > k:
+        # Self first (key inf): the rest in strictly ascending (key, column) order.
+        k0, k1, c0, c1 = key[:, 1:-1], key[:, 2:], cols[:, 1:-1], cols[:, 2:]
+        ordered = np.isinf(key[:, 0]) & np.all((k1 > k0) | ((k1 == k0) & (c1 > c0)), axis=1)
+    else:
+        ordered = np.zeros(cols.shape[0], dtype=bool)
+    nbr = np.empty((cols.shape[0], k), dtype=cols.dtype)
+    val = np.empty((cols.shape[0], k), dtype=compared.dtype)
+    fast = np.flatnonzero(ordered)
+    top_key = key[fast, 1 : k + 1]
+    ok = np.isfinite(top_key)
+    nbr[fast] = np.where(ok, cols[fast, 1 : k + 1], -1)
+    val[fast] = np.where(ok, compared[fast, 1 : k + 1], np.nan)
+    slow = np.flatnonzero(~ordered)
+    if slow.size:
+        nbr[slow], val[slow] = _sort_rows(cols[slow], compared[slow], key[slow], k)
+    return nbr, val
+
+
+def _sort_rows(cols, compared, key, k: int):
+    """The first `k` of each row by (key, column): two stable sorts along the rows (by
+    column, then by key), cheap for short rows."""
     by_col = np.argsort(cols, axis=1, kind="stable")
     cols = np.take_along_axis(cols, by_col, axis=1)
     key = np.take_along_axis(key, by_col, axis=1)

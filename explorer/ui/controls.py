@@ -28,8 +28,8 @@ GRAPH_OPTIONS = {"ε-graph": "epsilon", "kNN (union)": "knn", "mutual kNN": "mut
 #: What each mode does, under the mode selector.
 MODE_NOTES = {
     "auto": "The library chooses (explorer.representatives.choose_mode): exact for "
-            "distance rules on d ≤ 8 up to 10⁵ points or small n²·d, else representatives; the run says "
-            "which and why.",
+            "distance rules on d ≤ 8 up to 10⁵ points or small n²·d, else "
+            "representatives; the run says which and why.",
     "exact": "The graph of all n points.",
     "representatives": "k-means picks m representatives; their graph is clustered (its ε "
                        "rule chosen from them) and every point takes its "

@@ -1,0 +1,168 @@
+"""eigen_solver="auto" (the measured cost model), affinity="auto"'s exact shortcut, and the
+kd-tree kNN search's in-order rows (issue 22)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from explorer import EdgeRule, build_graph, spectral_embedding
+from explorer.affinity import choose_affinity
+from explorer.embedding import solvers
+from explorer.embedding.chebyshev import default_block
+from explorer.embedding.solvers import (
+    CPU_COSTS,
+    DENSE_MAX_N,
+    DENSE_MEMORY_MAX_N,
+    auto_costs,
+    resolve_solver,
+    solver_reason,
+)
+from explorer.graph.reference import reference_csr
+from explorer.testing import check_canonical, tricky_data
+
+
+def ring_graph(m, width=3):
+    """A connected band graph of `m` vertices (each joined to its `width` next ones)."""
+    rows = np.repeat(np.arange(m), width)
+    cols = (rows + np.tile(np.arange(1, width + 1), m)) % m
+    S = sp.coo_matrix((np.ones(rows.size, np.float32), (rows, cols)), shape=(m, m))
+    return (S + S.T).tocsr()
+
+
+# ------------------------------------------------------------- the solver's cost model
+
+
+@pytest.mark.parametrize("m, nnz, k", [(200, 2_000, 2), (450, 5_400, 2), (600, 7_200, 2),
+                                       (1_797, 24_678, 10), (1_797, 430_000, 10),
+                                       (5_000, 60_000, 3), (20_000, 240_000, 2)])
+def test_auto_takes_the_cheaper_predicted_solver(m, nnz, k):
+    cost = auto_costs(m, k, nnz)
+    b = default_block(k, m)
+    assert cost["chebyshev"] == pytest.approx(
+        CPU_COSTS.products * (nnz * (CPU_COSTS.alpha + CPU_COSTS.beta * b)
+                              + CPU_COSTS.gamma * m * b))
+    expected = "dense" if cost["dense"] is not None and cost["dense"] <= cost["chebyshev"] \
+        else "chebyshev"
+    assert resolve_solver("auto", m, k, nnz=nnz) == expected
+
+
+def test_auto_crossover_moves_with_the_density():
+    # A sparse kNN-like graph leaves dense early; a dense graph of the same size keeps it.
+    assert resolve_solver("auto", 1_000, 2, nnz=10 * 1_000) == "chebyshev"
+    assert resolve_solver("auto", 200, 2, nnz=10 * 200) == "dense"
+    assert resolve_solver("auto", 1_500, 4, nnz=500 * 1_500) == "dense"
+    # Past the memory bound dense is not considered, however dense the graph.
+    assert auto_costs(DENSE_MEMORY_MAX_N + 1, 2, 10**9)["dense"] is None
+    assert resolve_solver("auto", DENSE_MEMORY_MAX_N + 1, 2, nnz=10**9) == "chebyshev"
+
+
+def test_without_nnz_auto_is_the_count_rule():
+    assert resolve_solver("auto", DENSE_MAX_N, 2) == "dense"
+    assert resolve_solver("auto", DENSE_MAX_N + 1, 2) == "chebyshev"
+    why = solver_reason("auto", "chebyshev", DENSE_MAX_N + 1, 2)
+    assert why.startswith(f"auto: {DENSE_MAX_N + 1} vertices > {DENSE_MAX_N}")
+
+
+def test_the_reason_names_both_predictions_and_the_source():
+    why = solver_reason("auto", "chebyshev", 5_000, 2, np, 60_000)
+    cost = auto_costs(5_000, 2, 60_000)
+    assert why.startswith("auto: 5000 vertices, 60000 nonzeros, k=2")
+    assert f"dense {cost['dense']:.2g} s" in why and f"Chebyshev {cost['chebyshev']:.2g} s" in why
+    assert CPU_COSTS.source in why
+    big = solver_reason("auto", "chebyshev", DENSE_MEMORY_MAX_N + 1, 2, np, 10**6)
+    assert "not considered" in big
+    assert solver_reason("lanczos", "lanczos", 500, 2) == "eigen_solver='lanczos' asked for"
+    assert "solved densely" in solver_reason("lobpcg", "dense", 12, 2)
+
+
+def test_embedding_runs_and_explains_the_auto_choice():
+    small = ring_graph(150)
+    emb = spectral_embedding(small, 2, random_state=0)
+    assert emb.solver == "dense" and "solved densely (exact, and cheaper here)" in emb.solver_why
+    large = ring_graph(3_000)
+    emb = spectral_embedding(large, 2, random_state=0)
+    assert emb.solver == "chebyshev" == resolve_solver("auto", 3_000, 2, nnz=large.nnz)
+    assert emb.solver_why.startswith(f"auto: 3000 vertices, {large.nnz} nonzeros, k=2")
+    assert emb.residual_norms.max() <= 2 * emb.tol
+
+
+def test_the_constants_are_the_committed_calibration():
+    """CPU_COSTS restates benchmarks/results/solver-cost-cpu.json's fit (3 digits)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / CPU_COSTS.source
+    fit = json.loads(path.read_text())
+    assert CPU_COSTS.c_dense == pytest.approx(fit["dense"]["c_dense"], rel=5e-3)
+    for name in ("alpha", "beta", "gamma"):
+        assert getattr(CPU_COSTS, name) == pytest.approx(fit["chebyshev"][name], rel=5e-3), name
+    assert CPU_COSTS.products == fit["chebyshev"]["products_median"]
+
+
+# ------------------------------------------------------------- affinity="auto"
+
+
+def test_a_sample_that_splits_into_k_pieces_needs_no_epsilon_search(monkeypatch):
+    from data import suggest as data_suggest
+
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    X = np.vstack([c + rng.normal(scale=0.3, size=(400, 2)) for c in centres]).astype(np.float32)
+
+    def refuse(*a, **kw):
+        raise AssertionError("the ε search ran")
+
+    monkeypatch.setattr(data_suggest, "sqdist_search", refuse)
+    choice = choose_affinity(X, 3)
+    assert choice.affinity == "knn" and choice.eigengaps == {"knn": 1.0}
+    assert "splits into exactly k=3 components" in choice.why
+
+
+def test_a_connected_sample_still_compares_the_eigengaps():
+    # Two touching blobs: the kNN graph is connected, so the rule compares both graphs
+    # (or finds no clean ε threshold), as before the shortcut.
+    rng = np.random.default_rng(1)
+    X = np.vstack([rng.normal(size=(500, 2)), rng.normal(size=(500, 2)) + [2.0, 0.0]])
+    choice = choose_affinity(X.astype(np.float32), 2)
+    assert "splits into exactly" not in choice.why
+    if choice.eigengaps is not None:
+        assert set(choice.eigengaps) == {"epsilon", "knn"}
+        assert 0.0 <= choice.eigengaps["knn"] < 1.0
+
+
+# ------------------------------------------------------------- the kd-tree's rows
+
+
+@pytest.mark.parametrize("flavour", ("uniform", "lattice", "duplicates"))
+def test_kdtree_knn_in_order_rows_equal_the_reference(flavour):
+    """Rows the tree returns in order (the point first) take their first k as they are,
+    the others are sorted: both kinds occur on lattices and duplicates."""
+    rng = np.random.default_rng(7)
+    for n, d in ((1_000, 2), (400, 3)):
+        X = tricky_data(rng, n, d, flavour)
+        for k in (1, 5, 10):
+            rule = EdgeRule.from_args("gaussian", "local", graph="knn", n_neighbors=k,
+                                      local_neighbor=min(k, 7))
+            g = build_graph(X, rule, method="kdtree", backend="cpu")
+            check_canonical(g.csr)
+            expected = reference_csr(X, rule)
+            for name in ("indptr", "indices", "data"):
+                assert np.array_equal(getattr(g.csr, name), getattr(expected, name)), name
+
+
+def test_solvers_module_lists_its_public_names():
+    for name in ("CPU_COSTS", "SolverCosts", "auto_costs", "DENSE_MEMORY_MAX_N"):
+        assert name in solvers.__all__
+
+
+@pytest.mark.gpu
+def test_gpu_auto_is_the_count_rule_and_says_so():
+    cupy = pytest.importorskip("cupy")
+    import cupyx.scipy.sparse as csp
+
+    for m, expected in ((DENSE_MAX_N - 100, "dense"), (DENSE_MAX_N + 500, "chebyshev")):
+        graph = csp.csr_matrix(ring_graph(m))
+        emb = spectral_embedding(graph, 2, random_state=0)
+        assert emb.solver == expected == resolve_solver("auto", m, 2, cupy, nnz=graph.nnz)
+        assert emb.solver_why.startswith(f"auto: {m} vertices")
+        assert isinstance(emb.embedding, cupy.ndarray)
