@@ -309,3 +309,32 @@ def map_labels(rep_labels, assignment):
     """Every point's label: its representative's (``rep_labels[assignment]``), −1 where
     the representative is unclustered."""
     return rep_labels[assignment]
+
+
+def weight_by_counts(csr, counts):
+    """The representatives' graph weighted by the points they stand for:
+    ``S[i, j] · c_i · c_j / mean(c)²`` (the same pattern, so the same canonical CSR).
+
+    Summing the points' graph over the cells gives this weight between two cells
+    whose points lie near their centres, so the normalised cut of the weighted graph
+    approximates that of the points' graph: a sparse cell in the gap between two
+    clusters weighs as little as its few points, where unweighted it joins them as
+    strongly as a dense cell (k-means spreads centres flatter than the density).
+    Measured on an H200 (m = 4096): circles noise 0.1 at 10⁶ points, ARI 0.23
+    unweighted, 0.97 weighted (0.97 at 5,000 points); no built-in shape scored lower
+    weighted. The mean count scales the weights back to those of S.
+
+    Parameters
+    ----------
+    csr : scipy.sparse or cupyx.scipy.sparse csr_matrix of shape (m, m)
+        The representatives' graph.
+    counts : array of int, shape (m,)
+        Points per representative.
+    """
+    xp = array_module(csr.data)
+    c = xp.asarray(counts, dtype=xp.float64)
+    c = c / c.mean()
+    rows = xp.repeat(xp.arange(csr.shape[0]), xp.diff(csr.indptr).astype(xp.int64))
+    out = csr.copy()
+    out.data = (csr.data * (c[rows] * c[csr.indices])).astype(csr.data.dtype)
+    return out

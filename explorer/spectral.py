@@ -56,6 +56,7 @@ from .representatives import (
     choose_mode,
     extract_representatives,
     map_labels,
+    weight_by_counts,
 )
 from .representatives import check_memory as check_representatives_memory
 
@@ -483,6 +484,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             graph = build_graph(Xv, rule, method=self.method, options=options,
                                 backend=self.backend)
         csr = graph.csr
+        if reps is not None:  # weighted by the points each representative stands for
+            csr = weight_by_counts(csr, reps.counts)
         xp = array_module(csr)
         t1 = time.perf_counter()
 

@@ -205,3 +205,34 @@ def test_cli_runs_the_representatives_mode(tmp_path):
         main(["run", "blobs", "--n-samples", "500", "--backend", "cpu",
               "--n-representatives", "lots"])
     assert exc.value.code == 2
+
+
+def test_weight_by_counts_scales_each_entry_by_both_counts(rng):
+    import scipy.sparse as sp
+
+    from explorer.representatives import weight_by_counts
+
+    m = 40
+    S = sp.random(m, m, density=0.2, random_state=1, dtype=np.float32)
+    S = ((S + S.T) / 2).tocsr()
+    S.sort_indices()
+    counts = rng.integers(1, 500, size=m)
+    W = weight_by_counts(S, counts)
+    c = counts / counts.mean()
+    expected = (S.toarray().astype(np.float64) * np.outer(c, c))
+    np.testing.assert_array_equal(W.indptr, S.indptr)
+    np.testing.assert_array_equal(W.indices, S.indices)
+    np.testing.assert_allclose(W.toarray(), expected, rtol=1e-6)
+    assert W.dtype == S.dtype
+
+
+def test_representatives_mode_clusters_the_count_weighted_graph():
+    from explorer import datasets
+    from explorer.representatives import weight_by_counts
+
+    ds = datasets.load("blobs", n_samples=6000, random_state=0)
+    sc = SpectralClustering(ds.n_classes, mode="representatives", n_representatives=300,
+                            backend="cpu", random_state=0).fit(ds.X)
+    expected = weight_by_counts(sc.graph_.csr, sc.representative_counts_)
+    np.testing.assert_array_equal(sc.affinity_matrix_.data, expected.data)
+    assert adjusted_rand_score(ds.y, sc.labels_) > 0.99
