@@ -96,8 +96,8 @@ def test_embedding_of_an_int64_gpu_graph_equals_int32(solver, tol, graph, monkey
     seen = []
     block_init = ChebyshevBlock.__init__
 
-    def init(self, A, *args):
-        block_init(self, A, *args)
+    def init(self, A, *args, **kwargs):
+        block_init(self, A, *args, **kwargs)
         seen.extend([self.A.indices.dtype, self.A64.indices.dtype])
 
     scale = laplacian.scale_symmetric

@@ -13,7 +13,13 @@ pytestmark = pytest.mark.gpu
 
 
 def blobs(rng, n, d, k, spread=0.3):
-    centres = rng.uniform(-10, 10, size=(k, d))
+    # Centres at least 10 spreads apart, so that every draw is easy data (two close
+    # centres make overlapping blobs, whose labels no mode recovers exactly).
+    while True:
+        centres = rng.uniform(-10, 10, size=(k, d))
+        gaps = np.linalg.norm(centres[:, None] - centres[None], axis=-1)
+        if gaps[np.triu_indices(k, 1)].min() > 10 * spread:
+            break
     y = rng.integers(0, k, size=n)
     return (centres[y] + spread * rng.standard_normal((n, d))).astype(np.float32), y
 
