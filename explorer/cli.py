@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "work n²·d (default)")
     c.add_argument("--n-representatives", type=_n_representatives, default="auto",
                    metavar="M", help="representatives of --mode representatives (default "
-                   "auto: min(4096, n))")
+                   "auto: min(4096, n) on the GPU, min(2048, n) on the CPU)")
     c.add_argument("--random-state", type=int, default=0,
                    help="seed of the eigensolver start and k-means (default 0)")
     c.add_argument("--reorder", choices=("auto", "jaccard", "rcm", "spatial"),

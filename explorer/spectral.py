@@ -184,7 +184,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         tolerance and block limit) and the k-means parameters; the thresholds and
         builder parameters are unused and ``affinity`` must be ``"epsilon"``.
     n_representatives : int or "auto", default "auto"
-        m, between max(2, n_clusters) and n_samples; ``"auto"``: min(4096, n).
+        m, between max(2, n_clusters) and n_samples; ``"auto"``: min(4096, n) on the
+        GPU, min(2048, n) on the CPU (``representatives.DEFAULT_REPRESENTATIVES``).
     n_landmarks : int, optional
         p for ``mode="landmarks"``; default min(1000, n_samples).
     n_nearest_landmarks : int, default 5
@@ -604,7 +605,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             n_representatives=None if isinstance(given, str) else given)
         if mode != "representatives":
             return Xv, None, mode
-        m = check_n_representatives(given, n, self.n_clusters)
+        m = check_n_representatives(given, n, self.n_clusters, backend.name)
         move = backend.is_gpu != (array_module(Xv) is not np)
         check_representatives_memory(n, d, m, gpu=backend.is_gpu, move=move)
         if move:

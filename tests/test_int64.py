@@ -81,8 +81,8 @@ def spy_dtypes(monkeypatch):
     spy("scale_symmetric", laplacian.scale_symmetric)
     block_init = ChebyshevBlock.__init__
 
-    def init(self, A, *args):
-        block_init(self, A, *args)
+    def init(self, A, *args, **kwargs):
+        block_init(self, A, *args, **kwargs)
         seen.append(("ChebyshevBlock.A", self.A.indices.dtype, self.A.indptr.dtype))
         seen.append(("ChebyshevBlock.A64", self.A64.indices.dtype, self.A64.indptr.dtype))
 

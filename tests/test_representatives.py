@@ -125,7 +125,7 @@ def test_auto_mode_on_the_estimator_says_why(rng, monkeypatch):
 
     X, _ = blobs(rng, 1200, 12, 3)
     sc = SpectralClustering(3, backend="cpu", random_state=0).fit(X)
-    assert sc.mode_ == "exact" and "n=1200 <= 4096 representatives" in sc.mode_why_
+    assert sc.mode_ == "exact" and "n=1200 <= 2048 representatives" in sc.mode_why_
     monkeypatch.setitem(module.EXACT_MAX_WORK, "cpu", 1e6)
     sc = SpectralClustering(3, n_representatives=100, backend="cpu", random_state=0).fit(X)
     assert sc.mode_ == "representatives" and "> 1e+06 (cpu)" in sc.mode_why_
@@ -133,7 +133,8 @@ def test_auto_mode_on_the_estimator_says_why(rng, monkeypatch):
 
 
 def test_n_representatives_auto_and_errors():
-    assert check_n_representatives("auto", 10**6, 10) == DEFAULT_REPRESENTATIVES
+    assert check_n_representatives("auto", 10**6, 10) == DEFAULT_REPRESENTATIVES["gpu"]
+    assert check_n_representatives("auto", 10**6, 10, "cpu") == DEFAULT_REPRESENTATIVES["cpu"]
     assert check_n_representatives("auto", 500, 10) == 500
     with pytest.raises(ValueError, match=r"n_representatives=5 is out of range; allowed: "
                                          r"max\(2, n_clusters\) = 10"):

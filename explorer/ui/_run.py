@@ -365,7 +365,8 @@ class RunState(Stage):
     # words the rest (m >= max(2, k), m <= n; p <= n).
     n_representatives = param.Integer(
         default=None, allow_None=True, bounds=(1, None),
-        doc="m, the representatives of mode='representatives'; None: 'auto' (4096, or n).",
+        doc="m, the representatives of mode='representatives'; None: 'auto' (4096 on the GPU, "
+        "2048 on the CPU, or n).",
     )
     n_landmarks = param.Integer(
         default=None, allow_None=True, bounds=(1, None),
