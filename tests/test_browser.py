@@ -100,6 +100,9 @@ class Page:
     def drag_slider(self, css_class: str, fraction: float) -> None:
         """Drag a slider's handle by `fraction` of its track, as a mouse does."""
         handle = self.page.locator(f".{css_class} .noUi-handle")
+        # As a user scrolls to it: the sidebar's options can put it below the fold,
+        # where mouse events at its coordinates reach nothing.
+        handle.scroll_into_view_if_needed()
         track = self.page.locator(f".{css_class} .noUi-base").bounding_box()
         box = handle.bounding_box()
         x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
