@@ -70,10 +70,10 @@ EXACT_MAX_LOW_D = 8
 #: resolves detail far finer than the clusters: inside a cluster its smallest
 #: eigenvalues fall below the cut between clusters whose tails touch at that density,
 #: and the partition splits a cluster instead. Measured on an H200
-#: (benchmarks/results/quality-gpu.json, representatives-scale.json): the exact default
+#: (benchmarks/results/quality-gpu.json, columns default and exact): the exact pipeline
 #: scored ARI 0.73 on aniso 0.25 at 10⁶ and 0.36 on circles 0.05 at 10⁷ (each 1.00 at
 #: 5,000 points), and 0.72 on aniso 0.25 at 2·10⁵ on the CPU; the representatives
-#: 0.995 and 1.000 in 1.5 s and 1.0 s. At 10⁵ the exact default scores as at 5,000.
+#: 0.997 and 1.000 in under a second. At 10⁵ the exact default scores as at 5,000.
 EXACT_MAX_N_LOW_D = 100_000
 
 
