@@ -473,7 +473,7 @@ def test_iterative_solvers_start_from_known_components(rng, solver):
     """With exactly k components known, the iterative solvers start from their exact
     indicators: converged at once, zero eigenvalues to rounding, whatever the
     clustering of the next eigenvalues (the long thin rectangles make them tiny)."""
-    csr, truth = blob_graph(rng, [400, 300, 350], box=(12.0, 1.0), radius=0.5)
+    csr, truth = blob_graph(rng, [400, 300, 350], box=(12.0, 1.0), radius=0.8)
     labels = component_labels(csr)
     emb = spectral_embedding(csr, 3, solver=solver, components=labels, random_state=0)
     assert emb.solver == solver
