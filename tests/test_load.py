@@ -24,11 +24,13 @@ SESSIONS = 10
 
 #: Seconds within which a session's statistics must follow its slider while the other
 #: nine run and publish their results (alone it takes well under one second): at most
-#: one other session's publication (its views redrawn, 1-4 s on 2 busy cores) and the
+#: one other session's publication (its views redrawn, 1-8 s on 2 busy cores) and the
 #: statistics' own passes of the event loop. Nine publications back to back took 18-21 s
 #: (the views stage published outside explorer.ui._jobs.publishing; docs/robustness.md,
-#: "Load").
-ANSWER_S = 6.0
+#: "Load"). With the views taking turns the worst answers were 4.1-4.5 s in two runs and
+#: 8.1 s in a clean-clone CI run (the first answer, behind one redraw in progress): the
+#: bound allows one redraw, not nine; shortening a redraw is what would lower it.
+ANSWER_S = 10.0
 
 #: Seconds the whole test may take: ten pages, ten worker processes started on
 #: demand, ten runs (docs/robustness.md, "Load", has the times measured).
