@@ -726,3 +726,44 @@ def inertia(X, centers, labels, chunk, xp):
         diff = X[start:stop].astype(xp.float64) - centers[labels[start:stop]]
         total += float((diff * diff).sum())
     return total
+
+
+def number_by_first_point(km):
+    """Renumber a fitted :class:`KMeans`'s clusters in the order of their first point.
+
+    Cluster 0 is the one of the first row, cluster 1 the next one met, and so on;
+    clusters without points come last, in their old order. `cluster_centers_` and
+    `labels_` are permuted alike (in place), `inertia_` is unchanged.
+
+    Why: the ids k-means gives follow its random initial centres, so two runs that
+    find the same partition from embeddings equal only to the solver's tolerance
+    (rows reordered, another backend) can number it differently. Numbered by first
+    point, the same partition has the same ids.
+
+    Parameters
+    ----------
+    km : KMeans
+        Fitted, with `labels_` a NumPy or CuPy array (not Dask).
+
+    Returns
+    -------
+    KMeans
+        `km`.
+    """
+    labels = km.labels_
+    xp = array_module(labels)
+    n, k = labels.shape[0], km.cluster_centers_.shape[0]
+    # Every cluster is usually met within the first few rows per cluster: read a
+    # prefix, growing it only while clusters are missing (the whole array at worst).
+    prefix = min(n, 64 * k)
+    while True:
+        ids, first = np.unique(to_numpy(labels[:prefix]), return_index=True)
+        if ids.size == k or prefix == n:
+            break
+        prefix = min(n, 8 * prefix)
+    order = np.concatenate([ids[np.argsort(first)], np.setdiff1d(np.arange(k), ids)])
+    new_id = np.empty(k, dtype=np.int32)
+    new_id[order] = np.arange(k, dtype=np.int32)
+    km.cluster_centers_ = km.cluster_centers_[xp.asarray(order)]
+    km.labels_ = xp.asarray(new_id)[labels]
+    return km

@@ -48,7 +48,7 @@ from .embedding.solvers import resolve_solver
 from .graph import BuildOptions, EdgeRule, Graph, build_graph, csr_stats
 from .graph.reorder import CHOICES as REORDER_CHOICES
 from .graph.reorder import EXPECTED_PRODUCTS, RowOrder, choose_order, permute
-from .kmeans import MAX_ITER_LIMIT, N_INIT_LIMIT, KMeans
+from .kmeans import MAX_ITER_LIMIT, N_INIT_LIMIT, KMeans, number_by_first_point
 from .preprocessing import SCALINGS, check_feature_scales, fit_scaler
 from .representatives import (
     MODES,
@@ -730,7 +730,10 @@ class GraphPartition:
     ----------
     labels : ndarray of int32, shape (n,)
         Cluster of each vertex, −1 for isolated vertices and for those of components
-        beyond the k largest; on the graph's device (NumPy or CuPy).
+        beyond the k largest; on the graph's device (NumPy or CuPy). Clusters are
+        numbered in the order of their first vertex
+        (:func:`explorer.kmeans.number_by_first_point`), so the same partition has
+        the same numbers whatever the row order or backend it came from.
     n_clusters : int
         The k used (the eigengap's choice under ``n_clusters="auto"``).
     n_clusters_suggested : int
@@ -962,8 +965,9 @@ def partition_graph(
     if on_kmeans is not None:
         on_kmeans(k)
     keep = xp.flatnonzero(~used.isolated)
-    km = KMeans(k, n_init=n_init, tol=kmeans_tol, max_iter=kmeans_max_iter,
-                random_state=rng).fit(used.embedding[keep])
+    km = number_by_first_point(KMeans(k, n_init=n_init, tol=kmeans_tol,
+                                      max_iter=kmeans_max_iter,
+                                      random_state=rng).fit(used.embedding[keep]))
     labels = xp.full(n, -1, dtype=xp.int32)
     labels[keep] = km.labels_
     timings = {"embedding": t1 - t0, "kmeans": time.perf_counter() - t1}

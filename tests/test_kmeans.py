@@ -340,3 +340,35 @@ def test_scikit_learn_input_conventions():
     with pytest.raises(ValueError, match=r"0 feature\(s\) \(shape=\(12, 0\)\) while a minimum "
                                          r"of 1 is required"):
         KMeans(2).fit(np.empty((12, 0)))
+
+
+def test_number_by_first_point(rng):
+    # Ids follow the first row of each cluster; centres move with them; a cluster
+    # first met past the first read prefix (64 k rows) and an empty one are handled.
+    from explorer.kmeans import number_by_first_point
+
+    k = 4
+    labels = np.full(1000, 2, dtype=np.int32)
+    labels[500:] = rng.permutation(np.r_[np.full(250, 0), np.full(250, 3)]).astype(np.int32)
+    centers = rng.standard_normal((k, 3)).astype(np.float32)
+    km = KMeans(k)
+    km.labels_, km.cluster_centers_ = labels.copy(), centers.copy()
+    number_by_first_point(km)
+    order = [2, labels[500], 3 - labels[500], 1]  # cluster 1 has no points: last
+    np.testing.assert_array_equal(km.cluster_centers_, centers[order])
+    np.testing.assert_array_equal(km.cluster_centers_[km.labels_], centers[labels])
+    assert km.labels_[0] == 0 and km.labels_[500] == 1 and set(km.labels_[500:]) == {1, 2}
+    assert km.labels_.dtype == np.int32
+
+
+def test_number_by_first_point_is_the_same_for_a_relabelled_partition(rng):
+    from explorer.kmeans import number_by_first_point
+
+    X = rng.standard_normal((600, 2)).astype(np.float32)
+    a = number_by_first_point(KMeans(5, random_state=1, n_init=1).fit(X))
+    b = KMeans(5, random_state=1, n_init=1).fit(X)
+    swap = rng.permutation(5).astype(np.int32)
+    b.labels_, b.cluster_centers_ = swap[b.labels_], b.cluster_centers_[np.argsort(swap)]
+    number_by_first_point(b)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
