@@ -728,6 +728,35 @@ def inertia(X, centers, labels, chunk, xp):
     return total
 
 
+
+def first_rows(labels, k) -> np.ndarray:
+    """The index of each cluster's first row in `labels` (NumPy or CuPy, values in
+    [0, k)), ``len(labels)`` for a cluster without rows; int64 NumPy of shape (k,).
+
+    Every cluster is usually met within the first few rows per cluster: a prefix is
+    read to the host, grown only while clusters are missing (all rows at worst)."""
+    n = labels.shape[0]
+    first = np.full(k, n, dtype=np.int64)
+    prefix = min(n, 64 * k)
+    while True:
+        ids, at = np.unique(to_numpy(labels[:prefix]), return_index=True)
+        if ids.size == k or prefix == n:
+            break
+        prefix = min(n, 8 * prefix)
+    first[ids] = at
+    return first
+
+
+def first_row_numbering(first) -> tuple[np.ndarray, np.ndarray]:
+    """``(order, new_id)`` numbering clusters by their first row: `order` lists the old
+    ids by first row (clusters without rows, ``first`` past every row, last in their
+    old order); ``new_id[old] = new``, int32."""
+    order = np.argsort(np.asarray(first), kind="stable")
+    new_id = np.empty(order.size, dtype=np.int32)
+    new_id[order] = np.arange(order.size, dtype=np.int32)
+    return order, new_id
+
+
 def number_by_first_point(km):
     """Renumber a fitted :class:`KMeans`'s clusters in the order of their first point.
 
@@ -752,18 +781,7 @@ def number_by_first_point(km):
     """
     labels = km.labels_
     xp = array_module(labels)
-    n, k = labels.shape[0], km.cluster_centers_.shape[0]
-    # Every cluster is usually met within the first few rows per cluster: read a
-    # prefix, growing it only while clusters are missing (the whole array at worst).
-    prefix = min(n, 64 * k)
-    while True:
-        ids, first = np.unique(to_numpy(labels[:prefix]), return_index=True)
-        if ids.size == k or prefix == n:
-            break
-        prefix = min(n, 8 * prefix)
-    order = np.concatenate([ids[np.argsort(first)], np.setdiff1d(np.arange(k), ids)])
-    new_id = np.empty(k, dtype=np.int32)
-    new_id[order] = np.arange(k, dtype=np.int32)
+    order, new_id = first_row_numbering(first_rows(labels, km.cluster_centers_.shape[0]))
     km.cluster_centers_ = km.cluster_centers_[xp.asarray(order)]
     km.labels_ = xp.asarray(new_id)[labels]
     return km

@@ -124,8 +124,10 @@ def _kmeans(E, k, estimator, rng, client, on_gpu):
         import cupy
 
         E = E.map_blocks(cupy.asarray, meta=cupy.empty((0, 0)))
+    # Numbered by first point, as the single-process partition is.
     return kmeans_fit(E, k, n_init=estimator.n_init, tol=estimator.kmeans_tol,
-                      max_iter=estimator.kmeans_max_iter, random_state=rng, client=client)
+                      max_iter=estimator.kmeans_max_iter, random_state=rng,
+                      client=client).number_by_first_point()
 
 
 def _blocks_array(futures, rows, k):

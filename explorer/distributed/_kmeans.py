@@ -72,6 +72,24 @@ class DistributedKMeansResult:
             out = out.rechunk((tuple(self.row_chunks),))
         return out
 
+    def number_by_first_point(self) -> DistributedKMeansResult:
+        """Renumber the clusters in the order of their first row, as
+        :func:`explorer.kmeans.number_by_first_point` does for one process: each
+        block's first rows come to the client (k integers a block), the renumbering
+        runs on the workers. In place; returns self."""
+        client = self.blocks.client
+        k = self.cluster_centers.shape[0]
+        firsts = client.gather([client.submit(_km.first_rows, f, k, pure=False)
+                                for f in self.labels])
+        first = np.full(k, self.blocks.n, dtype=np.int64)
+        for r0, size, f in zip(self.blocks.offsets[:-1], self.blocks.sizes, firsts,
+                               strict=True):
+            first = np.minimum(first, np.where(f < size, f + r0, self.blocks.n))
+        order, new_id = _km.first_row_numbering(first)
+        self.cluster_centers = self.cluster_centers[order]
+        self.labels = [client.submit(renumber, f, new_id, pure=False) for f in self.labels]
+        return self
+
     def labels_numpy(self) -> np.ndarray:
         """The labels gathered to the client as one NumPy array."""
         parts = self.blocks.client.gather(self.labels)
@@ -189,6 +207,12 @@ def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
                  "total": time.perf_counter() - t_start},
         meta=label_meta(X), row_chunks=tuple(int(c) for c in X.chunks[0]),
     )
+
+
+def renumber(labels, new_id):
+    """A block's labels renumbered: ``new_id[labels]`` on the block's device."""
+    xp = array_module(labels)
+    return xp.asarray(new_id)[labels]
 
 
 def label_meta(X):
