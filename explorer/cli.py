@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--n-clusters", type=_n_clusters,
                    help="k, or 'auto' (eigengap); default: the data's classes, else auto")
     c.add_argument("--eigen-solver", default="auto",
-                   help="auto, dense, lanczos, lobpcg, chebyshev or components")
+                   help="auto, dense, lanczos, lobpcg, chebyshev, lu (CPU) or components")
     c.add_argument("--eigen-tol", type=float, help="eigensolver residual tolerance")
     c.add_argument("--eigen-max-iter", type=int, help="eigensolver iteration limit")
     c.add_argument("--n-init", type=int, default=10, help="k-means restarts (default 10)")
@@ -388,6 +388,7 @@ def _cmd_run(args, out) -> dict:
         "eigenvalues": np.asarray(sc.eigenvalues_, dtype=float).tolist(),
         "eigensolver": {
             "name": sc.eigen_solver_,
+            "why": sc.eigen_solver_why_,
             "iterations": sc.eigen_iterations_,
             "residual_norms": np.asarray(sc.eigen_residuals_, dtype=float).tolist(),
         },

@@ -136,13 +136,15 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         CSR-2 and CSR-3 parameters of the core paper, passed to the builder (see
         :class:`explorer.graph.BuildOptions`; None: the builder's default, recorded in
         ``graph_.options``).
-    eigen_solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "components"}, \
-            default "auto"
+    eigen_solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "lu", \
+"components"}, default "auto"
         See :func:`explorer.spectral_embedding`. ``"auto"`` with a fixed k takes
         ``"components"`` (the components' indicators, exact and without iterations)
         when the graph clustered has exactly k connected components besides its
-        isolated vertices, and otherwise dense or Chebyshev, whichever the measured cost
-        model predicts faster (:func:`explorer.embedding.solvers.resolve_solver`).
+        isolated vertices; otherwise, on the CPU, ``"lu"`` (LOBPCG preconditioned by
+        sparse LU factors) for a graph of points in at most 3 dimensions with at least
+        20 000 vertices, and dense or Chebyshev, whichever the measured cost model
+        predicts faster (:func:`explorer.embedding.solvers.resolve_solver`).
     eigen_tol : float, optional
         Residual tolerance of the iterative eigensolvers. Default: the solver's own
         (1e-5 for LOBPCG and Lanczos, 1e-4 for Chebyshev), and at most
@@ -242,6 +244,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         The graph parameters chosen from the data (empty when all were given).
     eigen_solver_ : str
         The eigensolver that ran.
+    eigen_solver_why_ : str
+        Why it ran (``"auto"``'s rule and its numbers, or that it was asked for).
     eigen_iterations_ : int or None
     eigen_residuals_ : numpy.ndarray of shape (k,)
         ||A v - μ v|| per eigenpair, recomputed after the solver.
@@ -553,7 +557,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.threshold_sqdist_ = None if rule is None else rule.threshold_sqdist
         self.threshold_sim_ = None if rule is None else rule.threshold_sim
         self.suggested_params_ = () if rule is None else rule.suggested
-        self.eigen_solver_ = emb.solver
+        self.eigen_solver_, self.eigen_solver_why_ = emb.solver, emb.solver_why
         self.eigen_iterations_ = emb.iterations
         self.eigen_residuals_ = emb.residual_norms
         self.backend_ = graph.backend
@@ -706,6 +710,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.threshold_sqdist_ = self.threshold_sim_ = None
         self.suggested_params_ = ()
         self.eigen_solver_ = part.solver
+        self.eigen_solver_why_ = (f"landmark mode: the truncated SVD of the n × p "
+                                  f"affinity ({part.solver})")
         self.eigen_iterations_ = part.iterations
         self.eigen_residuals_ = part.svd.residuals[:k]
         self.backend_, self.backend_reason_ = part.backend, part.backend_reason
@@ -851,7 +857,8 @@ def partition_graph(
         lies on a boundary).
     reorder_points : array of shape (n, d), optional
         The points the graph was built from: ``"spatial"`` needs them, and they make
-        it a candidate of ``"auto"``.
+        it a candidate of ``"auto"``; their dimension is the `points_dim` of the
+        eigensolver's ``"auto"`` rule (:func:`explorer.spectral_embedding`).
 
     Returns
     -------
@@ -942,6 +949,7 @@ def partition_graph(
         labels = None
         if exactly_k and eigen_solver != "dense":  # the solver starts from the indicators
             labels = component_labels(csr) if component_ids is None else component_ids
+        points_dim = None if reorder_points is None else int(reorder_points.shape[1])
         t_order = time.perf_counter()
         order = _order_rows(embedded, reorder, reorder_points, eigen_solver, m, n_kept, xp)
         t_order = time.perf_counter() - t_order
@@ -952,7 +960,8 @@ def partition_graph(
             t_order += time.perf_counter() - t_permute
         emb = spectral_embedding(embedded, m, solver=eigen_solver, tol=tol,
                                  max_iter=eigen_max_iter, random_state=rng, components=labels,
-                                 row_ids=order.perm if order is not None else None)
+                                 row_ids=order.perm if order is not None else None,
+                                 points_dim=points_dim)
         if order is not None and order.reordered:
             emb = replace(emb, embedding=order.to_original(emb.embedding),
                           vectors=order.to_original(emb.vectors),
@@ -1002,7 +1011,8 @@ def _order_rows(csr, reorder, points, solver, m, n_kept, xp):
     if isinstance(reorder, RowOrder):
         return reorder
     used = ("components" if solver == "components"
-            else resolve_solver(solver, n_kept, min(m, n_kept), xp, nnz=int(csr.nnz)))
+            else resolve_solver(solver, n_kept, min(m, n_kept), xp, nnz=int(csr.nnz),
+                                points_dim=None if points is None else int(points.shape[1])))
     products = 0 if used in ("dense", "components") else EXPECTED_PRODUCTS
     return choose_order(csr, reorder, points, n_products=products,
                         block=default_block(m, csr.shape[0]))

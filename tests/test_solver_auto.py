@@ -166,3 +166,63 @@ def test_gpu_auto_is_the_count_rule_and_says_so():
         assert emb.solver == expected == resolve_solver("auto", m, 2, cupy, nnz=graph.nnz)
         assert emb.solver_why.startswith(f"auto: {m} vertices")
         assert isinstance(emb.embedding, cupy.ndarray)
+
+
+# ------------------------------------------------- "lu": LU-preconditioned LOBPCG
+
+
+def test_auto_takes_lu_for_large_graphs_of_low_dimensional_points():
+    from explorer.embedding.lu import LU_MAX_DIM, LU_MIN_ROWS
+
+    m, nnz = LU_MIN_ROWS, 12 * LU_MIN_ROWS
+    assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=2) == "lu"
+    assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=LU_MAX_DIM) == "lu"
+    # Higher-dimensional points (fill towards dense), fewer rows, no points, the GPU:
+    # the cost model's choice.
+    plain = resolve_solver("auto", m, 2, np, nnz=nnz)
+    assert plain != "lu"
+    assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=LU_MAX_DIM + 1) == plain
+    assert resolve_solver("auto", m - 1, 2, np, nnz=nnz, points_dim=2) != "lu"
+    why = solver_reason("auto", "lu", m, 2, np, nnz, points_dim=2)
+    assert why.startswith(f"auto: {m} vertices") and "sparse LU" in why
+
+
+def test_lu_is_refused_on_another_backend_with_the_argument_named():
+    class NotNumpy:  # stands for CuPy: the check is on the module alone
+        pass
+
+    with pytest.raises(ValueError, match="eigen_solver='lu' runs on the CPU only"):
+        resolve_solver("lu", 5000, 2, NotNumpy(), nnz=60_000)
+    solvers.check_solver_backend("lu", np)
+
+
+def test_lu_finds_the_crowded_eigenvalues_of_a_ring_in_few_iterations(rng):
+    # A ring of points: eigenvalues ~ (2πj/m)² crowd near 0. Chebyshev needs many
+    # products, LU-preconditioned LOBPCG a few iterations; both the dense answer.
+    m = 3000
+    t = np.sort(rng.uniform(0, 2 * np.pi, m))
+    X = np.c_[np.cos(t), np.sin(t)].astype(np.float32) * (m / 40)
+    g = build_graph(X, metric="gaussian", sigma=1.0, threshold_sqdist=4.0, backend="cpu")
+    assert sp.csgraph.connected_components(g.csr)[0] == 1
+    lu = spectral_embedding(g.csr, 3, solver="lu", tol=1e-8, random_state=0)
+    dense = spectral_embedding(g.csr, 3, solver="dense")
+    np.testing.assert_allclose(lu.eigenvalues, dense.eigenvalues, atol=1e-9)
+    assert lu.solver == "lu" and lu.iterations <= 20
+    cheb = spectral_embedding(g.csr, 3, solver="chebyshev", tol=1e-8, random_state=0)
+    assert cheb.iterations > 5 * lu.iterations
+    auto = spectral_embedding(g.csr, 3, random_state=0, points_dim=2)
+    assert auto.solver != "lu"  # below LU_MIN_ROWS
+
+
+def test_the_estimator_takes_lu_for_a_large_connected_planar_graph(rng):
+    from explorer import SpectralClustering
+    from explorer.embedding.lu import LU_MIN_ROWS
+
+    n = LU_MIN_ROWS + 500
+    t = rng.uniform(0, 2 * np.pi, n)
+    X = (np.c_[np.cos(t), np.sin(t)] * (1 + 0.05 * rng.standard_normal((n, 1))))
+    sc = SpectralClustering(2, affinity="knn", random_state=0, backend="cpu").fit(X)
+    assert sc.eigen_solver_ == "lu", sc.eigen_solver_why_
+    assert "sparse LU" in sc.eigen_solver_why_
+    # Two arcs of the ring: the Fiedler vector's cut.
+    assert np.bincount(sc.labels_).min() > 0.3 * n

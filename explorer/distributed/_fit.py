@@ -370,6 +370,11 @@ def fit_spectral(estimator, X, client=None):
     estimator.threshold_sim_ = rule.threshold_sim
     estimator.suggested_params_ = rule.suggested
     estimator.eigen_solver_ = used_solver
+    estimator.eigen_solver_why_ = (
+        solvers.components_reason(estimator.eigen_solver, k) if used_solver == "components"
+        else f"eigen_solver={estimator.eigen_solver!r} asked for" if estimator.eigen_solver
+        != "auto" else f"auto, distributed: dense up to {solvers.DENSE_MAX_N} vertices "
+        "(A gathered to the client), LOBPCG beyond (resolve_distributed_solver)")
     estimator.eigen_iterations_ = iterations
     estimator.eigen_residuals_ = residuals
     estimator.backend_ = "dask"

@@ -118,7 +118,7 @@ class Embedding:
 
 def spectral_embedding(
     csr, n_components, *, solver="auto", tol=None, max_iter=None, random_state=None,
-    components=None, row_ids=None,
+    components=None, row_ids=None, points_dim=None,
 ) -> Embedding:
     """Embed the vertices of a similarity graph with the eigenvectors of its Laplacian.
 
@@ -130,7 +130,8 @@ def spectral_embedding(
         A CuPy matrix keeps the whole computation on its GPU.
     n_components : int
         k, the number of eigenpairs: 1 <= k <= number of non-isolated vertices.
-    solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "components"}, default "auto"
+    solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "lu", "components"}, \
+default "auto"
         ``"dense"``: full symmetric eigendecomposition of A as a dense matrix (exact;
         for small graphs). ``"lanczos"``: implicitly restarted Lanczos
         (``scipy.sparse.linalg.eigsh`` / ``cupyx.scipy.sparse.linalg.eigsh``,
@@ -138,12 +139,16 @@ def spectral_embedding(
         a seeded random block (our implementation, on NumPy or CuPy; see Notes).
         ``"chebyshev"``: Chebyshev-filtered block subspace iteration
         (:func:`explorer.embedding.chebyshev.chebyshev_subspace`; float32 block products on the
-        GPU, float64 Rayleigh-Ritz and residuals). ``"components"``: only for a graph
+        GPU, float64 Rayleigh-Ritz and residuals). ``"lu"`` (CPU only): LOBPCG
+        preconditioned by the sparse LU factors of L + δI (:mod:`explorer.embedding.lu`;
+        for graphs of low-dimensional points, whose factors stay sparse).
+        ``"components"``: only for a graph
         with exactly `n_components` connected components among its non-isolated
         vertices, whose k eigenvalues 0 have the components' indicators as
         eigenvectors (exact, no iteration; see Notes). ``"auto"``: dense or Chebyshev,
         whichever the measured cost model predicts faster (the GPU: dense up to
-        :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices;
+        :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices), and "lu" on the CPU
+        for a large graph of points in few dimensions (`points_dim`;
         :func:`explorer.embedding.solvers.resolve_solver`).
     tol : float, optional
         Stopping tolerance of the iterative solvers on the residual norm of each unit
@@ -177,6 +182,9 @@ def spectral_embedding(
         `random_state`, so the embedding, brought back to the user's order, is the
         unpermuted one up to the rounding of the products' summation order, and so are
         the k-means labels after it.
+    points_dim : int, optional
+        The dimension of the points the graph was built from, for ``solver="auto"``'s
+        rule (:func:`explorer.embedding.solvers.resolve_solver`).
 
     Returns
     -------
@@ -189,7 +197,8 @@ def spectral_embedding(
     ValueError
         If `csr` is not square, has negative or non-finite weights, is not symmetric,
         has no edge at all, or an argument is out of range; or ``solver="components"``
-        on a graph whose number of components is not `n_components`.
+        on a graph whose number of components is not `n_components`; or
+        ``solver="lu"`` on a CuPy matrix.
     ConvergenceError
         (A ValueError and a RuntimeError) if SciPy's Lanczos (ARPACK) does not
         converge within `max_iter`.
@@ -265,6 +274,8 @@ def spectral_embedding(
     if solver == "components":
         return components_embedding(csr, n_components)
     xp = array_module(csr)
+    solvers.check_solver_backend(solver, xp)
+    points_dim = check_int(points_dim, "points_dim", low=1, allow_none=True)
     n = csr.shape[0]
 
     t0 = _now(xp)
@@ -284,7 +295,8 @@ def spectral_embedding(
     A = laplacian.scale_symmetric(S, dinv, xp, inplace=True)
     t1 = _now(xp)
 
-    used = solvers.resolve_solver(solver, m, n_components, xp, nnz=int(A.nnz))
+    used = solvers.resolve_solver(solver, m, n_components, xp, nnz=int(A.nnz),
+                                  points_dim=points_dim)
     start = None
     if components is not None:
         found = int(xp.unique(components[keep]).shape[0])
@@ -312,7 +324,8 @@ def spectral_embedding(
         timings={"laplacian": t1 - t0, "laplacian.check": t_checked - t0,
                  "laplacian.scale": t1 - t_checked, "solve": t2 - t1, "vectors": t3 - t2,
                  "total": t3 - t_start},
-        solver_why=solvers.solver_reason(solver, used, m, n_components, xp, int(A.nnz)),
+        solver_why=solvers.solver_reason(solver, used, m, n_components, xp, int(A.nnz),
+                                         points_dim),
     )
 
 

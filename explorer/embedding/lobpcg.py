@@ -31,7 +31,8 @@ def extra_vectors(k: int) -> int:
     return min(k, max(2, k // 4))
 
 
-def lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp, start=None, rows=None):
+def lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp, start=None, rows=None,
+                      precondition=None):
     """The k largest eigenpairs of A by block LOBPCG, stopping on the k wanted pairs.
 
     Parameters
@@ -58,6 +59,11 @@ def lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp, start=None, rows=Non
     rows : int array of shape (m,), optional
         The original position of each row of `A` when `A` is a permuted graph's: the
         random block is drawn in that order (:class:`explorer.embedding.start.RowNormals`).
+    precondition : callable, optional
+        Applied to the residual block before it joins the basis: an approximation of
+        ``(I - A - σI)^-1`` for a shift σ below the wanted eigenvalues of L = I - A
+        (:func:`explorer.embedding.lu.lu_preconditioner`). None: the residuals as they
+        are.
 
     Returns
     -------
@@ -77,8 +83,8 @@ def lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp, start=None, rows=Non
     convergence a fresh product confirms it. The small Gram eigenproblems go to LAPACK
     on the host, as CuPy's own Lanczos does; when P has become nearly dependent on X
     and R (the classic LOBPCG breakdown near convergence), the step is taken without
-    it. No preconditioner: the diagonal of L_sym is 1, so Jacobi preconditioning is
-    the identity.
+    it. Jacobi preconditioning would be the identity (the diagonal of L_sym is 1);
+    `precondition` takes a better one.
     """
     m = A.shape[0]
     block = k + extra_vectors(k)
@@ -109,6 +115,8 @@ def lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp, start=None, rows=Non
             break
         iterations += 1
         W = R[:, xp.asarray(residual_norms > tol)]
+        if precondition is not None:
+            W = precondition(W)
         W = svqb(W - X @ (X.T @ W), xp)
         AW = matmul(A, W, slabs)
         basis, images = [X, W], [AX, AW]

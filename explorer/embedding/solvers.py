@@ -11,6 +11,8 @@ algorithm:
 ``lanczos``     :func:`explorer.embedding.lanczos.lanczos_eigenpairs`
 ``lobpcg``      :func:`explorer.embedding.lobpcg.lobpcg_eigenpairs`
 ``chebyshev``   :func:`explorer.embedding.chebyshev.chebyshev_subspace`
+``lu``          :func:`explorer.embedding.lobpcg.lobpcg_eigenpairs`, preconditioned
+                by :func:`explorer.embedding.lu.lu_preconditioner` (CPU only)
 ``components``  :func:`explorer.embedding.components.indicator_eigenpairs`
 ==============  ==============================================================
 """
@@ -23,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from . import chebyshev, lobpcg
+from . import chebyshev, lobpcg, lu
 from .components import indicator_eigenpairs
 from .dense import dense_eigenpairs
 from .lanczos import lanczos_eigenpairs
@@ -37,13 +39,14 @@ __all__ = [
     "Eigenpairs",
     "SolverCosts",
     "auto_costs",
+    "check_solver_backend",
     "components_reason",
     "resolve_solver",
     "solve",
     "solver_reason",
 ]
 
-SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "chebyshev", "components")
+SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "chebyshev", "lu", "components")
 
 #: ``solver="auto"`` solves densely up to this many (non-isolated) vertices where the
 #: cost model below does not apply: on the GPU, and where the caller does not give the
@@ -118,7 +121,8 @@ class Eigenpairs(NamedTuple):
     tol: float | None
 
 
-def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None) -> str:
+def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None,
+                   points_dim: int | None = None) -> str:
     """The solver that runs for `solver` on a graph of `m` non-isolated vertices.
 
     Parameters
@@ -134,12 +138,21 @@ def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None) -
     nnz : int, optional
         Stored entries of A: with it, ``"auto"`` on the CPU compares the measured
         costs (:func:`auto_costs`).
+    points_dim : int, optional
+        The dimension of the points the graph was built from, when it was: ``"auto"``
+        on the CPU takes ``"lu"`` for points in at most
+        :data:`explorer.embedding.lu.LU_MAX_DIM` dimensions.
 
     Returns
     -------
     str
         ``"auto"`` resolved; ``"dense"`` in place of an iterative solver on a graph
         too small for it.
+
+    Raises
+    ------
+    ValueError
+        ``"lu"`` asked for on the GPU.
 
     Notes
     -----
@@ -160,18 +173,34 @@ def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None) -
       0.26); one host sync per filter. The dense crossover is the CPU's count until
       ``benchmarks/solver_cost.py --backend gpu`` has measured the GPU's.
 
+    * **CPU, graph of points in at most** :data:`~explorer.embedding.lu.LU_MAX_DIM`
+      **dimensions, from** :data:`~explorer.embedding.lu.LU_MIN_ROWS` **vertices**:
+      ``"lu"``, LOBPCG preconditioned by the sparse LU factors of L + δI. There the
+      smallest eigenvalues crowd near 0 and Chebyshev's product count, which the cost
+      model takes as typical, grows without bound (1025 block products, 16.0 s, on
+      circles 10⁵, where "lu" took 6 iterations; :mod:`explorer.embedding.lu`).
+
     Chebyshev needs ``k < m - 1``, ARPACK ``k < m - 2`` with room for its Krylov
-    basis, LOBPCG ``m > 5 * block``.
+    basis, LOBPCG (and "lu") ``m > 5 * block``.
     """
+    check_solver_backend(solver, xp)
     if solver == "auto":
-        solver = _auto(m, k, xp, nnz)
+        solver = _auto(m, k, xp, nnz, points_dim)
     if solver == "chebyshev" and m <= k + 1:
         return "dense"
     if solver == "lanczos" and k >= m - 2:
         return "dense"
-    if solver == "lobpcg" and m <= 5 * (k + lobpcg.extra_vectors(k)):
+    if solver in ("lobpcg", "lu") and m <= 5 * (k + lobpcg.extra_vectors(k)):
         return "dense"
     return solver
+
+
+def check_solver_backend(solver: str, xp) -> None:
+    """Raise a ValueError for a solver the backend of `xp` does not have ("lu": CPU)."""
+    if solver == "lu" and xp is not np:
+        raise ValueError("eigen_solver='lu' runs on the CPU only (SciPy's SuperLU "
+                         "factors); on the GPU use 'auto', 'chebyshev', 'lobpcg' or "
+                         "'lanczos', or backend='cpu'")
 
 
 def auto_costs(m: int, k: int, nnz: int, costs: SolverCosts = CPU_COSTS) -> dict:
@@ -182,16 +211,23 @@ def auto_costs(m: int, k: int, nnz: int, costs: SolverCosts = CPU_COSTS) -> dict
     return {"dense": dense, "chebyshev": costs.chebyshev_seconds(m, k, nnz)}
 
 
-def _auto(m, k, xp, nnz) -> str:
+def _auto(m, k, xp, nnz, points_dim=None) -> str:
     if xp is not np or nnz is None:
         return "dense" if m <= DENSE_MAX_N else "chebyshev"
+    if _low_d(m, points_dim):
+        return "lu"
     cost = auto_costs(m, k, nnz)
     return "dense" if cost["dense"] is not None and cost["dense"] <= cost["chebyshev"] \
         else "chebyshev"
 
 
+def _low_d(m, points_dim) -> bool:
+    """Whether the CPU's "auto" takes "lu": points of few dimensions, graph not small."""
+    return points_dim is not None and points_dim <= lu.LU_MAX_DIM and m >= lu.LU_MIN_ROWS
+
+
 def solver_reason(solver: str, used: str, m: int, k: int, xp=np,
-                  nnz: int | None = None) -> str:
+                  nnz: int | None = None, points_dim: int | None = None) -> str:
     """Why `used` ran when `solver` was asked for, on `m` vertices, `nnz` stored entries
     and `k` eigenpairs: the sentence :attr:`explorer.embedding.Embedding.solver_why`
     carries."""
@@ -209,6 +245,11 @@ def solver_reason(solver: str, used: str, m: int, k: int, xp=np,
         return (f"auto: {m} vertices > {DENSE_MAX_N}: Chebyshev-filtered subspace iteration "
                 "(the fastest solver that finds repeated eigenvalues on the GPU, one host "
                 "sync per filter; benchmarks/results/eigen.json)")
+    if used == "lu":
+        return (f"auto: {m} vertices >= {lu.LU_MIN_ROWS} of points in {points_dim} <= "
+                f"{lu.LU_MAX_DIM} dimensions: LOBPCG preconditioned by the sparse LU of "
+                "L + δI (the smallest eigenvalues of such graphs crowd near 0, where "
+                "Chebyshev's products grow; their factors stay sparse)")
     cost = auto_costs(m, k, nnz)
     dense = ("not considered (m > "f"{DENSE_MEMORY_MAX_N}: its matrix alone is "
              f"{8 * m * m / 1e9:.1f} GB)" if cost["dense"] is None
@@ -315,10 +356,20 @@ def _chebyshev(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
     return Eigenpairs(xp.asarray(mu), V, products, tol)
 
 
+def _lu(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
+    tol = DEFAULT_TOL if tol is None else tol
+    max_iter = lobpcg.DEFAULT_MAX_ITER if max_iter is None else max_iter
+    precondition, _ = lu.lu_preconditioner(A)
+    return Eigenpairs(*lobpcg.lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp,
+                                                start=start, rows=rows,
+                                                precondition=precondition), tol)
+
+
 _SOLVE = {
     "dense": _dense,
     "lanczos": _lanczos,
     "lobpcg": _lobpcg,
     "chebyshev": _chebyshev,
+    "lu": _lu,
     "components": _components,
 }
