@@ -19,7 +19,9 @@ Rows: the built-in shapes ``moons``, ``circles``, ``blobs`` at 5·10³, 2·10⁴
 * ``app-run`` (moons 10⁵ only): the app's Run, ``SpectralClustering(**keywords).fit``
   with the keywords the app's state hands it for that data set with every sidebar
   value at its default (explorer/ui/_run.py; the keywords are recorded), after one
-  uncounted Run.
+  uncounted Run; ``app-run-auto`` the same with the sidebar's "Let the library choose
+  the graph" checked (``auto_affinity``: the library's default graph, no σ or
+  threshold from the ε sliders).
 
 Each cell: wall time (median of ``--repeats`` runs; one run from 10⁵ rows) and the
 adjusted Rand index against the true labels (label -1, points left unclustered,
@@ -97,7 +99,7 @@ def sklearn_solver(solver):
     return run
 
 
-def app_keywords(name, n):
+def app_keywords(name, n, **graph_settings):
     """The keywords the app's Run hands :class:`explorer.SpectralClustering` for the
     built-in data set `name` of `n` points with every sidebar value at its default
     (the app's state, :mod:`explorer.ui.state`, without Panel); None where the app's
@@ -110,6 +112,7 @@ def app_keywords(name, n):
     state.data.param.update(dataset=name, n_samples=n)
     if not state.load():
         raise RuntimeError(f"the app could not load {name} n={n}: {state.data.error}")
+    state.graph.param.update(**graph_settings)
     return state.run_state.spec(state.run_state.snapshot()).estimator
 
 
@@ -195,13 +198,14 @@ def main(argv=None):
             print(f"{name:8s} n={ds.n:>8d} {col:15s} {cell['seconds']:8.2f} s  "
                   f"ARI {cell['ari']:.3f}", flush=True)
         if ds.n == APP_RUN_N and name == APP_RUN_DATA:
-            keywords = app_keywords(name, ds.n)
-            if keywords is None:
-                row["skipped"]["app-run"] = "the app's packages (param) are not installed"
-            else:
+            for col, settings in (("app-run", {}), ("app-run-auto", {"auto_affinity": True})):
+                keywords = app_keywords(name, ds.n, **settings)
+                if keywords is None:
+                    row["skipped"][col] = "the app's packages (param) are not installed"
+                    continue
                 measure(app_run(keywords), X, y, k, 1)  # warm-up: the app's first Run
-                row["cells"]["app-run"] = cell = measure(app_run(keywords), X, y, k, 1)
-                print(f"{name:8s} n={ds.n:>8d} {'app-run':15s} {cell['seconds']:8.2f} s  "
+                row["cells"][col] = cell = measure(app_run(keywords), X, y, k, 1)
+                print(f"{name:8s} n={ds.n:>8d} {col:15s} {cell['seconds']:8.2f} s  "
                       f"ARI {cell['ari']:.3f}", flush=True)
         row["load_after"] = os.getloadavg()
         results.append(row)
