@@ -272,7 +272,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     backend_ : {"gpu", "cpu"}
     backend_reason_ : str
     landmarks_ : ndarray of shape (n_landmarks, n_features) or None
-        With ``mode="landmarks"``: the landmarks (on the backend's device); there
+        With ``mode="landmarks"``: the landmarks (on the backend's device; in the
+        scaled space with `scale`, as the representatives are); there
         ``affinity_matrix_``, ``graph_``, ``graph_stats_`` and ``edge_rule_`` are None
         (no n × n graph exists) and ``landmark_partition_`` holds the
         :class:`explorer.landmarks.LandmarkPartition`.
@@ -688,6 +689,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         metric = "gaussian" if self.metric == "auto" else self.metric
         Xv = check_data(X, center=metric != "cosine")
         check_features(self, X, reset=True)
+        scaler, Xv = _scaled(Xv, self.scale)
         n_landmarks = min(1000, Xv.shape[0]) if self.n_landmarks is None else self.n_landmarks
         part = landmark_partition(
             Xv, self.n_clusters, n_landmarks=n_landmarks, n_nearest=self.n_nearest_landmarks,
@@ -717,6 +719,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.backend_, self.backend_reason_ = part.backend, part.backend_reason
         self.mode_, self.mode_why_ = "landmarks", "mode='landmarks' given"
         self.landmarks_ = part.landmarks
+        self.scaler_ = scaler
         self.reorder_ = None  # no graph to reorder: the products are the CSRC ones
         self.representatives_ = self.representative_of_ = None
         self.representative_counts_ = self.representative_labels_ = None

@@ -317,3 +317,18 @@ def test_cli_run_landmarks(tmp_path):
     assert result["scores"]["ari"] > 0.9
     assert main(["run", "blobs", "--mode", "landmarks", "--threshold-sqdist", "0.1",
                  "--backend", "cpu"]) == 2
+
+
+def test_landmark_mode_applies_scale(rng):
+    # One feature in metres, one in millimetres: scale="standard" is applied before
+    # the landmarks are drawn, as in the other modes (it was ignored here once).
+    from explorer.preprocessing import fit_scaler
+
+    X, y = make_blobs(600, centers=3, cluster_std=0.4, random_state=int(rng.integers(2**31)))
+    X = X * np.array([1.0, 1000.0])
+    kw = dict(mode="landmarks", n_landmarks=60, backend="cpu", random_state=0)
+    scaled = SpectralClustering(3, scale="standard", **kw).fit(X)
+    assert scaled.scaler_ is not None and scaled.scaler_.method == "standard"
+    by_hand = SpectralClustering(3, **kw).fit(fit_scaler(X, "standard").transform(X))
+    np.testing.assert_array_equal(scaled.labels_, by_hand.labels_)
+    np.testing.assert_allclose(scaled.landmarks_, by_hand.landmarks_, rtol=1e-6)

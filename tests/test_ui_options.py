@@ -9,8 +9,6 @@ representatives or landmarks are drawn over its clusters.
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 import pytest
 
@@ -23,6 +21,7 @@ from explorer.preprocessing import scale_features  # noqa: E402
 from explorer.ui import ExplorerApp, plots  # noqa: E402
 from explorer.ui.state import ExplorerState, anchors_drawn  # noqa: E402
 from explorer.ui.views import NO_GRAPH, mode_markdown  # noqa: E402
+from tests._session import act as _act  # noqa: E402
 
 hv.extension("bokeh")
 
@@ -39,18 +38,6 @@ def _state(dataset="moons", n=400, **data) -> ExplorerState:
 def _estimator(s: ExplorerState) -> dict:
     """The keywords a Run would pass to SpectralClustering now."""
     return s.run_state.spec(s.run_state.snapshot()).estimator
-
-
-def _act(action):
-    """Do `action` as a server session does, and wait for the jobs it starts."""
-
-    async def main():
-        action()
-        me = asyncio.current_task()
-        while pending := [t for t in asyncio.all_tasks() if t is not me and not t.done()]:
-            await asyncio.gather(*pending)
-
-    asyncio.run(main())
 
 
 def _spectral_plot(obj):
@@ -249,13 +236,15 @@ def test_landmark_run_draws_its_landmarks_and_has_no_graph_views():
     r, shown = s.result, s.views.result
     assert r.mode == "landmarks" and r.csr is None and r.graph_stats is None
     assert r.anchors.shape == (30, 2) and "normalized_cut" not in r.scores["spectral"]
-    # the landmark mode fits the data as given: its landmarks are drawn mapped by the
-    # scaling the points are drawn under
-    assert r.fit_scale is None
-    np.testing.assert_allclose(shown.anchor_xy, s.data.result.scaler.transform(r.anchors),
+    # the landmark mode fits the scaled data, as the points are drawn: its landmarks
+    # lie among the drawn points
+    assert r.fit_scale == "standard"
+    np.testing.assert_allclose(shown.anchor_xy, s.data.result.projection(r.anchors),
                                rtol=1e-6)
     np.testing.assert_array_equal(shown.anchor_xy, anchors_drawn(r))
-    assert "does not apply `scale`" in app.clusters.mode.object
+    lo, hi = s.data.result.xy.min(axis=0), s.data.result.xy.max(axis=0)
+    assert ((shown.anchor_xy >= lo - 1e-6) & (shown.anchor_xy <= hi + 1e-6)).all()
+    assert "Fitted on the standard-scaled features" in app.clusters.mode.object
     assert _spectral_plot(app.clusters.plot.object).values()[1].label == "landmarks"
     assert app.sparsity.text.object == NO_GRAPH
     assert app.export.graph.disabled and not app.export.json.disabled

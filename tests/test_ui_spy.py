@@ -9,7 +9,6 @@ every edge inside a cluster into that cluster's diagonal block.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 import numpy as np
@@ -27,6 +26,7 @@ from explorer.ui._order import (  # noqa: E402
     orders_of,
 )
 from explorer.ui.state import ExplorerState  # noqa: E402
+from tests._session import act as _act  # noqa: E402
 
 
 def _connected(state, factor=6.0):
@@ -194,19 +194,6 @@ def test_order_stage_follows_the_run_and_waits_while_inactive(shown):
 
 
 # --------------------------------------------------------------------------- views
-
-
-def _act(action):
-    """Do `action` the way a server session does, and wait for the jobs it starts (as
-    tests/test_ui_views.py: a fresh event loop run until no task is left)."""
-
-    async def main():
-        action()
-        me = asyncio.current_task()
-        while pending := [t for t in asyncio.all_tasks() if t is not me and not t.done()]:
-            await asyncio.gather(*pending)
-
-    asyncio.run(main())
 
 
 def _title(obj) -> str:

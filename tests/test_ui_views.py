@@ -9,7 +9,6 @@ the spot, so every wire from widget to state to view is exercised here.
 from __future__ import annotations
 
 import ast
-import asyncio
 import inspect
 import io
 
@@ -28,6 +27,8 @@ from holoviews.core.spaces import DynamicMap  # noqa: E402
 import explorer  # noqa: E402
 from explorer.ui import ExplorerApp, plots  # noqa: E402
 from explorer.ui.state import ExplorerState  # noqa: E402
+from tests._session import act as _act  # noqa: E402
+from tests._session import act_async as _act_async  # noqa: E402
 
 hv.extension("bokeh")
 
@@ -51,33 +52,6 @@ def _connect(state, factor=6.0):
 
 def _render(obj):
     return hv.render(obj, backend="bokeh")
-
-
-def _act(action):
-    """Do `action` (widget changes, clicks) the way a server session does, and wait
-    for the jobs it starts.
-
-    In a session, Panel schedules the app's asynchronous jobs on the running event
-    loop, and a job may request another (new data -> statistics). Here the action
-    runs inside a fresh event loop, which then runs until no task is left.
-    """
-
-    async def coroutine():
-        action()
-
-    _act_async(coroutine)
-
-
-def _act_async(make_coroutine):
-    """:func:`_act` for an action that is a coroutine (made by `make_coroutine`)."""
-
-    async def main():
-        await make_coroutine()
-        me = asyncio.current_task()
-        while pending := [t for t in asyncio.all_tasks() if t is not me and not t.done()]:
-            await asyncio.gather(*pending)
-
-    asyncio.run(main())
 
 
 # --------------------------------------------------------------------------- app

@@ -105,15 +105,14 @@ class RunResult:
         in landmark mode, which builds no graph of the points).
     anchors : ndarray of float32, shape (m, d), or None
         The representatives (``representatives_``) or the landmarks (``landmarks_``)
-        in the space the fit saw (scaled when ``scale`` was given; the landmark mode
-        fits the data as given), on the host; None in exact mode.
+        in the space the fit saw (scaled when ``scale`` was given), on the host; None
+        in exact mode.
     anchor_labels : ndarray of int64 or None
         The representatives' clusters (``representative_labels_``).
     anchor_counts : ndarray of int64 or None
         The points each representative stands for (``representative_counts_``).
     fit_scale : {"standard", "minmax"} or None
-        The scaling the fit applied (``scaler_.method``; None when it fitted the data
-        as given: no ``scale``, or the landmark mode, which does not scale).
+        The scaling the fit applied (``scaler_.method``; None without ``scale``).
 
     Notes
     -----

@@ -139,17 +139,11 @@ def present(run: RunResult) -> Presentation:
 def anchors_drawn(run: RunResult) -> np.ndarray:
     """The (m, 2) drawing coordinates of the run's representatives or landmarks.
 
-    They lie in the space the fit saw: the data stage's `X` (scaled by the same
-    :func:`explorer.preprocessing.fit_scaler` when a scaling is chosen). A fit that
-    did not scale although the data are shown scaled (the landmark mode takes the data
-    as given) has its anchors mapped by the data stage's scaler first. Then the data's
-    own projection.
+    They lie in the space the fit saw, the data stage's `X` (scaled by the same
+    :func:`explorer.preprocessing.fit_scaler` when a scaling is chosen: the estimator
+    scales in every mode), so the data's own projection draws them.
     """
-    data = run.data
-    anchors = run.anchors
-    if data.scaler is not None and run.fit_scale is None:
-        anchors = data.scaler.transform(anchors)
-    return data.projection(anchors)
+    return run.data.projection(run.anchors)
 
 
 def _renamed(ids, before, after) -> np.ndarray:

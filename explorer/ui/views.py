@@ -405,12 +405,7 @@ def mode_markdown(result) -> str:
         lines.append(
             f"**{len(result.anchors):,} landmarks** (black triangles): no graph of the "
             "points is built; each point is joined to its nearest landmarks (W = Ẑ Ẑᵀ).")
-    scale = result.data.scale
-    if scale is not None and result.fit_scale is None:
-        lines.append(f"The data are shown {scale}-scaled, but this mode fitted them as "
-                     "given (the library's landmark mode does not apply `scale`); the "
-                     "landmarks are drawn mapped by the same scaling.")
-    elif result.fit_scale is not None:
+    if result.fit_scale is not None:
         lines.append(f"Fitted on the {result.fit_scale}-scaled features (`scale`), as drawn.")
     return "  \n".join(lines)
 
