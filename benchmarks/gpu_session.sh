@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call of the issue 16/17 benchmark gaps: run one named part and leave its
+# One device call of the issue 16/17/18/22 benchmark gaps: run one named part and leave its
 # result files in OUT, laid out as the repository's paths, so that after the call
 #   cp -r <files_at>/benchmarks/results/. benchmarks/results/
 # puts them where they are committed (docs/large-scaling.png too, where drawn).
@@ -12,6 +12,13 @@
 #   quality-1e7          every family at 1e7 (default, k-means; exact on the kNN families)
 #   large-landmarks-1e7  mode="landmarks" on infinite digits 125K-1e6 and 1e7 x 784, the
 #                        exact pipeline once at 1e6 (ari_exact), merged into large.json
+#   eigen-gpu-a          our GPU eigensolvers against cupyx's eigsh and lobpcg on Syn1M,
+#                        Syn5M, Digits60K (issue 22)                 -> eigen-gpu.json
+#   eigen-gpu-b          the same on Syn10M and Moons1M-knn          -> eigen-gpu-2.json
+#   solver-cost-gpu      the GPU constants of eigen_solver="auto"'s cost model
+#                                                                    -> solver-cost-gpu.json
+#   reorder-5e7          syn4d 5e7 shuffled: the Jaccard order first, then spatial and
+#                        none, one embedding each, merged into reorder.json (issue 18)
 # The parts' sizes, families and bounds are benchmarks/quality.py's PARTS. Each part stops
 # itself within its budget; HARD_TIMEOUT (default 570 s) is the last resort. Afterwards,
 # on any machine: python benchmarks/quality.py --merge   (-> results/quality-gpu.json)
@@ -44,9 +51,30 @@ case $PART in
     "$PY" benchmarks/scaling_plot.py large --out "$OUT/docs/large-scaling.png" >> "$LOG" 2>&1 \
       || echo "plot not drawn here: run python benchmarks/scaling_plot.py large" >> "$LOG"
     ;;
+  eigen-gpu-a|eigen-gpu-b)
+    if [ "$PART" = eigen-gpu-a ]; then SHAPES="Syn1M Syn5M Digits60K" NAME=eigen-gpu
+    else SHAPES="Syn10M Moons1M-knn" NAME=eigen-gpu-2; fi
+    # shellcheck disable=SC2086  # the shape names are separate arguments
+    timeout -k 10 "${HARD_TIMEOUT:-570}" "$PY" benchmarks/eigen.py --shapes $SHAPES \
+      --name "$NAME" --out "$OUT/benchmarks/results" >> "$LOG" 2>&1
+    echo "eigen.py exit status $?" >> "$LOG"
+    ;;
+  solver-cost-gpu)
+    timeout -k 10 "${HARD_TIMEOUT:-570}" "$PY" benchmarks/solver_cost.py --backend gpu \
+      >> "$LOG" 2>&1
+    echo "solver_cost.py exit status $?" >> "$LOG"
+    cp benchmarks/results/solver-cost-gpu.json "$OUT/benchmarks/results/" 2>> "$LOG"
+    ;;
+  reorder-5e7)
+    # The file is rewritten after every variant: a call cut short keeps those it ran.
+    timeout -k 10 "${HARD_TIMEOUT:-570}" "$PY" benchmarks/reorder.py --shapes syn4d-5e7 \
+      --variants jaccard spatial none --embed-repeats 1 \
+      --merge benchmarks/results/reorder.json --out "$OUT/benchmarks/results" >> "$LOG" 2>&1
+    echo "reorder.py exit status $?" >> "$LOG"
+    ;;
   *)
-    echo "unknown part $PART; use quality-1e6-a, quality-1e6-b, quality-1e7 or" \
-      "large-landmarks-1e7" >&2
+    echo "unknown part $PART; use quality-1e6-a, quality-1e6-b, quality-1e7," \
+      "large-landmarks-1e7, eigen-gpu-a, eigen-gpu-b, solver-cost-gpu or reorder-5e7" >&2
     exit 2
     ;;
 esac
