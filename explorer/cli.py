@@ -362,6 +362,7 @@ def _cmd_run(args, out) -> dict:
     _row(out, "clustering", f"k={sc.n_clusters_}" + (" (eigengap)" if n_clusters == "auto" else "")
          + f", eigensolver {sc.eigen_solver_}, {_iters(sc.eigen_iterations_)}, "
          f"max residual {residual:.2g}")
+    _row(out, "eigensolver", sc.eigen_solver_why_)
     _row(out, "eigenvalues", " ".join(f"{v:.4g}" for v in sc.eigenvalues_))
     reorder = getattr(sc, "reorder_", None)
     if reorder is not None:
