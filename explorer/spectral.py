@@ -142,7 +142,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         ``"components"`` (the components' indicators, exact and without iterations)
         when the graph clustered has exactly k connected components besides its
         isolated vertices; otherwise, on the CPU, ``"lu"`` (LOBPCG preconditioned by
-        sparse LU factors) for a graph of points in at most 3 dimensions with at least
+        sparse LU factors) for a graph of points in at most 2 dimensions with at least
         20 000 vertices, and dense or Chebyshev, whichever the measured cost model
         predicts faster (:func:`explorer.embedding.solvers.resolve_solver`).
     eigen_tol : float, optional

@@ -142,6 +142,10 @@ default "auto"
         GPU, float64 Rayleigh-Ritz and residuals). ``"lu"`` (CPU only): LOBPCG
         preconditioned by the sparse LU factors of L + δI (:mod:`explorer.embedding.lu`;
         for graphs of low-dimensional points, whose factors stay sparse).
+        Its factors' memory is not known before they are formed: on graphs of
+        high-dimensional data (close to expanders) they fill in towards dense, so
+        ``"auto"`` takes it for points in the plane only (fill measured 6-9× the
+        graph's entries there, 34-86× for points in space).
         ``"components"``: only for a graph
         with exactly `n_components` connected components among its non-isolated
         vertices, whose k eigenvalues 0 have the components' indicators as

@@ -6,11 +6,15 @@ that only multiplies by A needs about 1/sqrt(gap) products per vector: Chebyshev
 1025 block products, 10-16 s, on circles 10⁵ on 2 cores. ``(L + δI)^-1`` turns the
 same eigenvalues into 1/(λ + δ), far apart, and LOBPCG preconditioned by it
 converges in a handful of iterations (6 there). Its factors are cheap where the graph
-is: the fill of a sparse LU of a graph of low-dimensional points grows like n log n
-(SuperLU with the minimum-degree order of L + Lᵀ: 7·10⁶ entries, 0.6-0.9 s, for that
-graph's 1.2·10⁶), which is why the ``"auto"`` rule takes it for points in at most
-:data:`LU_MAX_DIM` dimensions only: the graph of high-dimensional data is close to an
-expander, whose factors fill in towards dense.
+is planar-like: the fill of a sparse LU of a kNN graph of points in the plane grows
+like n log n (SuperLU with the minimum-degree order of L + Lᵀ: 7·10⁶ entries, 0.6-0.9
+s, for that graph's 1.2·10⁶; uniform points in the square, 5.8× the graph's entries at
+2·10⁴, 7.6× at 10⁵, 8.5× at 2·10⁵). In space it does not: uniform points in the cube
+gave 34× at 2·10⁴ and 86× at 10⁵ (10⁸ entries, 25 s), and the graph of
+high-dimensional data, close to an expander, fills in towards dense. So the
+``"auto"`` rule takes it for points in at most :data:`LU_MAX_DIM` dimensions only, and
+the factors' memory, unknown before they are formed, stays about ten times the
+graph's.
 
 scikit-learn's ``eigen_solver="amg"`` takes the same road with pyamg's algebraic
 multigrid as the preconditioner: cheaper to set up than the factors, weaker per
@@ -31,7 +35,7 @@ SHIFT = 1e-6
 
 #: ``eigen_solver="auto"`` on the CPU takes "lu" for graphs of points in at most this
 #: many dimensions (see the module docstring)...
-LU_MAX_DIM = 3
+LU_MAX_DIM = 2
 
 #: ...and at least this many non-isolated vertices, where the products of the other
 #: iterative solvers begin to cost more than the factors (benchmarks/solver_lu.py).
