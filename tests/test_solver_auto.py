@@ -226,3 +226,25 @@ def test_the_estimator_takes_lu_for_a_large_connected_planar_graph(rng):
     assert "sparse LU" in sc.eigen_solver_why_
     # Two arcs of the ring: the Fiedler vector's cut.
     assert np.bincount(sc.labels_).min() > 0.3 * n
+
+
+def test_lu_factors_are_estimated_before_they_are_formed(monkeypatch):
+    # Explicit "lu": refused with the estimate and what to do; "auto": the cost model
+    # instead, when the estimated factors would not fit.
+    import explorer.embedding.solvers as solvers_module
+    from explorer.embedding.lu import LU_MIN_ROWS, factor_bytes, lu_preconditioner
+    from explorer.memory import MemoryEstimateError
+
+    graph = ring_graph(3000)
+    A = (graph / 6.0).astype(np.float64).tocsr()
+    monkeypatch.setattr("explorer.memory.available_host_bytes", lambda: 1000)
+    with pytest.raises(MemoryEstimateError, match=r"eigen_solver='lu': the sparse LU factors "
+                       r"of the 3000-row graph .*use eigen_solver='chebyshev'"):
+        lu_preconditioner(A)
+    m, nnz = LU_MIN_ROWS, 12 * LU_MIN_ROWS
+    monkeypatch.setattr(solvers_module, "available_host_bytes",
+                        lambda: int(factor_bytes(nnz) / 0.8) - 1)
+    assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=2) != "lu"
+    monkeypatch.setattr(solvers_module, "available_host_bytes",
+                        lambda: int(factor_bytes(nnz) / 0.8) + 10)
+    assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=2) == "lu"

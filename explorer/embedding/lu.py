@@ -27,7 +27,10 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import splu
 
-__all__ = ["LU_MAX_DIM", "LU_MIN_ROWS", "SHIFT", "lu_preconditioner"]
+from ..memory import check_allocation
+
+__all__ = ["LU_FILL_ESTIMATE", "LU_MAX_DIM", "LU_MIN_ROWS", "SHIFT", "factor_bytes",
+           "lu_preconditioner"]
 
 #: δ of L + δI: below every eigenvalue of L_sym but 0, so the wanted ones become the
 #: largest of (L + δI)^-1 by orders of magnitude; L + δI stays positive definite.
@@ -40,6 +43,22 @@ LU_MAX_DIM = 2
 #: ...and at least this many non-isolated vertices, where the products of the other
 #: iterative solvers begin to cost more than the factors (benchmarks/solver_lu.py).
 LU_MIN_ROWS = 20_000
+
+#: Entries of the L and U factors per stored entry of A assumed before they are
+#: formed: 5.8-8.5 measured on graphs of points in the plane at 2·10⁴-2·10⁵ rows,
+#: growing like log n; the estimate keeps room above that. (Points in space or high
+#: dimensions exceed it many times over: see the module docstring.)
+LU_FILL_ESTIMATE = 12
+
+#: Bytes per factor entry: a float32 value and an int32 row index, and SuperLU's
+#: supernode bookkeeping.
+_BYTES_PER_FACTOR_ENTRY = 12
+
+
+def factor_bytes(nnz: int) -> float:
+    """The host bytes :func:`lu_preconditioner` is estimated to need for a matrix of
+    `nnz` stored entries (:data:`LU_FILL_ESTIMATE`)."""
+    return float(LU_FILL_ESTIMATE) * _BYTES_PER_FACTOR_ENTRY * float(nnz)
 
 
 def lu_preconditioner(A, shift=SHIFT):
@@ -59,6 +78,11 @@ def lu_preconditioner(A, shift=SHIFT):
     fill : int
         Stored entries of the L and U factors (their memory: 12 bytes each).
 
+    Raises
+    ------
+    explorer.memory.MemoryEstimateError
+        When :func:`factor_bytes` exceeds the memory available, before factoring.
+
     Notes
     -----
     The factors are float32: a preconditioner's rounding costs iterations, not
@@ -66,6 +90,11 @@ def lu_preconditioner(A, shift=SHIFT):
     the factorisation and each solve faster (0.75 against 0.89 s on circles 10⁵).
     """
     m = A.shape[0]
+    check_allocation(factor_bytes(A.nnz),
+                     f"eigen_solver='lu': the sparse LU factors of the {m}-row graph (about "
+                     f"{LU_FILL_ESTIMATE}× its {A.nnz} stored entries)",
+                     "use eigen_solver='chebyshev' or 'lobpcg', or cluster representatives "
+                     "(mode='representatives')")
     M = (sp.identity(m, dtype=np.float32, format="csc") * np.float32(1.0 + shift)
          - A.astype(np.float32)).tocsc()
     # Symmetric mode: the ordering of L + Lᵀ and pivots taken on the diagonal, as a

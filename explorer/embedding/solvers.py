@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..memory import CPU_MEMORY_FRACTION, available_host_bytes
 from . import chebyshev, lobpcg, lu
 from .components import indicator_eigenpairs
 from .dense import dense_eigenpairs
@@ -214,16 +215,20 @@ def auto_costs(m: int, k: int, nnz: int, costs: SolverCosts = CPU_COSTS) -> dict
 def _auto(m, k, xp, nnz, points_dim=None) -> str:
     if xp is not np or nnz is None:
         return "dense" if m <= DENSE_MAX_N else "chebyshev"
-    if _low_d(m, points_dim):
+    if _low_d(m, points_dim, nnz):
         return "lu"
     cost = auto_costs(m, k, nnz)
     return "dense" if cost["dense"] is not None and cost["dense"] <= cost["chebyshev"] \
         else "chebyshev"
 
 
-def _low_d(m, points_dim) -> bool:
-    """Whether the CPU's "auto" takes "lu": points of few dimensions, graph not small."""
-    return points_dim is not None and points_dim <= lu.LU_MAX_DIM and m >= lu.LU_MIN_ROWS
+def _low_d(m, points_dim, nnz) -> bool:
+    """Whether the CPU's "auto" takes "lu": points of few dimensions, a graph not small,
+    and factors estimated to fit in the memory available."""
+    if points_dim is None or points_dim > lu.LU_MAX_DIM or m < lu.LU_MIN_ROWS:
+        return False
+    available = available_host_bytes()
+    return available is None or lu.factor_bytes(nnz) <= CPU_MEMORY_FRACTION * available
 
 
 def solver_reason(solver: str, used: str, m: int, k: int, xp=np,
