@@ -1006,9 +1006,9 @@ def _check_reorder(reorder, points):
 def _order_rows(csr, reorder, points, solver, m, n_kept, xp):
     """The row order `partition_graph` embeds in (None: none asked for).
 
-    The rule's inputs: the block products the solver takes (none for the dense and
-    components solvers; :data:`~explorer.graph.reorder.EXPECTED_PRODUCTS` for the
-    iterative ones) and its block width."""
+    The rule's inputs: the block products the solver takes (none for the dense,
+    components and "lu" solvers; :data:`~explorer.graph.reorder.EXPECTED_PRODUCTS`
+    for the other iterative ones) and its block width."""
     if reorder is None:
         return None
     if isinstance(reorder, RowOrder):
@@ -1016,7 +1016,8 @@ def _order_rows(csr, reorder, points, solver, m, n_kept, xp):
     used = ("components" if solver == "components"
             else resolve_solver(solver, n_kept, min(m, n_kept), xp, nnz=int(csr.nnz),
                                 points_dim=None if points is None else int(points.shape[1])))
-    products = 0 if used in ("dense", "components") else EXPECTED_PRODUCTS
+    # "lu": a few products; its factors (ordered by SuperLU itself) are the cost.
+    products = 0 if used in ("dense", "components", "lu") else EXPECTED_PRODUCTS
     return choose_order(csr, reorder, points, n_products=products,
                         block=default_block(m, csr.shape[0]))
 
