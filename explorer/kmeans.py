@@ -602,7 +602,9 @@ def assign_nearest(X, x_sq, centers, chunk, xp, *, want_sums):
     On the GPU, one fused kernel pass with the centres in registers where that pays
     (``explorer.kernels.kmeans.fused_step_pays``), the tiled kernel for other k at few
     features (``tiled_step_pays``), else the GEMM path's kernels (``gemm_step``); on
-    the CPU :func:`assign_nearest_by_products`.
+    the CPU :func:`assign_nearest_by_tree` for many centres in few dimensions
+    (:data:`TREE_MAX_FEATURES`, :data:`TREE_MIN_CLUSTERS`), else
+    :func:`assign_nearest_by_products`.
     """
     n, d = X.shape
     k = centers.shape[0]
@@ -620,7 +622,43 @@ def assign_nearest(X, x_sq, centers, chunk, xp, *, want_sums):
         if tiled_step_pays(k, d):  # few features: no n × k block of cross terms
             return tiled_step(X, x_sq, centers, want_sums=want_sums)
         return gemm_step(X, x_sq, centers, want_sums=want_sums, chunk=chunk)
+    if d <= TREE_MAX_FEATURES and k >= TREE_MIN_CLUSTERS:
+        return assign_nearest_by_tree(X, centers, want_sums=want_sums)
     return assign_nearest_by_products(X, x_sq, centers, chunk, xp, want_sums=want_sums)
+
+
+#: The CPU assigns rows through a kd-tree of the centres up to this many features...
+TREE_MAX_FEATURES = 3
+
+#: ...from this many centres. The products cost n·k·d per step whatever the geometry;
+#: a tree query about n·log k. The representatives' k-means (k = 2048, 65 536 sampled
+#: 2-D rows, 2 cores): 4.2 s of a 4.6 s fit at 2·10⁵ points by products.
+TREE_MIN_CLUSTERS = 64
+
+
+def assign_nearest_by_tree(X, centers, *, want_sums):
+    """:func:`assign_nearest` on the CPU through a kd-tree of the centres.
+
+    Same returns as :func:`assign_nearest`. The nearest centre by float64 distance
+    (SciPy's ``cKDTree.query``, on every core); the squared distances to it in float32
+    as the products path gives them; the sums by ``numpy.bincount`` in float64.
+    """
+    from scipy.spatial import cKDTree
+
+    n, d = X.shape
+    k = centers.shape[0]
+    tree = cKDTree(np.asarray(centers, dtype=np.float64))
+    _, lab = tree.query(np.asarray(X, dtype=np.float64), k=1, workers=-1)
+    labels = lab.astype(np.int32)
+    diff = X - centers.astype(np.float32)[labels]
+    mind = np.einsum("ij,ij->i", diff, diff)
+    sums = None
+    if want_sums:
+        sums = np.empty((k, d + 1), dtype=np.float64)
+        for j in range(d):
+            sums[:, j] = np.bincount(labels, weights=X[:, j], minlength=k)
+        sums[:, d] = np.bincount(labels, minlength=k)
+    return labels, mind, sums
 
 
 def assign_nearest_by_products(X, x_sq, centers, chunk, xp, *, want_sums):

@@ -372,3 +372,37 @@ def test_number_by_first_point_is_the_same_for_a_relabelled_partition(rng):
     number_by_first_point(b)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     np.testing.assert_array_equal(a.cluster_centers_, b.cluster_centers_)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_tree_assignment_equals_the_products(rng, d):
+    # The CPU's kd-tree path (many centres, few features) against the products path:
+    # the same nearest centre but where two lie within float32 rounding of each other,
+    # the same distances to rounding, the same float64 sums.
+    from explorer.kmeans import (
+        TREE_MIN_CLUSTERS,
+        assign_nearest,
+        assign_nearest_by_products,
+        assign_nearest_by_tree,
+        row_sq_norms,
+    )
+
+    k = TREE_MIN_CLUSTERS + int(rng.integers(0, 200))
+    X = rng.standard_normal((20_000, d)).astype(np.float32)
+    C = rng.standard_normal((k, d))
+    x_sq = row_sq_norms(X, np)
+    lab_t, mind_t, sums_t = assign_nearest_by_tree(X, C, want_sums=True)
+    lab_p, mind_p, sums_p = assign_nearest_by_products(X, x_sq, C, 4096, np, want_sums=True)
+    assert lab_t.dtype == np.int32 and mind_t.dtype == np.float32
+    exact = ((X[:, None, :].astype(np.float64) - C[None]) ** 2).sum(axis=2)
+    np.testing.assert_array_equal(lab_t, exact.argmin(axis=1))  # float64 nearest
+    differ = lab_t != lab_p
+    gap = exact[np.arange(len(X)), lab_p] - exact[np.arange(len(X)), lab_t]
+    assert differ.mean() < 1e-3 and (gap[differ] < 1e-5).all()
+    np.testing.assert_allclose(mind_t, exact.min(axis=1), rtol=1e-5, atol=1e-6)
+    if not differ.any():
+        np.testing.assert_allclose(sums_t, sums_p, rtol=1e-12, atol=1e-9)
+    np.testing.assert_array_equal(sums_t[:, -1], np.bincount(lab_t, minlength=k))
+    # assign_nearest takes the tree for these shapes
+    lab, _, _ = assign_nearest(X, x_sq, C, 4096, np, want_sums=False)
+    np.testing.assert_array_equal(lab, lab_t)
