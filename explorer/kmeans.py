@@ -8,6 +8,7 @@ The same code runs on both backends; the array module is the one of ``X``.
 from __future__ import annotations
 
 import numpy as np
+from scipy.spatial import cKDTree
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -643,8 +644,6 @@ def assign_nearest_by_tree(X, centers, *, want_sums):
     (SciPy's ``cKDTree.query``, on every core); the squared distances to it in float32
     as the products path gives them; the sums by ``numpy.bincount`` in float64.
     """
-    from scipy.spatial import cKDTree
-
     n, d = X.shape
     k = centers.shape[0]
     tree = cKDTree(np.asarray(centers, dtype=np.float64))
@@ -764,7 +763,6 @@ def inertia(X, centers, labels, chunk, xp):
         diff = X[start:stop].astype(xp.float64) - centers[labels[start:stop]]
         total += float((diff * diff).sum())
     return total
-
 
 
 def first_rows(labels, k) -> np.ndarray:

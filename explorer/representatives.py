@@ -31,9 +31,11 @@ from .kmeans import KMeans, assign_nearest, row_sq_norms
 MODES = ("auto", "exact", "representatives", "landmarks")
 
 #: ``n_representatives="auto"``: this many per backend, or n when smaller. The CPU's k-means
-#: of 32·m sample rows costs m² (on 2 cores, 3·10⁵ 2-D points: 4096 took 30-100 s,
-#: 2048 took 9-26 s, with ARI 0.965-0.996 against 0.969-0.994 on circles 0.1, aniso
-#: 0.25 and moons 0.1); the GPU's takes 0.05-0.6 s at 4096.
+#: of 32·m sample rows cost m² by products (on 2 cores, 3·10⁵ 2-D points: 4096 took
+#: 30-100 s, 2048 took 9-26 s, with ARI 0.965-0.996 against 0.969-0.994 on circles 0.1,
+#: aniso 0.25 and moons 0.1); the GPU's takes 0.05-0.6 s at 4096. Since then the CPU
+#: assigns low-dimensional rows through a kd-tree (2048 centres: fit 4.2 -> 0.7 s), so
+#: the CPU's 2048 is worth measuring again at 4096.
 DEFAULT_REPRESENTATIVES = {"gpu": 4096, "cpu": 2048}
 
 #: The representatives' k-means is fitted on a uniform sample of this many rows per

@@ -46,6 +46,16 @@ def resolve_distributed_solver(solver: str, m: int, k: int) -> str:
     return "lobpcg" if used == "chebyshev" else used
 
 
+def _solver_why(solver: str, used: str, k: int) -> str:
+    """Why `used` ran in the distributed fit when `solver` was asked for."""
+    if used == "components":
+        return solvers.components_reason(solver, k)
+    if solver != "auto":
+        return f"eigen_solver={solver!r} asked for"
+    return (f"auto, distributed: dense up to {solvers.DENSE_MAX_N} vertices (A gathered to "
+            "the client), LOBPCG beyond (resolve_distributed_solver)")
+
+
 def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_iter=None,
                           random_state=None, exclude=None, components=None):
     """The spectral embedding of a :class:`~explorer.distributed.RowBlockGraph`.
@@ -370,11 +380,7 @@ def fit_spectral(estimator, X, client=None):
     estimator.threshold_sim_ = rule.threshold_sim
     estimator.suggested_params_ = rule.suggested
     estimator.eigen_solver_ = used_solver
-    estimator.eigen_solver_why_ = (
-        solvers.components_reason(estimator.eigen_solver, k) if used_solver == "components"
-        else f"eigen_solver={estimator.eigen_solver!r} asked for" if estimator.eigen_solver
-        != "auto" else f"auto, distributed: dense up to {solvers.DENSE_MAX_N} vertices "
-        "(A gathered to the client), LOBPCG beyond (resolve_distributed_solver)")
+    estimator.eigen_solver_why_ = _solver_why(estimator.eigen_solver, used_solver, k)
     estimator.eigen_iterations_ = iterations
     estimator.eigen_residuals_ = residuals
     estimator.backend_ = "dask"

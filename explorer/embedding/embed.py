@@ -278,7 +278,6 @@ default "auto"
     if solver == "components":
         return components_embedding(csr, n_components)
     xp = array_module(csr)
-    solvers.check_solver_backend(solver, xp)
     points_dim = check_int(points_dim, "points_dim", low=1, allow_none=True)
     n = csr.shape[0]
 

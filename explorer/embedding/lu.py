@@ -40,8 +40,10 @@ SHIFT = 1e-6
 #: many dimensions (see the module docstring)...
 LU_MAX_DIM = 2
 
-#: ...and at least this many non-isolated vertices, where the products of the other
-#: iterative solvers begin to cost more than the factors (benchmarks/solver_lu.py).
+#: ...and at least this many non-isolated vertices: a judgement, not a measured
+#: crossover. Below it every solver takes a fraction of a second on 2 cores
+#: (results/cpu.json's 2·10⁴ rows: 0.19-0.21 s for the whole fit), and on circles
+#: 10⁵ the factors took 0.6 s against Chebyshev's 10 s.
 LU_MIN_ROWS = 20_000
 
 #: Entries of the L and U factors per stored entry of A assumed before they are
@@ -73,10 +75,8 @@ def lu_preconditioner(A, shift=SHIFT):
 
     Returns
     -------
-    apply : callable
+    callable
         Float64 block in, float64 block out.
-    fill : int
-        Stored entries of the L and U factors (their memory: 12 bytes each).
 
     Raises
     ------
@@ -104,4 +104,4 @@ def lu_preconditioner(A, shift=SHIFT):
     def apply(R):
         return lu.solve(np.asarray(R, dtype=np.float32)).astype(np.float64)
 
-    return apply, int(lu.L.nnz + lu.U.nnz)
+    return apply

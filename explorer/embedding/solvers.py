@@ -215,14 +215,14 @@ def auto_costs(m: int, k: int, nnz: int, costs: SolverCosts = CPU_COSTS) -> dict
 def _auto(m, k, xp, nnz, points_dim=None) -> str:
     if xp is not np or nnz is None:
         return "dense" if m <= DENSE_MAX_N else "chebyshev"
-    if _low_d(m, points_dim, nnz):
+    if _takes_lu(m, points_dim, nnz):
         return "lu"
     cost = auto_costs(m, k, nnz)
     return "dense" if cost["dense"] is not None and cost["dense"] <= cost["chebyshev"] \
         else "chebyshev"
 
 
-def _low_d(m, points_dim, nnz) -> bool:
+def _takes_lu(m, points_dim, nnz) -> bool:
     """Whether the CPU's "auto" takes "lu": points of few dimensions, a graph not small,
     and factors estimated to fit in the memory available."""
     if points_dim is None or points_dim > lu.LU_MAX_DIM or m < lu.LU_MIN_ROWS:
@@ -364,7 +364,7 @@ def _chebyshev(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
 def _lu(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
     tol = DEFAULT_TOL if tol is None else tol
     max_iter = lobpcg.DEFAULT_MAX_ITER if max_iter is None else max_iter
-    precondition, _ = lu.lu_preconditioner(A)
+    precondition = lu.lu_preconditioner(A)
     return Eigenpairs(*lobpcg.lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp,
                                                 start=start, rows=rows,
                                                 precondition=precondition), tol)
