@@ -396,9 +396,13 @@ def test_tree_assignment_equals_the_products(rng, d):
     assert lab_t.dtype == np.int32 and mind_t.dtype == np.float32
     exact = ((X[:, None, :].astype(np.float64) - C[None]) ** 2).sum(axis=2)
     np.testing.assert_array_equal(lab_t, exact.argmin(axis=1))  # float64 nearest
+    # The products path rounds |x|^2 - 2x.c + |c|^2 in float32, so it may pick the
+    # other centre of a near tie, and only there; how many such ties a draw holds is
+    # up to the draw (d = 1 packs up to 264 centres on a line), so no share is fixed:
+    # each point that differs must be such a tie.
     differ = lab_t != lab_p
     gap = exact[np.arange(len(X)), lab_p] - exact[np.arange(len(X)), lab_t]
-    assert differ.mean() < 1e-3 and (gap[differ] < 1e-5).all()
+    assert (gap[differ] < 1e-5).all()
     np.testing.assert_allclose(mind_t, exact.min(axis=1), rtol=1e-5, atol=1e-6)
     if not differ.any():
         np.testing.assert_allclose(sums_t, sums_p, rtol=1e-12, atol=1e-9)
