@@ -257,3 +257,19 @@ def test_very_wide_data_sums_features_in_the_loops_order(rng, metric):
         want = want / (np.sqrt(norms)[i] * np.sqrt(norms)[j])
     np.testing.assert_array_equal(values.at(i, j), want)
     np.testing.assert_array_equal(values.block(np.arange(3))[i, j], want)
+
+
+@pytest.mark.parametrize("offset", [-1, 0])
+def test_pair_sums_either_side_of_the_per_feature_size_keep_the_bits(rng, offset):
+    # Below _PER_FEATURE_MIN_SIZE pairs the features are summed in blocks, from it
+    # one at a time (faster there): both must give the loop's bits.
+    from explorer.graph._reference import _PER_FEATURE_MIN_SIZE
+
+    m = _PER_FEATURE_MIN_SIZE + offset
+    X = (rng.normal(size=(60, 300)) * 10).astype(np.float32)
+    rule = EdgeRule.from_args("uniform", threshold_sqdist=1e9)
+    i, j = rng.integers(0, 60, m), rng.integers(0, 60, m)
+    want = np.zeros(m)
+    for c in X.astype(np.float64).T:
+        want += (c[i] - c[j]) ** 2
+    np.testing.assert_array_equal(PairValues(X, rule).at(i, j), want)
