@@ -19,9 +19,11 @@ Rows: the built-in shapes ``moons``, ``circles``, ``blobs`` at 5·10³, 2·10⁴
 * ``app-run`` (moons 10⁵ only): the app's Run, ``SpectralClustering(**keywords).fit``
   with the keywords the app's state hands it for that data set with every sidebar
   value at its default (explorer/ui/_run.py; the keywords are recorded), after one
-  uncounted Run; ``app-run-auto`` the same with the sidebar's "Let the library choose
-  the graph" checked (``auto_affinity``: the library's default graph, no σ or
-  threshold from the ε sliders).
+  uncounted Run (on the CPU the app opens 10⁵ points on the kNN graph,
+  explorer.ui._graph.opening_graph); ``app-run-epsilon`` the same with the ε-graph
+  picked by hand (its sliders at the suggestion); ``app-run-auto`` with the sidebar's
+  "Let the library choose the graph" checked (``auto_affinity``: the library's default
+  graph, no σ or threshold from the ε sliders).
 
 Each cell: wall time (median of ``--repeats`` runs; one run from 10⁵ rows) and the
 adjusted Rand index against the true labels (label -1, points left unclustered,
@@ -198,7 +200,8 @@ def main(argv=None):
             print(f"{name:8s} n={ds.n:>8d} {col:15s} {cell['seconds']:8.2f} s  "
                   f"ARI {cell['ari']:.3f}", flush=True)
         if ds.n == APP_RUN_N and name == APP_RUN_DATA:
-            for col, settings in (("app-run", {}), ("app-run-auto", {"auto_affinity": True})):
+            for col, settings in (("app-run", {}), ("app-run-epsilon", {"graph": "epsilon"}),
+                                  ("app-run-auto", {"auto_affinity": True})):
                 keywords = app_keywords(name, ds.n, **settings)
                 if keywords is None:
                     row["skipped"][col] = "the app's packages (param) are not installed"

@@ -33,6 +33,7 @@ import explorer  # noqa: E402
 from explorer._backend import gpu_status  # noqa: E402
 from explorer.ui import _export  # noqa: E402
 from explorer.ui._errors import describe_error  # noqa: E402
+from explorer.ui._graph import CPU_EPSILON_MAX_N, opening_graph  # noqa: E402
 from explorer.ui._jobs import (  # noqa: E402
     RUN_NICENESS,
     in_process,
@@ -97,6 +98,44 @@ def test_load_builtin_adopts_suggested_parameters():
     assert s.run_state.n_clusters == 3 and not s.run_state.auto_k
     lo, hi = s.graph.log_sqdist_range
     assert lo < np.log10(s.graph.threshold_sqdist) < hi
+
+
+def test_many_points_on_the_cpu_open_on_the_knn_graph_until_one_is_picked():
+    # Issue 22: the suggested ε-graph of 10⁵ points takes seconds to Run on the CPU;
+    # the app opens such data on the kNN graph, says why, and stops choosing once
+    # the graph kind is picked by hand.
+    s = ExplorerState()
+    s.graph.backend = "cpu"
+    small, large = CPU_EPSILON_MAX_N, CPU_EPSILON_MAX_N + 1
+    s.data.param.update(dataset="moons", n_samples=small)
+    assert s.load() and s.graph.graph == "epsilon" and s.graph.graph_note == ""
+    assert not s.graph.local_sigma
+    s.data.n_samples = large
+    assert s.load()
+    assert s.graph.graph == "knn" and s.graph.local_sigma
+    assert f"n = {large:,} > {small:,} points on the CPU" in s.graph.graph_note
+    # the ε sliders stay centred on the ε suggestion, for when the ε-graph is picked
+    assert s.graph.threshold_sqdist == pytest.approx(s.data.result.rule.threshold)
+    params = s.graph.estimator_params()
+    assert params["affinity"] == "knn" and params["sigma"] == "local"
+    s.data.n_samples = small  # back to few points: back to the ε-graph and its σ
+    assert s.load() and s.graph.graph == "epsilon" and not s.graph.local_sigma
+    s.data.n_samples = large
+    assert s.load() and s.graph.graph == "knn"
+    s.graph.backend = "gpu"  # the choice follows the backend while nothing was picked
+    assert s.graph.graph == "epsilon" and s.graph.graph_note == ""
+    s.graph.backend = "cpu"
+    assert s.graph.graph == "knn" and s.graph.graph_note
+    s.graph.graph = "epsilon"  # picked by hand: the σ the app changed comes back
+    assert not s.graph.local_sigma and s.graph.graph_note == ""
+    s.data.n_samples = large + 1
+    assert s.load() and s.graph.graph == "epsilon"
+
+
+def test_the_gpu_opens_any_size_on_the_epsilon_graph():
+    assert opening_graph(10**7, "gpu") == ("epsilon", "")
+    assert opening_graph(CPU_EPSILON_MAX_N, "cpu") == ("epsilon", "")
+    assert opening_graph(CPU_EPSILON_MAX_N + 1, "cpu")[0] == "knn"
 
 
 def test_noise_drives_the_option_each_generator_has():

@@ -149,6 +149,23 @@ def test_metric_controls(app):
     assert app.state.graph.stats is not None
 
 
+def test_the_note_under_the_graph_kind_says_why_the_app_chose_knn(app):
+    # The sidebar shows why many points on the CPU opened on the kNN graph, and the
+    # note goes once a graph kind is picked (the button the browser clicks).
+    from explorer.ui._graph import CPU_EPSILON_MAX_N
+
+    s, gc = app.state, app.graph_controls
+    s.graph.backend = "cpu"
+    assert not gc.graph_note.visible
+    s.data.n_samples = CPU_EPSILON_MAX_N + 1
+    _act(s.load)
+    assert gc.graph.value == "knn" and gc.n_neighbors.visible and not gc.sqdist.widget.visible
+    assert gc.graph_note.visible and "Opened on the kNN graph" in gc.graph_note.object
+    _act(lambda: setattr(gc.graph, "value", "epsilon"))
+    assert not gc.graph_note.visible and gc.sqdist.widget.visible
+    assert s.graph.graph == "epsilon" and not s.graph.local_sigma
+
+
 def test_gpu_choice_is_disabled_with_a_reason_when_there_is_none(app):
     ok, why = app.state.graph.gpu_available
     if ok:

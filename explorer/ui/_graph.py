@@ -67,6 +67,28 @@ def _param(f: Field, default, doc: str | None = None, **extra):
 LOG_SPAN = 2.0
 
 
+#: A session on the CPU backend opens new data on the ε-graph up to this many points and
+#: on the kNN graph (self-tuning σ) beyond. The suggested ε-graph of the built-in 2-D
+#: shapes is connected with a mean degree of 50-270, and on two cores its Run took
+#: 0.4-0.6 s at 5,000 points, 0.9-1.8 s at 8,000, 2.9-4.9 s at 14,000 and 4.4-9 s at
+#: 10⁵ (mostly the eigensolver); the kNN graph splits the clusters apart, and its Run
+#: at 10⁵ takes under a second (benchmarks/results/cpu.json, app-run). The GPU opens
+#: on the ε-graph whatever n.
+CPU_EPSILON_MAX_N = 5_000
+
+
+def opening_graph(n: int, backend: str) -> tuple[str, str]:
+    """The graph kind the app opens `n` points on with `backend` ("cpu" or "gpu"), and
+    why ("" for the ε-graph, the app's subject)."""
+    if backend == "gpu" or n <= CPU_EPSILON_MAX_N:
+        return "epsilon", ""
+    return "knn", (
+        f"Opened on the kNN graph: n = {n:,} > {CPU_EPSILON_MAX_N:,} points on the CPU, where "
+        "a Run of the suggested ε-graph takes seconds (it is connected and dense; the "
+        "eigensolver needs many steps); the kNN graph with self-tuning σ runs in about a "
+        "second. Pick ε-graph to tune ε: its sliders are centred on the suggestion.")
+
+
 def gpu_methods() -> tuple[str, ...]:
     """The GPU builders the GPU bridge offers; empty where no GPU can be used."""
     ok, _ = gpu_status()
@@ -105,6 +127,12 @@ class GraphState(Stage):
             "the estimator records the graph it chose (affinity_, affinity_why_). The "
             "statistics stay those of the graph set here.",
     )
+    graph_note = param.String(
+        default="",
+        doc="Why the app chose the graph kind for the data loaded ('' when it did not, or "
+            "chose the ε-graph): see opening_graph. The app chooses until the graph kind "
+            "is picked by hand.",
+    )
     threshold_kind = param.Selector(default="sqdist", objects=["sqdist", "sim"],
                                     doc="Threshold on the squared distance or on the similarity.")
     threshold_sqdist = _param(EDGE_FIELDS["threshold_sqdist"], 0.01)
@@ -137,6 +165,11 @@ class GraphState(Stage):
     def __init__(self, data=None, **params):
         super().__init__(**params)
         self.data = data  # the DataState upstream (None: statistics wait for data)
+        # The app chooses the graph kind (open_on) until it is picked by hand.
+        self._graph_picked = False
+        self._opening = False
+        self._local_sigma_before_knn = None  # restored when the app goes back to ε
+        self.param.watch(self._graph_set, "graph")
         if data is not None:
             self.follow(data)
         self._methods_for_backend()
@@ -258,6 +291,46 @@ class GraphState(Stage):
             else:
                 self.threshold_sim = rule.threshold
             self.hypo_max_nnz_row = None
+
+    def open_on(self, n: int) -> None:
+        """Choose the graph kind for `n` points on the current backend
+        (:func:`opening_graph`), unless it was picked by hand; :attr:`graph_note` says
+        why. Going to the kNN graph turns on self-tuning σ, going back restores it."""
+        if self._graph_picked:
+            return
+        graph, why = opening_graph(n, self.backend_name)
+        self._opening = True
+        try:
+            with param.parameterized.batch_call_watchers(self):
+                if graph != self.graph:
+                    if graph == "epsilon":
+                        if self._local_sigma_before_knn is not None:
+                            self.local_sigma = self._local_sigma_before_knn
+                        self._local_sigma_before_knn = None
+                    else:
+                        self._local_sigma_before_knn = self.local_sigma
+                        self.local_sigma = True
+                    self.graph = graph
+                self.graph_note = why
+        finally:
+            self._opening = False
+
+    def _graph_set(self, event) -> None:
+        if self._opening:
+            return
+        self._graph_picked = True
+        self.graph_note = ""
+        if event.new == "epsilon" and self._local_sigma_before_knn is not None:
+            # The app turned self-tuning σ on with its kNN choice: the ε-graph picked
+            # instead gets the σ the sliders were centred on, as on smaller data.
+            self.local_sigma = self._local_sigma_before_knn
+        self._local_sigma_before_knn = None
+
+    @param.depends("backend", watch=True)
+    def _open_for_backend(self):
+        ds = None if self.data is None else self.data.current
+        if ds is not None:
+            self.open_on(ds.n)
 
     # -- statistics ----------------------------------------------------------------
     def stats_policy(self, n: int) -> dict:

@@ -369,6 +369,8 @@ class GraphControls(pn.viewable.Viewer):
         self.graph = pn.widgets.RadioButtonGroup.from_param(
             g.param.graph, name="", options=GRAPH_OPTIONS, button_style="outline",
             css_classes=["graph-kind"], **_WIDE)
+        # Why the app opened these data on the graph kind it did (CPU, many points).
+        self.graph_note = pn.pane.Markdown("", margin=(0, 10), css_classes=["graph-note"])
         self.n_neighbors = pn.widgets.IntSlider.from_param(
             g.param.n_neighbors, name="k, neighbours per point (n_neighbors)", start=1, end=100,
             css_classes=["knn-slider"], **_WIDE)
@@ -412,7 +414,7 @@ class GraphControls(pn.viewable.Viewer):
         g.param.watch(self._from_state, ["metric", "threshold_kind", "threshold_sim", "sigma",
                                          "threshold_sqdist", "backend", "hypo_max_nnz_row",
                                          "graph", "local_sigma", "n_neighbors",
-                                         "local_neighbor"])
+                                         "local_neighbor", "graph_note"])
         self.state.data.param.watch(self._from_state, "result")
         self._from_state()
 
@@ -462,6 +464,8 @@ class GraphControls(pn.viewable.Viewer):
         if epsilon_graph and eps is not None:
             rule += f", ε = {eps:.4g}"
         self.epsilon.object = rule
+        self.graph_note.object = f"<small>{g.graph_note}</small>" if g.graph_note else ""
+        self.graph_note.visible = bool(g.graph_note)
         gpu = g.backend_name == "gpu"
         self.sp_pct.widget.disabled = self.mem_rate.widget.disabled = not gpu
         ds = self.state.dataset
@@ -469,12 +473,11 @@ class GraphControls(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(
-            self.auto_affinity, self.graph, self.n_neighbors, self.metric, self.local_sigma,
-            self.local_neighbor, self.kind, self.sigma.widget, self.sqdist.widget, self.sim,
-            self.epsilon,
-            self.method, self.hypo.widget, self.hypo_note, self.sp_pct.widget,
-            self.mem_rate.widget,
-            self.backend, self.backend_note, **_WIDE,
+            self.auto_affinity, self.graph, self.graph_note, self.n_neighbors, self.metric,
+            self.local_sigma, self.local_neighbor, self.kind, self.sigma.widget,
+            self.sqdist.widget, self.sim, self.epsilon, self.method, self.hypo.widget,
+            self.hypo_note, self.sp_pct.widget, self.mem_rate.widget, self.backend,
+            self.backend_note, **_WIDE,
         )
 
 

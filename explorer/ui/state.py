@@ -265,6 +265,7 @@ class ExplorerState(param.Parameterized):
         # Suggested for the points as the graph sees them (scaled, when chosen), in the
         # data job: nothing is searched here, on the event loop.
         self.graph.adopt(event.new.rule)
+        self.graph.open_on(ds.n)
         k = ds.suggested.get("n_clusters", "auto")
         with param.parameterized.batch_call_watchers(self.run_state):
             if k == "auto":
