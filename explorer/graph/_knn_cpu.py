@@ -191,6 +191,7 @@ def _bruteforce(X, pv: PairValues, rule: EdgeRule, k: int):
         valid = norms > 0
         Z = np.where(valid[:, None], X64 / np.where(valid, norms, 1.0)[:, None], 0.0)
         sq = None
+    all_valid = bool(valid.all())
     sq_max = 0.0 if sq is None else float(sq.max())
     step = max(1, _BLOCK_BYTES // (8 * n))
     parts_r, parts_c = [], []
@@ -206,11 +207,15 @@ def _bruteforce(X, pv: PairValues, rule: EdgeRule, k: int):
             G += sq[None, :]
             key = G
             tol = (2.0 * slack * (sq[r0:r1] + sq_max))[:, None]
-        key[:, ~valid] = np.inf
-        key[~valid[r0:r1]] = np.inf
+        if not all_valid:
+            key[:, ~valid] = np.inf
+            key[~valid[r0:r1]] = np.inf
         key[np.arange(r1 - r0), np.arange(r0, r1)] = np.inf
-        kth = np.partition(key, k - 1, axis=1)[:, k - 1 : k]
-        a, b = np.nonzero((key <= kth + tol) & np.isfinite(key))
+        bound = np.partition(key, k - 1, axis=1)[:, k - 1 : k] + tol
+        # A row with fewer than k finite values has an infinite bound: its candidates
+        # are its finite values, so the bound becomes the largest float.
+        bound[~np.isfinite(bound)] = np.finfo(np.float64).max
+        a, b = np.nonzero(key <= bound)
         parts_r.append(a + r0)
         parts_c.append(b)
     rows = np.concatenate(parts_r)
