@@ -126,16 +126,28 @@ def test_many_points_on_the_cpu_open_on_the_knn_graph_until_one_is_picked():
     assert s.graph.graph == "epsilon" and s.graph.graph_note == ""
     s.graph.backend = "cpu"
     assert s.graph.graph == "knn" and s.graph.graph_note
+    # a run of representatives builds no graph of every point: the ε-graph stays
+    s.run_state.mode = "representatives"
+    assert s.graph.graph == "epsilon" and s.graph.graph_note == ""
+    s.run_state.mode = "auto"
+    assert s.graph.graph == "knn"
     s.graph.graph = "epsilon"  # picked by hand: the σ the app changed comes back
     assert not s.graph.local_sigma and s.graph.graph_note == ""
     s.data.n_samples = large + 1
     assert s.load() and s.graph.graph == "epsilon"
 
 
-def test_the_gpu_opens_any_size_on_the_epsilon_graph():
+def test_the_gpu_and_the_approximate_pipelines_open_on_the_epsilon_graph():
     assert opening_graph(10**7, "gpu") == ("epsilon", "")
     assert opening_graph(CPU_EPSILON_MAX_N, "cpu") == ("epsilon", "")
     assert opening_graph(CPU_EPSILON_MAX_N + 1, "cpu")[0] == "knn"
+    for pipeline in ("representatives", "landmarks"):
+        assert opening_graph(10**6, "cpu", pipeline) == ("epsilon", "")
+    # mode="auto" clusters representatives beyond 10⁵ 2-D points on the CPU
+    s = ExplorerState()
+    s.graph.backend = "cpu"
+    assert s.run_state.pipeline(100_000, 2) == "exact"
+    assert s.run_state.pipeline(100_001, 2) == "representatives"
 
 
 def test_noise_drives_the_option_each_generator_has():

@@ -68,25 +68,38 @@ LOG_SPAN = 2.0
 
 
 #: A session on the CPU backend opens new data on the ε-graph up to this many points and
-#: on the kNN graph (self-tuning σ) beyond. The suggested ε-graph of the built-in 2-D
-#: shapes is connected with a mean degree of 50-270, and on two cores its Run took
-#: 0.4-0.6 s at 5,000 points, 0.9-1.8 s at 8,000, 2.9-4.9 s at 14,000 and 4.4-9 s at
-#: 10⁵ (mostly the eigensolver); the kNN graph splits the clusters apart, and its Run
-#: at 10⁵ takes under a second (benchmarks/results/cpu.json, app-run). The GPU opens
-#: on the ε-graph whatever n.
+#: on the kNN graph (self-tuning σ) beyond, where a run builds the graph of every point.
+#: The suggested ε-graph of the built-in 2-D shapes is connected with a mean degree of
+#: 50-270, and on two cores its Run took 0.4-0.6 s at 5,000 points, 0.9-1.8 s at 8,000,
+#: 2.9-4.9 s at 14,000 and 4.4-9 s at 10⁵ (mostly the eigensolver); the kNN graph splits
+#: the clusters apart, and its Run at 10⁵ takes under a second (benchmarks/results/
+#: cpu.json, app-run). Where the run clusters representatives or landmarks instead
+#: (beyond 10⁵ 2-D points) the ε-graph stays: its statistics are sampled (1-3 s at
+#: 10⁶-5·10⁶ points), a kNN graph's come from building it (12 and 68 s there). The GPU
+#: opens on the ε-graph whatever n.
 CPU_EPSILON_MAX_N = 5_000
 
 
-def opening_graph(n: int, backend: str) -> tuple[str, str]:
-    """The graph kind the app opens `n` points on with `backend` ("cpu" or "gpu"), and
-    why ("" for the ε-graph, the app's subject)."""
-    if backend == "gpu" or n <= CPU_EPSILON_MAX_N:
+def opening_graph(n: int, backend: str, pipeline: str = "exact") -> tuple[str, str]:
+    """The graph kind the app opens `n` points on, and why ("" for the ε-graph, the
+    app's subject).
+
+    Parameters
+    ----------
+    n : int
+    backend : {"cpu", "gpu"}
+    pipeline : {"exact", "representatives", "landmarks"}
+        What a run of these points takes (:meth:`RunState.pipeline`): only "exact"
+        builds the graph of every point.
+    """
+    if backend == "gpu" or n <= CPU_EPSILON_MAX_N or pipeline != "exact":
         return "epsilon", ""
     return "knn", (
         f"Opened on the kNN graph: n = {n:,} > {CPU_EPSILON_MAX_N:,} points on the CPU, where "
-        "a Run of the suggested ε-graph takes seconds (it is connected and dense; the "
-        "eigensolver needs many steps); the kNN graph with self-tuning σ runs in about a "
-        "second. Pick ε-graph to tune ε: its sliders are centred on the suggestion.")
+        "a Run builds the graph of every point and the suggested ε-graph takes seconds (it "
+        "is connected and dense; the eigensolver needs many steps); the kNN graph with "
+        "self-tuning σ runs in about a second. Pick ε-graph to tune ε: its sliders are "
+        "centred on the suggestion.")
 
 
 def gpu_methods() -> tuple[str, ...]:
@@ -292,13 +305,14 @@ class GraphState(Stage):
                 self.threshold_sim = rule.threshold
             self.hypo_max_nnz_row = None
 
-    def open_on(self, n: int) -> None:
-        """Choose the graph kind for `n` points on the current backend
-        (:func:`opening_graph`), unless it was picked by hand; :attr:`graph_note` says
-        why. Going to the kNN graph turns on self-tuning σ, going back restores it."""
+    def open_on(self, n: int, pipeline: str = "exact") -> None:
+        """Choose the graph kind for `n` points run through `pipeline` on the current
+        backend (:func:`opening_graph`), unless it was picked by hand;
+        :attr:`graph_note` says why. Going to the kNN graph turns on self-tuning σ,
+        going back restores it."""
         if self._graph_picked:
             return
-        graph, why = opening_graph(n, self.backend_name)
+        graph, why = opening_graph(n, self.backend_name, pipeline)
         self._opening = True
         try:
             with param.parameterized.batch_call_watchers(self):
@@ -325,12 +339,6 @@ class GraphState(Stage):
             # instead gets the σ the sliders were centred on, as on smaller data.
             self.local_sigma = self._local_sigma_before_knn
         self._local_sigma_before_knn = None
-
-    @param.depends("backend", watch=True)
-    def _open_for_backend(self):
-        ds = None if self.data is None else self.data.current
-        if ds is not None:
-            self.open_on(ds.n)
 
     # -- statistics ----------------------------------------------------------------
     def stats_policy(self, n: int) -> dict:

@@ -446,14 +446,24 @@ class RunState(Stage):
         """The pipeline a run of `inputs` takes: the mode given, or ``mode="auto"``'s
         choice by the library's rule (:func:`explorer.representatives.choose_mode`,
         on the backend the run resolves to)."""
-        mode = inputs.params.get("mode", "auto")
-        if mode != "auto":
-            return mode
         n, d = inputs.upstream[0].X.shape
         m = params.get("n_representatives", "auto")
+        return self.pipeline(n, d, mode=inputs.params.get("mode", "auto"),
+                             metric=params.get("metric", "auto"),
+                             n_representatives=None if m == "auto" else m)
+
+    def pipeline(self, n: int, d: int, *, mode=None, metric="auto",
+                 n_representatives=None) -> str:
+        """The pipeline a run of n × d points takes: `mode` (default: this stage's), or
+        ``mode="auto"``'s choice by the library's rule
+        (:func:`explorer.representatives.choose_mode`, on the backend the run resolves
+        to)."""
+        mode = self.mode if mode is None else mode
+        if mode != "auto":
+            return mode
         backend = "cpu" if self.graph is None else self.graph.backend_name
-        return choose_mode("auto", n, d, backend=backend, metric=params.get("metric", "auto"),
-                           n_representatives=None if m == "auto" else m)[0]
+        return choose_mode("auto", n, d, backend=backend, metric=metric,
+                           n_representatives=n_representatives)[0]
 
     def spec(self, inputs: Inputs) -> RunSpec:
         """The picklable run of `inputs`."""

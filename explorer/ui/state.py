@@ -244,6 +244,8 @@ class ExplorerState(param.Parameterized):
         params.setdefault("tour", TourState(data, graph, run, teaching))
         super().__init__(**params)
         self.data.param.watch(self._new_data, "result")
+        self.graph.param.watch(self._open_graph, "backend")
+        self.run_state.param.watch(self._open_graph, ["mode", "n_representatives"])
         for stage in self.stages:
             stage.executor = _jobs.in_threads
         self.run_state.executor = _jobs.in_process
@@ -257,6 +259,17 @@ class ExplorerState(param.Parameterized):
         """Every stage, upstream first."""
         return (self.data, self.graph, self.run_state, self.views, self.tour)
 
+    def _open_graph(self, *events) -> None:
+        """Let the graph stage choose the graph kind for the data, the backend and the
+        pipeline a run would take (:meth:`GraphState.open_on`)."""
+        ds = self.dataset
+        if ds is None:
+            return
+        m = self.run_state.n_representatives
+        pipeline = self.run_state.pipeline(ds.n, ds.d, metric=self.graph.metric,
+                                           n_representatives=m)
+        self.graph.open_on(ds.n, pipeline)
+
     def _new_data(self, event) -> None:
         """New data: adopt its suggested parameters."""
         ds = None if event.new is None else event.new.dataset
@@ -265,7 +278,7 @@ class ExplorerState(param.Parameterized):
         # Suggested for the points as the graph sees them (scaled, when chosen), in the
         # data job: nothing is searched here, on the event loop.
         self.graph.adopt(event.new.rule)
-        self.graph.open_on(ds.n)
+        self._open_graph()
         k = ds.suggested.get("n_clusters", "auto")
         with param.parameterized.batch_call_watchers(self.run_state):
             if k == "auto":
