@@ -32,7 +32,7 @@ The rule, one pass over samples of the data (about 1 s on 2 CPU cores):
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,11 +58,16 @@ class AffinityChoice:
         One sentence, for ``SpectralClustering.affinity_why_``, logs and the app.
     eigengaps : dict or None
         ``{"epsilon": g, "knn": g}``, the relative eigengaps compared (rule 4 only).
+    graph : explorer.graph.Graph or None
+        The CPU graph of the chosen kind when the sample was every row (at most
+        :data:`GAP_SAMPLE`, in order): the graph the fit would build, if its edge rule
+        (:attr:`explorer.graph.Graph.rule`) is the fit's, so the fit can take it.
     """
 
     affinity: str
     why: str
     eigengaps: dict | None = None
+    graph: object = field(default=None, compare=False, repr=False)
 
 
 def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_state=0,
@@ -102,10 +107,14 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
     rows = np.random.default_rng(random_state).permutation(n)[:GAP_SAMPLE] if n > GAP_SAMPLE \
         else np.arange(n)
     sample = host[np.sort(rows)]
+
+    def ready(graph):  # the graph the fit would build, when the sample is every row
+        return graph if n <= GAP_SAMPLE else None
+
     knn_graph = None
     if fixed_k and sample.shape[0] > int(n_clusters) + 1:
         knn_graph = _sample_graph(sample, int(n_clusters), "knn", n_neighbors, local_neighbor)
-    if knn_graph is not None and _has_exactly_k_components(knn_graph, int(n_clusters),
+    if knn_graph is not None and _has_exactly_k_components(knn_graph.csr, int(n_clusters),
                                                             random_state):
         # The largest relative eigengap there is (1: λ_k = 0 < λ_{k+1}): rules 2-4 would
         # all end in kNN (no clean ε: kNN; clean: the ε-graph's gap cannot exceed 1 +
@@ -114,14 +123,15 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
             "knn", f"the kNN graph of {sample.shape[0]} sampled rows splits into exactly "
             f"k={n_clusters} components (stray pieces aside): relative eigengap 1, the "
             "largest there is, so no ε-graph can separate the clusters better (the rule "
-            "would pick kNN whatever the ε search found)", {"knn": 1.0})
+            "would pick kNN whatever the ε search found)", {"knn": 1.0}, ready(knn_graph))
     search = data_suggest.sqdist_search(host, n_classes=n_classes, n_neighbors=n_neighbors,
                                         random_state=random_state, backend=backend)
     if not search.clean:
         return AffinityChoice("knn", "no ε threshold gives a clean graph on a sample of the "
                               "data (stray pieces, isolated points or more pieces than "
                               "clusters at every affordable threshold): a kNN graph with "
-                              "self-tuning σ, which joins every point to its neighbours")
+                              "self-tuning σ, which joins every point to its neighbours",
+                              graph=ready(knn_graph))
     if not fixed_k:
         return AffinityChoice("epsilon", "an ε threshold gives a clean graph on a sample of "
                               "the data (n_clusters='auto': no eigengap comparison)")
@@ -129,33 +139,35 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
     if sample.shape[0] <= k + 1:
         return AffinityChoice("epsilon", "an ε threshold gives a clean graph (too few rows "
                               "for an eigengap comparison)")
+    eps_graph = _sample_graph(sample, k, "epsilon", n_neighbors, local_neighbor)
     gaps = {
-        "epsilon": _relative_eigengap(
-            _sample_graph(sample, k, "epsilon", n_neighbors, local_neighbor), k, random_state),
-        "knn": _relative_eigengap(knn_graph, k, random_state),
+        "epsilon": _relative_eigengap(eps_graph.csr, k, random_state),
+        "knn": _relative_eigengap(knn_graph.csr, k, random_state),
     }
     head = (f"relative eigengap (λ{k + 1} − λ{k}) / λ{k + 1} at k={k} on {sample.shape[0]} "
             f"sampled rows: ε-graph {gaps['epsilon']:.3f}, kNN graph {gaps['knn']:.3f} (an ε "
             "threshold is clean there too): ")
     if gaps["epsilon"] > gaps["knn"] + GAP_TIE:
         return AffinityChoice("epsilon", head + "the ε-graph separates the k clusters better",
-                              gaps)
+                              gaps, ready(eps_graph))
     if gaps["knn"] > gaps["epsilon"] + GAP_TIE:
         return AffinityChoice("knn", head + "the kNN graph separates the k clusters better",
-                              gaps)
+                              gaps, ready(knn_graph))
     return AffinityChoice("knn", head + "both separate the k clusters; the kNN graph labels "
-                          "every point (an ε-graph leaves its isolated points out)", gaps)
+                          "every point (an ε-graph leaves its isolated points out)", gaps,
+                          ready(knn_graph))
 
 
 def _sample_graph(X, k, graph, n_neighbors, local_neighbor):
-    """The CPU graph of kind `graph` that the suggested edge rule builds on `X`."""
+    """The CPU :class:`~explorer.graph.Graph` of kind `graph` that the suggested edge rule
+    builds on `X`."""
     from .graph import EdgeRule, build_graph
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # components left out: the fit will say so
         rule = EdgeRule.suggest(X, n_clusters=k, n_neighbors=n_neighbors, graph=graph,
                                 local_neighbor=local_neighbor)
-        return build_graph(X, rule, backend="cpu").csr
+        return build_graph(X, rule, backend="cpu")
 
 
 def _has_exactly_k_components(csr, k, random_state=0) -> bool:

@@ -3,6 +3,7 @@ and the scikit-learn style estimator that builds the graph first."""
 
 from __future__ import annotations
 
+
 import math
 import time
 import warnings
@@ -253,7 +254,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         Seconds: ``"representatives"`` (mode representatives: their k-means,
         ``"representatives.fit"``, and every point's assignment,
         ``"representatives.assign"``), ``"suggest"`` (only when graph parameters were chosen
-        from the data), ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``.
+        from the data), ``"graph"``, ``"embedding"``, ``"kmeans"``, ``"total"``. When
+        ``affinity="auto"`` sampled every row (at most
+        :data:`explorer.affinity.GAP_SAMPLE`) and built the graph the fit needs on the
+        CPU, the fit takes it: its build counts in ``"suggest"``.
     mode_ : {"exact", "representatives", "landmarks"}
     mode_why_ : str
         Why that mode ran (``mode="auto"``'s rule, or that it was given).
@@ -472,7 +476,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             scaler, Xv = _scaled(Xv, self.scale)
             Xv, reps, mode = self._representatives(Xv, backend, rng)
             t0 = time.perf_counter()
-            affinity, affinity_why = self._resolve_affinity(Xv)
+            affinity, affinity_why, built = self._resolve_affinity(Xv)
             # The edge rule, built once: explicit values win, the rest is chosen from Xv.
             rule = EdgeRule.suggest(Xv, self.metric, self.sigma, self.threshold_sqdist,
                                     self.threshold_sim, n_clusters=self.n_clusters,
@@ -487,8 +491,14 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             _warn_duplicates(Xv, self.n_clusters)
             t_suggest = time.perf_counter() - t0
             t0 = time.perf_counter()
-            graph = build_graph(Xv, rule, method=self.method, options=options,
-                                backend=self.backend)
+            if (built is not None and built.rule == rule and self.method == "auto"
+                    and not backend.is_gpu):
+                # affinity="auto" built this graph on every row (few rows) with this
+                # rule: the same canonical CSR (its build counts in timings_["suggest"])
+                graph = replace(built, rule=rule)
+            else:
+                graph = build_graph(Xv, rule, method=self.method, options=options,
+                                    backend=self.backend)
         csr = graph.csr
         if reps is not None:  # weighted by the points each representative stands for
             csr = weight_by_counts(csr, reps.counts)
@@ -618,22 +628,23 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         reps = extract_representatives(Xv, m, random_state=rng)
         return reps.centers, reps, mode
 
-    def _resolve_affinity(self, X) -> tuple[str, str]:
-        """The affinity that builds the graph of `X` and why (``affinity="auto"``: the
-        rule of :func:`explorer.affinity.choose_affinity`)."""
+    def _resolve_affinity(self, X) -> tuple[str, str, object]:
+        """The affinity that builds the graph of `X`, why, and the graph the choice
+        already built on every row of `X` or None (``affinity="auto"``: the rule of
+        :func:`explorer.affinity.choose_affinity`)."""
         if self.affinity != "auto":
-            return AFFINITY_GRAPH[self.affinity], "given"
+            return AFFINITY_GRAPH[self.affinity], "given", None
         given = [name for name in ("threshold_sqdist", "threshold_sim")
                  if getattr(self, name) is not None]
         if not isinstance(self.sigma, str) and self.sigma is not None:
             given.append("sigma")
         if given:
-            return "epsilon", f"{' and '.join(given)} given: the ε-graph they define"
+            return "epsilon", f"{' and '.join(given)} given: the ε-graph they define", None
         from .affinity import choose_affinity
 
         choice = choose_affinity(X, self.n_clusters, n_neighbors=self.n_neighbors,
                                  local_neighbor=self.local_neighbor, backend=self.backend)
-        return choice.affinity, choice.why
+        return choice.affinity, choice.why, choice.graph
 
     def _check_params(self) -> BuildOptions:
         """Validate the parameters besides the edge rule; return the builder's options."""

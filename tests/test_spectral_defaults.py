@@ -189,3 +189,33 @@ def test_default_is_not_below_scikit_learn_on_the_hard_shapes(name):
         theirs = SKSpectral(k, affinity="nearest_neighbors", random_state=0).fit_predict(X)
     a, b = adjusted_rand_score(y, ours), adjusted_rand_score(y, theirs)
     assert a >= b - 0.02, (name, a, b)
+
+
+def test_auto_takes_the_graph_it_built_on_every_row(monkeypatch):
+    # affinity="auto" builds the kNN graph of its sample; with at most GAP_SAMPLE rows
+    # the sample is every row, and the fit takes that graph instead of building it
+    # again: the same canonical CSR as a build with the fit's rule.
+    import explorer.spectral
+    from explorer import build_graph
+    from explorer.affinity import GAP_SAMPLE
+
+    builds = []
+
+    def counted(*args, **kwargs):
+        builds.append(kwargs.get("method"))
+        return build_graph(*args, **kwargs)
+
+    monkeypatch.setattr(explorer.spectral, "build_graph", counted)
+    ds = datasets.load("moons", n_samples=GAP_SAMPLE, noise=0.05, random_state=1)
+    sc = SpectralClustering(n_clusters=2, random_state=0, backend="cpu").fit(ds.X)
+    assert sc.affinity_ == "knn" and builds == []
+    assert sc.graph_.rule is sc.edge_rule_
+    ref = build_graph(ds.X, sc.edge_rule_, backend="cpu").csr
+    for name in ("indptr", "indices", "data"):
+        assert np.array_equal(getattr(sc.affinity_matrix_, name), getattr(ref, name))
+    # a method asked for, or more rows than the sample: the fit builds its graph
+    SpectralClustering(n_clusters=2, random_state=0, backend="cpu", method="kdtree").fit(ds.X)
+    assert builds == ["kdtree"]
+    more = datasets.load("moons", n_samples=GAP_SAMPLE + 1, noise=0.05, random_state=1)
+    SpectralClustering(n_clusters=2, random_state=0, backend="cpu").fit(more.X)
+    assert len(builds) == 2
