@@ -3,7 +3,6 @@ and the scikit-learn style estimator that builds the graph first."""
 
 from __future__ import annotations
 
-
 import math
 import time
 import warnings
