@@ -1174,6 +1174,10 @@ def _warn_duplicates(X, n_clusters) -> None:
     k = int(n_clusters)
     if k < 2 or k > X.shape[0]:
         return
+    # k distinct rows among the first few settle it (sorting every row took 0.085 s of
+    # a 1.5 s fit on 10⁵ points); only data that fail there are counted in full.
+    if np.unique(X[: 64 * k], axis=0).shape[0] >= k:
+        return
     distinct = int(np.unique(X, axis=0).shape[0])
     if distinct < k:
         warnings.warn(

@@ -316,3 +316,39 @@ def test_dask_arrays_refuse_knn_and_local_sigma_by_name(kw):
     X = da.from_array(np.random.default_rng(0).random((100, 2)), chunks=50)
     with pytest.raises(ValueError, match="is not available for a Dask array yet"):
         SpectralClustering(2, backend="cpu", **kw).fit(X)
+
+
+@pytest.mark.parametrize("union", [True, False])
+def test_host_pairing_equals_the_key_sort_the_gpu_runs(rng, union):
+    # knn_csr pairs (i, j) with (j, i) by SciPy's transpose on the host and by one sort
+    # of pair keys on the GPU: both must give the same pairs, order and values, on
+    # lists with padding, pairs listed one way and both ways, and a zero value.
+    from explorer.graph.knn import _pair_up_by_keys, _pair_up_host
+
+    n, k = 300, 6
+    sym = rng.random((n, n))
+    sym = np.triu(sym, 1) + np.triu(sym, 1).T  # (i, j) and (j, i) compare equal
+    sym[0, 1] = sym[1, 0] = 0.0  # duplicates: a compared value of 0
+    nbr = np.full((n, k), -1, dtype=np.int64)
+    for i in range(n):
+        m = int(rng.integers(0, k + 1))  # some rows padded, some empty
+        if i in (0, 1):  # 0 and 1 list each other first
+            rest = rng.choice(np.arange(2, n), max(m, 1) - 1, replace=False)
+            others = np.concatenate([[1 - i], rest])
+        else:
+            others = rng.choice(np.delete(np.arange(n), i), m, replace=False)
+        nbr[i, : others.size] = others
+    comp = np.where(nbr >= 0, sym[np.arange(n)[:, None], np.maximum(nbr, 0)], np.nan)
+    rows = np.repeat(np.arange(n, dtype=np.int64), k)
+    ok = nbr.ravel() >= 0
+    args = (n, rows[ok], nbr.ravel()[ok], comp.ravel()[ok])
+    got = _pair_up_host(*args, union=union)
+    want = _pair_up_by_keys(np, *args, union=union)
+    for a, b in zip(got, want, strict=True):
+        assert np.array_equal(a, b)
+    r, c, v = got
+    assert np.array_equal(v, sym[r, c]) and (v == 0).any()
+    listed = {(i, j) for i in range(n) for j in nbr[i] if j >= 0}
+    expected = {p for p in listed if union or p[::-1] in listed}
+    expected |= {p[::-1] for p in expected}
+    assert set(zip(r.tolist(), c.tolist(), strict=True)) == expected

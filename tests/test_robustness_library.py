@@ -832,6 +832,20 @@ def test_identical_points_warn_that_the_split_is_arbitrary():
                            random_state=0).fit(np.zeros((50, 2)))
 
 
+def test_distinct_points_are_counted_past_the_first_rows():
+    # The check looks at the first 64·k rows first; repeated rows there must not hide
+    # distinct ones further down, nor make a warning where there are k of them.
+    from explorer.spectral import _warn_duplicates
+
+    X = np.zeros((300, 2), dtype=np.float32)
+    X[-2:] = [[1, 0], [0, 1]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_duplicates(X, 3)
+    with pytest.warns(UserWarning, match=r"only 3 distinct point\(s\) among its n=300 rows"):
+        _warn_duplicates(X, 4)
+
+
 def test_random_state_takes_a_generator_and_refuses_bool():
     X = _X()
     a = SpectralClustering(2, **G, random_state=np.random.default_rng(5)).fit_predict(X)

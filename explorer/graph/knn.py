@@ -9,7 +9,9 @@ written once with the array namespace ``xp`` (NumPy or CuPy) and shared:
 
 - :func:`knn_csr`: directed lists → the canonical symmetric CSR, as the union
   (``"knn"``) or the intersection (``"mutual_knn"``), a threshold if the rule has one,
-  weights per the metric;
+  weights per the metric (pairing (i, j) with (j, i) is the one step written twice:
+  one sort of pair keys on the GPU, SciPy's compiled transpose on the host, where the
+  sort cost more than the search);
 - :func:`edge_sqdist`: float64 squared distances of pairs, accumulated feature by
   feature in the order of the reference (bit for bit the reference on the CPU);
 - :func:`local_sigma` and :func:`local_scale`: self-tuning σ (Zelnik-Manor &
@@ -167,7 +169,31 @@ def knn_csr(n: int, neighbors, compared, rule: EdgeRule):
     vals = compared.reshape(-1)
     ok = cols >= 0
     rows, cols, vals = rows[ok], cols[ok], vals[ok]
-    if rule.graph == "knn":
+    if xp is np:
+        r, c, vals = _pair_up_host(n, rows, cols, vals, union=rule.graph == "knn")
+    else:
+        r, c, vals = _pair_up_by_keys(xp, n, rows, cols, vals, union=rule.graph == "knn")
+    if rule.has_threshold:
+        keep = (vals < rule.sqdist_cutoff) if rule.compares == "sqdist" else (
+            vals > rule.threshold)
+        r, c, vals = r[keep], c[keep], vals[keep]
+    nnz = int(c.size)
+    idx = index_dtype(nnz, n)
+    indptr = xp.zeros(n + 1, dtype=idx)
+    indptr[1:] = xp.cumsum(xp.bincount(r, minlength=n))
+    if rule.local_sigma:
+        weights = xp.ones(nnz, dtype=xp.float32)
+    else:
+        weights = weights_from(vals, rule).astype(xp.float32)
+    csr = csr_from_arrays(weights, c.astype(idx), indptr, (n, n), canonical=True)
+    return csr, vals
+
+
+def _pair_up_by_keys(xp, n, rows, cols, vals, *, union):
+    """Directed pairs → the symmetric pairs sorted by (row, column): the union of
+    (i, j) and (j, i), or the pairs listed both ways; ``(rows, cols, vals)``. One sort of
+    the keys row·n + column (the GPU's path)."""
+    if union:
         keys = xp.concatenate([rows * n + cols, cols * n + rows])
         vals = xp.concatenate([vals, vals])
         order = xp.argsort(keys)
@@ -183,22 +209,31 @@ def knn_csr(n: int, neighbors, compared, rule: EdgeRule):
         pos = xp.minimum(xp.searchsorted(keys, rev), max(keys.size - 1, 0))
         mutual = keys[pos] == rev if keys.size else xp.zeros(0, dtype=bool)
         keys, vals = keys[mutual], vals[mutual]
-    if rule.has_threshold:
-        keep = (vals < rule.sqdist_cutoff) if rule.compares == "sqdist" else (
-            vals > rule.threshold)
-        keys, vals = keys[keep], vals[keep]
-    r = keys // n
-    c = keys % n
-    nnz = int(keys.size)
-    idx = index_dtype(nnz, n)
-    indptr = xp.zeros(n + 1, dtype=idx)
-    indptr[1:] = xp.cumsum(xp.bincount(r, minlength=n))
-    if rule.local_sigma:
-        weights = xp.ones(nnz, dtype=xp.float32)
-    else:
-        weights = weights_from(vals, rule).astype(xp.float32)
-    csr = csr_from_arrays(weights, c.astype(idx), indptr, (n, n), canonical=True)
-    return csr, vals
+    return keys // n, keys % n, vals
+
+
+def _pair_up_host(n, rows, cols, vals, *, union):
+    """:func:`_pair_up_by_keys` on the host by SciPy's compiled sparse routines: the
+    directed lists as a CSR whose values are entry numbers 1, 2, ..., transposed
+    (a counting sort), and the element-wise maximum (union: a pair listed once keeps
+    its number, against the implicit 0) or minimum (intersection: 0 drops it) of the
+    two. A pair listed both ways has equal compared values either way, so either
+    number gives its value. On moons 10⁵ (k = 10) 0.04 s against 0.18 s for the sort
+    of 2·10⁶ keys, which cost more than the kd-tree search itself."""
+    import scipy.sparse as sp
+
+    counts = np.bincount(rows, minlength=n)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    number = np.arange(1, rows.size + 1, dtype=np.float64)  # exact up to 2**53
+    directed = sp.csr_matrix((number, cols, indptr), shape=(n, n))
+    directed.sort_indices()
+    transposed = directed.T.tocsr()
+    both = directed.maximum(transposed) if union else directed.minimum(transposed)
+    both.sort_indices()
+    r = np.repeat(np.arange(n, dtype=np.int64), np.diff(both.indptr))
+    picked = both.data.astype(np.int64) - 1
+    return r, both.indices.astype(np.int64), vals[picked]
 
 
 def edge_sqdist(X, rows, cols):
