@@ -23,7 +23,10 @@ Rows: the built-in shapes ``moons``, ``circles``, ``blobs`` at 5·10³, 2·10⁴
   explorer.ui._graph.opening_graph); ``app-run-epsilon`` the same with the ε-graph
   picked by hand (its sliders at the suggestion); ``app-run-auto`` with the sidebar's
   "Let the library choose the graph" checked (``auto_affinity``: the library's default
-  graph, no σ or threshold from the ε sliders).
+  graph, no σ or threshold from the ε sliders); ``app-run-whole`` the whole Run
+  with the default sidebar in this process, median of 3: the fit, the k-means
+  comparison on the raw data and the scores (explorer.ui._run.execute; the served
+  app adds the hand-over to its worker process).
 
 Each cell: wall time (median of ``--repeats`` runs; one run from 10⁵ rows) and the
 adjusted Rand index against the true labels (label -1, points left unclustered,
@@ -101,11 +104,12 @@ def sklearn_solver(solver):
     return run
 
 
-def app_keywords(name, n, **graph_settings):
-    """The keywords the app's Run hands :class:`explorer.SpectralClustering` for the
-    built-in data set `name` of `n` points with every sidebar value at its default
-    (the app's state, :mod:`explorer.ui.state`, without Panel); None where the app's
-    packages (param) are not installed."""
+def app_spec(name, n, **graph_settings):
+    """The run the app's Run button starts (:class:`explorer.ui._run.RunSpec`: the
+    estimator's keywords, the data, the k-means comparison) for the built-in data set
+    `name` of `n` points with every sidebar value at its default (the app's state,
+    :mod:`explorer.ui.state`, without Panel); None where the app's packages (param)
+    are not installed."""
     try:
         from explorer.ui.state import ExplorerState
     except ImportError:
@@ -115,7 +119,14 @@ def app_keywords(name, n, **graph_settings):
     if not state.load():
         raise RuntimeError(f"the app could not load {name} n={n}: {state.data.error}")
     state.graph.param.update(**graph_settings)
-    return state.run_state.spec(state.run_state.snapshot()).estimator
+    return state.run_state.spec(state.run_state.snapshot())
+
+
+def app_keywords(name, n, **graph_settings):
+    """The keywords the app's Run hands :class:`explorer.SpectralClustering` (see
+    :func:`app_spec`); None without the app's packages."""
+    spec = app_spec(name, n, **graph_settings)
+    return None if spec is None else spec.estimator
 
 
 def app_run(keywords):
@@ -125,6 +136,18 @@ def app_run(keywords):
         return sc.labels_, {"timings": dict(sc.timings_), "solver": sc.eigen_solver_,
                             "affinity": sc.affinity_, "keywords": keywords,
                             "nnz": int(sc.affinity_matrix_.nnz)}
+    return run
+
+
+def app_run_whole(spec):
+    """The app's whole Run, in this process: the fit, k-means on the raw data (beside
+    the fit on the CPU) and the scores (explorer.ui._run.execute; a served app adds
+    the hand-over to its worker process)."""
+    from explorer.ui._run import execute
+
+    def run(_X, _k):
+        result = execute(spec, lambda *_: None)
+        return result.labels, {"timings": dict(result.timings), "compare": spec.compare}
     return run
 
 
@@ -208,6 +231,13 @@ def main(argv=None):
                     continue
                 measure(app_run(keywords), X, y, k, 1)  # warm-up: the app's first Run
                 row["cells"][col] = cell = measure(app_run(keywords), X, y, k, 1)
+                print(f"{name:8s} n={ds.n:>8d} {col:15s} {cell['seconds']:8.2f} s  "
+                      f"ARI {cell['ari']:.3f}", flush=True)
+            spec = app_spec(name, ds.n)
+            if spec is not None:
+                col = "app-run-whole"
+                measure(app_run_whole(spec), X, y, k, 1)  # warm-up, as above
+                row["cells"][col] = cell = measure(app_run_whole(spec), X, y, k, 3)
                 print(f"{name:8s} n={ds.n:>8d} {col:15s} {cell['seconds']:8.2f} s  "
                       f"ARI {cell['ari']:.3f}", flush=True)
         row["load_after"] = os.getloadavg()

@@ -348,6 +348,15 @@ def test_run_is_spectral_clustering():
     ).fit(s.dataset.X)
     np.testing.assert_array_equal(s.result.labels, sc.labels_)
     np.testing.assert_array_equal(s.result.eigenvalues, sc.eigenvalues_)
+    # the comparison, run in a thread beside the fit on the CPU with k given, is
+    # KMeans with the run's k, restarts and seed; with k="auto" it follows the fit
+    km = explorer.KMeans(3, n_init=10, random_state=5).fit(s.dataset.X)
+    np.testing.assert_array_equal(s.result.kmeans_labels, km.labels_)
+    s.run_state.auto_k = True
+    s.run()
+    km = explorer.KMeans(s.result.params["n_clusters_used"], n_init=10,
+                         random_state=5).fit(s.dataset.X)
+    np.testing.assert_array_equal(s.result.kmeans_labels, km.labels_)
 
 
 def test_extra_eigenpairs_for_the_spectrum_keep_the_clustering():
