@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
 from .. import memory
 from .._backend import Backend, array_module
@@ -218,10 +219,9 @@ def _pair_up_host(n, rows, cols, vals, *, union):
     (a counting sort), and the element-wise maximum (union: a pair listed once keeps
     its number, against the implicit 0) or minimum (intersection: 0 drops it) of the
     two. A pair listed both ways has equal compared values either way, so either
-    number gives its value. On moons 10⁵ (k = 10) 0.04 s against 0.18 s for the sort
-    of 2·10⁶ keys, which cost more than the kd-tree search itself."""
-    import scipy.sparse as sp
-
+    number gives its value. On circles 10⁵ (k = 10) :func:`knn_csr` took 0.065 s this
+    way against 0.18 s by the sort of 2·10⁶ keys, which cost more than the kd-tree
+    search itself."""
     counts = np.bincount(rows, minlength=n)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
