@@ -16,6 +16,9 @@ Rows: the built-in shapes ``moons``, ``circles``, ``blobs`` at 5·10³, 2·10⁴
   ``SpectralClustering(affinity="nearest_neighbors", n_neighbors=10)`` with
   ``eigen_solver="arpack"`` and ``"amg"`` (the latter only where pyamg is installed;
   arpack only up to ``--arpack-max-n`` rows, past which it takes minutes);
+* ``kmeans-ours`` and ``kmeans-sklearn``: k-means on the raw data (the true k, 10
+  restarts, seed 0), :class:`explorer.KMeans` against scikit-learn's ``KMeans``, with
+  the Lloyd steps of the best restart and its inertia;
 * ``app-run`` (moons 10⁵ only): the app's Run, ``SpectralClustering(**keywords).fit``
   with the keywords the app's state hands it for that data set with every sidebar
   value at its default (explorer/ui/_run.py; the keywords are recorded), after one
@@ -47,6 +50,7 @@ import warnings
 
 import numpy as np
 from _common import environment_info, plain, write_result
+from sklearn.cluster import KMeans as SKKMeans
 from sklearn.metrics import adjusted_rand_score
 
 import explorer
@@ -173,7 +177,19 @@ def columns(args, n):
         cols["sklearn-arpack"] = sklearn_solver("arpack")
     if has_pyamg():
         cols["sklearn-amg"] = sklearn_solver("amg")
+    cols["kmeans-ours"] = kmeans_raw(explorer.KMeans)
+    cols["kmeans-sklearn"] = kmeans_raw(SKKMeans)
     return cols
+
+
+def kmeans_raw(cls):
+    """k-means on the raw data with the true k, 10 restarts, seed 0: our
+    :class:`explorer.KMeans` and scikit-learn's (the app's comparison, and the last
+    stage of both pipelines, measured against its peer)."""
+    def run(X, k):
+        km = cls(k, n_init=10, random_state=0).fit(X)
+        return km.labels_, {"n_iter": int(km.n_iter_), "inertia": float(km.inertia_)}
+    return run
 
 
 def skipped(args, n):
