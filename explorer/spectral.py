@@ -964,8 +964,7 @@ def partition_graph(
             labels = component_labels(csr) if component_ids is None else component_ids
         points_dim = None if reorder_points is None else int(reorder_points.shape[1])
         t_order = time.perf_counter()
-        order = _order_rows(embedded, reorder, reorder_points, eigen_solver, m, n_kept, xp,
-                            points_dim)
+        order = _order_rows(embedded, reorder, reorder_points, eigen_solver, m, n_kept, xp)
         t_order = time.perf_counter() - t_order
         if order is not None and order.reordered:
             t_permute = time.perf_counter()
@@ -1014,7 +1013,7 @@ def _check_reorder(reorder, points):
                          "(reorder_points); use 'auto', 'jaccard' or 'rcm' for a graph alone")
 
 
-def _order_rows(csr, reorder, points, solver, m, n_kept, xp, points_dim):
+def _order_rows(csr, reorder, points, solver, m, n_kept, xp):
     """The row order `partition_graph` embeds in (None: none asked for).
 
     The rule's inputs: the block products the solver takes (none for the dense,
@@ -1026,7 +1025,7 @@ def _order_rows(csr, reorder, points, solver, m, n_kept, xp, points_dim):
         return reorder
     used = ("components" if solver == "components"
             else resolve_solver(solver, n_kept, min(m, n_kept), xp, nnz=int(csr.nnz),
-                                points_dim=points_dim))
+                                points_dim=None if points is None else points.shape[1]))
     # "lu": a few products; its factors (ordered by SuperLU itself) are the cost.
     products = 0 if used in ("dense", "components", "lu") else EXPECTED_PRODUCTS
     return choose_order(csr, reorder, points, n_products=products,

@@ -343,11 +343,12 @@ def _lanczos(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
     return Eigenpairs(*lanczos_eigenpairs(A, k, tol, max_iter, rng, xp, rows), tol)
 
 
-def _lobpcg(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
+def _lobpcg(A, k, *, degree, tol, max_iter, rng, xp, start, rows, precondition=None):
     tol = DEFAULT_TOL if tol is None else tol
     max_iter = lobpcg.DEFAULT_MAX_ITER if max_iter is None else max_iter
     return Eigenpairs(*lobpcg.lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp,
-                                                start=start, rows=rows), tol)
+                                                start=start, rows=rows,
+                                                precondition=precondition), tol)
 
 
 def _chebyshev(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
@@ -361,13 +362,8 @@ def _chebyshev(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
     return Eigenpairs(xp.asarray(mu), V, products, tol)
 
 
-def _lu(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
-    tol = DEFAULT_TOL if tol is None else tol
-    max_iter = lobpcg.DEFAULT_MAX_ITER if max_iter is None else max_iter
-    precondition = lu.lu_preconditioner(A)
-    return Eigenpairs(*lobpcg.lobpcg_eigenpairs(A, k, degree, tol, max_iter, rng, xp,
-                                                start=start, rows=rows,
-                                                precondition=precondition), tol)
+def _lu(A, k, **kwargs):
+    return _lobpcg(A, k, precondition=lu.lu_preconditioner(A), **kwargs)
 
 
 _SOLVE = {

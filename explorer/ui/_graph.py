@@ -318,9 +318,7 @@ class GraphState(Stage):
             with param.parameterized.batch_call_watchers(self):
                 if graph != self.graph:
                     if graph == "epsilon":
-                        if self._local_sigma_before_knn is not None:
-                            self.local_sigma = self._local_sigma_before_knn
-                        self._local_sigma_before_knn = None
+                        self._restore_local_sigma()
                     else:
                         self._local_sigma_before_knn = self.local_sigma
                         self.local_sigma = True
@@ -334,9 +332,14 @@ class GraphState(Stage):
             return
         self._graph_picked = True
         self.graph_note = ""
-        if event.new == "epsilon" and self._local_sigma_before_knn is not None:
-            # The app turned self-tuning σ on with its kNN choice: the ε-graph picked
-            # instead gets the σ the sliders were centred on, as on smaller data.
+        if event.new == "epsilon":
+            self._restore_local_sigma()
+        self._local_sigma_before_knn = None
+
+    def _restore_local_sigma(self) -> None:
+        """Undo the self-tuning σ the app turned on with its kNN choice: an ε-graph
+        gets the σ the sliders were centred on, as on smaller data."""
+        if self._local_sigma_before_knn is not None:
             self.local_sigma = self._local_sigma_before_knn
         self._local_sigma_before_knn = None
 

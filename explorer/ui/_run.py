@@ -230,21 +230,16 @@ def execute(spec: RunSpec, report: Callable) -> RunResult:
     report(0, "")
     # On the CPU with k given, k-means on the raw data needs nothing of the fit: it
     # runs in a thread beside it (NumPy and SciPy release the GIL in their loops), and
-    # the two cores share the wait (moons 10⁵: 0.55 s of k-means hidden under a
-    # 0.7 s fit).
-    beside = None
-    if spec.compare and not isinstance(kw.get("n_clusters"), str) and \
-            not explorer.resolve_backend(kw.get("backend", "auto")).is_gpu:
-        beside = ThreadPoolExecutor(max_workers=1)
-        compared = beside.submit(_kmeans_raw, X, int(kw["n_clusters"]), kw)
-    try:
+    # the two cores share the wait (moons 10⁵, the whole Run in one process: 1.2-1.4 s
+    # one after the other, 0.89-0.91 s side by side; benchmarks/cpu.py app-run-whole).
+    beside = spec.compare and not isinstance(kw.get("n_clusters"), str) and \
+        not explorer.resolve_backend(kw.get("backend", "auto")).is_gpu
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(_kmeans_raw, X, int(kw["n_clusters"]), kw) if beside else None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             est = explorer.SpectralClustering(**kw).fit(X)
-    except BaseException:
-        if beside is not None:
-            beside.shutdown(wait=True, cancel_futures=True)
-        raise
+        compared = None if future is None else future.result()
     graph = est.graph_  # None in landmark mode: no graph of the points is built
     spectrum = getattr(est, "spectrum_", None)  # every computed eigenpair, when kept
     if spectrum is None or est.mode_ == "landmarks":
@@ -267,9 +262,8 @@ def execute(spec: RunSpec, report: Callable) -> RunResult:
     kmeans_labels = None
     if spec.compare:
         report(1, "")
-        if beside is not None:
-            with beside:
-                kmeans_labels, seconds = compared.result()
+        if compared is not None:
+            kmeans_labels, seconds = compared
         else:
             # On the device of the run: a GPU run compares with k-means on the GPU
             # (embedding_ stays on the device; labels_ come back like the input).
@@ -477,13 +471,11 @@ class RunState(Stage):
                              metric=params.get("metric", "auto"),
                              n_representatives=None if m == "auto" else m)
 
-    def pipeline(self, n: int, d: int, *, mode=None, metric="auto",
+    def pipeline(self, n: int, d: int, *, mode="auto", metric="auto",
                  n_representatives=None) -> str:
-        """The pipeline a run of n × d points takes: `mode` (default: this stage's), or
-        ``mode="auto"``'s choice by the library's rule
-        (:func:`explorer.representatives.choose_mode`, on the backend the run resolves
-        to)."""
-        mode = self.mode if mode is None else mode
+        """The pipeline a run of n × d points takes: `mode`, or ``mode="auto"``'s choice
+        by the library's rule (:func:`explorer.representatives.choose_mode`, on the
+        backend the run resolves to; `n_representatives` None: its default)."""
         if mode != "auto":
             return mode
         backend = "cpu" if self.graph is None else self.graph.backend_name

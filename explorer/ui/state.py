@@ -265,9 +265,9 @@ class ExplorerState(param.Parameterized):
         ds = self.dataset
         if ds is None:
             return
-        m = self.run_state.n_representatives
-        pipeline = self.run_state.pipeline(ds.n, ds.d, metric=self.graph.metric,
-                                           n_representatives=m)
+        run = self.run_state
+        pipeline = run.pipeline(ds.n, ds.d, mode=run.mode, metric=self.graph.metric,
+                                n_representatives=run.n_representatives)
         self.graph.open_on(ds.n, pipeline)
 
     def _new_data(self, event) -> None:
