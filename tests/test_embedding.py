@@ -360,7 +360,10 @@ def test_invalid_input_is_named():
 @pytest.mark.parametrize(
     ("eigenvalues", "k"),
     [
-        ([0.0, 0.01, 0.5, 0.52], 2),  # one zero: the largest gap
+        ([0.0, 0.01, 0.5, 0.52], 2),  # one zero: λ_3 / λ_2 = 50, nearly two pieces
+        ([0.0, 0.1, 0.3, 0.35], 2),  # one zero, ratios below 10: the largest gap
+        ([0.0, 2e-5, 3e-3, 1e-2, 0.03, 0.1, 0.2], 2),  # two bridged paths: not the 0.1 gap
+        ([0.0, 1e-3, 0.02, 0.04, 0.9], 4),  # ratios 20 and 22.5: the largest wins
         ([0.0, 0.0, 0.0, 0.3, 0.31], 3),  # three zeros: three components
         ([2e-10, -1e-12, 0.0, 1e-4, 0.9], 3),  # zeros within zero_tol, any order
         ([0.0, 0.2, 0.4, 0.6], 1),  # equal gaps: the smallest k
@@ -388,9 +391,10 @@ def test_eigengap_k_max_limits_the_view():
 )
 def test_eigengap_finds_a_planted_gap(k, extra, seed):
     r = np.random.default_rng(seed)
-    # k small eigenvalues below 0.05 (the first exactly 0), then a jump of at least
-    # 0.5 and slowly rising ones with gaps below 0.05.
-    low = np.concatenate([[0.0], np.sort(r.uniform(1e-3, 0.05, k - 1))])
+    # k small eigenvalues below 0.05 (the first exactly 0, the others within a factor
+    # 10 of each other), then a jump of at least 0.5 and slowly rising ones with gaps
+    # below 0.05.
+    low = np.concatenate([[0.0], np.sort(r.uniform(5.1e-3, 0.05, k - 1))])
     high = 0.55 + np.cumsum(r.uniform(0, 0.05, extra))
     assert eigengap_k(r.permutation(np.concatenate([low, high]))) == k
 

@@ -212,6 +212,23 @@ def test_partition_graph_extra_eigenpairs_and_auto(rng):
     assert auto.n_clusters == k == auto.n_clusters_suggested
 
 
+def test_auto_k_sees_two_moons_joined_by_one_edge(rng):
+    # A draw where the ε-graph bridges the moons: one component, λ_2 near zero, and
+    # the path-like spectrum's later absolute gaps larger than λ_3 − λ_2. The
+    # eigengap's ratio rule still sees the two pieces.
+    X, y, params, k = shape("moons", rng)
+    csr = build_graph(X, **params, backend="cpu").csr
+    n_pieces, piece = sp.csgraph.connected_components(csr)
+    assert n_pieces == k
+    a, b = np.flatnonzero(piece == 0)[0], np.flatnonzero(piece == 1)[0]
+    bridge = sp.csr_matrix(([1.0, 1.0], ([a, b], [b, a])), shape=csr.shape)
+    joined = (csr + bridge).tocsr()
+    assert sp.csgraph.connected_components(joined)[0] == 1
+    auto = partition_graph(joined, "auto", eigen_solver="dense", random_state=0)
+    assert auto.n_clusters == k
+    assert adjusted_rand_score(piece, auto.labels) == 1.0
+
+
 def test_partition_graph_names_a_bad_n_clusters(rng):
     X, _, params, _ = shape("blobs", rng)
     csr = build_graph(X, **params, backend="cpu").csr
