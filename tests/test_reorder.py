@@ -257,14 +257,15 @@ def test_labels_identical_over_seeds_and_solvers(rng, solver):
                 assert moved <= 3, (solver, seed, reorder, moved)
             else:
                 assert np.array_equal(part.labels, base.labels), (solver, seed, reorder)
-                # The same start and the same iterations: the vectors agree to rounding
-                # (drawn in the new order they differed by ~1e-4, the tolerance).
+                # The same start and the same iterations: the vectors agree to the
+                # products' rounding as the iteration carries it (up to 1.4e-9 seen on
+                # Lanczos; drawn in the new order they differed by ~1e-4, the tolerance).
                 # LOBPCG's search direction of an exact eigenvector (D^1/2 1) is
                 # rounding noise that SVQB scales to unit length, so its iterates part
                 # after a few steps and agree to its tolerance only (~1e-5 here).
                 assert part.embedding.iterations == base.embedding.iterations
                 np.testing.assert_allclose(part.embedding.vectors, base.embedding.vectors,
-                                           atol=1e-9)
+                                           atol=1e-7)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
