@@ -103,10 +103,6 @@ def test_permute_and_traffic_match_cpu(rng, poisoned, index_dtype):
 
 
 @pytest.mark.parametrize("reorder", ["jaccard", "spatial", "auto"])
-@pytest.mark.xfail(strict=False, reason=(
-    "not yet run on a GPU since clusters are numbered by their first point: before it, "
-    "on an H200 (2026-11-24), Chebyshev gave the same clusters under other ids; an "
-    "XPASS here is the numbering's confirmation (issue 18)"))
 def test_gpu_partition_labels_equal(rng, reorder):
     import cupy
 
