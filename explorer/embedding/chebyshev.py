@@ -138,11 +138,15 @@ float64; float32 vectors resolve residuals down to about 2e-7, so tolerances bel
 :data:`FLOAT32_MIN_TOL` run in float64. The product is cuSPARSE's generic SpMM
 (``cupyx.cusparse.spmm``, ``CUSPARSE_SPMM_ALG_DEFAULT``), which ``A @ Y`` also
 reaches (``csrmm2`` is gone from CUDA >= 11) after copying Y to column-major order.
-``layout="row"`` keeps the block row-major and hands cuSPARSE its transpose with
-``transb``: each nonzero then gathers one contiguous row of b values (32 bytes for
-b = 8) instead of b scattered values; ``"col"`` is the column-major path ``A @ Y``
-takes. On an H200 one float32 product (b = 8) took 0.73 ms row-major and 1.46 ms
-column-major on Syn1M, 4.5 and 24.6 ms on Syn5M (benchmarks/eigen.py, ``product_ms``).
+``layout="row"`` keeps the block row-major, so that each nonzero gathers one
+contiguous row of b values (32 bytes for b = 8) instead of b scattered values; ``"col"``
+is the column-major path ``A @ Y`` takes. On an H200 one float32 product (b = 8) took
+0.73 ms row-major and 1.46 ms column-major on Syn1M, 4.5 and 24.6 ms on Syn5M, both
+through cuSPARSE (benchmarks/eigen.py, ``product_ms``). Row-major blocks of 8-32
+columns now go through our warp-per-row kernel (``kernels/spmm.cu``: the lanes of a
+warp read whole rows of Y and split a row's nonzeros), 1.2-2.7 times faster than
+cuSPARSE on the benchmark graphs at the solver's block widths (``kernels/spmm.py``);
+narrower or wider blocks and ``"col"`` stay with cuSPARSE.
 """
 
 from __future__ import annotations
@@ -661,9 +665,12 @@ class ChebyshevBlock:
         if self.gpu:
             from cupyx import cusparse
 
+            from ..kernels import spmm
+
             # cupyx's SpMM wants a canonical CSR; settle it once, not per product.
             self.A.sum_duplicates()
             self.spmm = cusparse.spmm
+            self.warp_spmm = spmm
         # Past PRODUCT_MAX_ENTRIES stored entries a product goes a slab of rows at a
         # time (see explorer._csr); one slab otherwise.
         self.slabs = row_slabs(self.A)
@@ -676,7 +683,11 @@ class ChebyshevBlock:
         return self.xp.asarray(self.normals.normal(n, b, self.work), order=self.order)
 
     def product(self, Y):
-        """A @ Y in the working precision (on the GPU: F-ordered, see Notes)."""
+        """A @ Y in the working precision (module docstring, "Precision and the GPU
+        product"): C-ordered from our kernel, F-ordered from cuSPARSE."""
+        if self.gpu and self.row and self.warp_spmm.supports(self.A, Y):
+            # Our warp-per-row kernel: any nnz (int64 offsets), so no slabs.
+            return self.warp_spmm.csr_times_block(self.A, Y)
         if not self.gpu or len(self.slabs) > 1:
             return matmul(self.A, Y, self.slabs)
         # Zeroed: cuSPARSE is given beta = 0, but 0 * NaN from uninitialised memory
