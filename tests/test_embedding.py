@@ -15,6 +15,7 @@ from explorer.embedding import (
     Embedding,
     auto_k_max,
     components_embedding,
+    eigengap_choice,
     eigengap_k,
     isolated_vertices,
     spectral_embedding,
@@ -375,6 +376,22 @@ def test_invalid_input_is_named():
 )
 def test_eigengap_rule(eigenvalues, k):
     assert eigengap_k(np.array(eigenvalues)) == k
+
+
+@pytest.mark.parametrize(
+    ("eigenvalues", "k", "rule", "words"),
+    [
+        ([0.0, 0.0, 0.3, 0.31], 2, "components", "2 connected components"),
+        ([0.0, 2e-5, 3e-3, 1e-2, 0.03], 2, "ratio", "λ_3 is 150 times λ_2"),
+        ([0.0, 0.1, 0.3, 0.35], 2, "gap", "the largest gap"),
+        ([0.4], 1, "single", "no gap stands out"),
+    ],
+)
+def test_eigengap_choice_names_its_rule(eigenvalues, k, rule, words):
+    choice = eigengap_choice(eigenvalues)
+    assert (choice.k, choice.rule) == (k, rule) == (eigengap_k(eigenvalues), rule)
+    assert words in choice.describe()
+    assert (choice.ratio is not None) == (rule == "ratio")
 
 
 def test_eigengap_k_max_limits_the_view():

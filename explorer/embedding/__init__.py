@@ -22,7 +22,14 @@ interface (``solvers``: the solver choice and the defaults) and returns an
 lower-level API the benchmarks call (to time one solver on one A formed once).
 """
 
-from .eigengap import AUTO_K_MAX, EIGENGAP_TOL, auto_k_max, eigengap_k
+from .eigengap import (
+    AUTO_K_MAX,
+    EIGENGAP_TOL,
+    EigengapChoice,
+    auto_k_max,
+    eigengap_choice,
+    eigengap_k,
+)
 from .embed import Embedding, components_embedding, spectral_embedding
 from .lanczos import ConvergenceError
 from .laplacian import isolated_vertices
@@ -37,10 +44,12 @@ __all__ = [
     "EIGENGAP_TOL",
     "SOLVERS",
     "ConvergenceError",
+    "EigengapChoice",
     "Embedding",
     "components_embedding",
     "components_reason",
     "auto_k_max",
+    "eigengap_choice",
     "eigengap_k",
     "isolated_vertices",
     "spectral_embedding",

@@ -7,12 +7,15 @@ picks k among them.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .._backend import to_numpy
 from .._validation import check_float, check_int
 
-__all__ = ["AUTO_K_MAX", "EIGENGAP_TOL", "NEAR_ZERO_RATIO", "auto_k_max", "eigengap_k"]
+__all__ = ["AUTO_K_MAX", "EIGENGAP_TOL", "NEAR_ZERO_RATIO", "EigengapChoice", "auto_k_max",
+           "eigengap_choice", "eigengap_k"]
 
 #: Tolerance for a solve whose eigenvalues choose k (``n_clusters="auto"``) when the
 #: user gave none. A "zero" eigenvalue comes out near tol²/gap: on Syn1M (gap 2e-3)
@@ -33,8 +36,48 @@ AUTO_K_MAX = 20
 NEAR_ZERO_RATIO = 10.0
 
 
+class EigengapChoice(NamedTuple):
+    """What :func:`eigengap_choice` proposes, and which of its rules decided."""
+
+    #: The proposed number of clusters.
+    k: int
+    #: ``"components"`` (rule 1), ``"ratio"`` (rule 2), ``"gap"`` (rule 3), or
+    #: ``"single"`` (one eigenvalue, or no visible gap: k_max).
+    rule: str
+    #: Eigenvalues at or below `zero_tol`.
+    zeros: int
+    #: λ_{k+1} / λ_k under rule 2, else None.
+    ratio: float | None = None
+    #: The `zero_tol` the eigenvalues were compared with.
+    zero_tol: float = 1e-6
+
+    def describe(self) -> str:
+        """Which rule decided k, in a sentence (the app's spectrum view shows it)."""
+        if self.rule == "components":
+            return (f"{self.zeros} eigenvalues are 0 (≤ {self.zero_tol:g}): the graph, "
+                    f"isolated points left out, has {self.zeros} connected components, "
+                    "and a disconnection decides k")
+        if self.rule == "ratio":
+            return (f"λ_{self.k + 1} is {self.ratio:.0f} times λ_{self.k} (a jump of "
+                    f"{NEAR_ZERO_RATIO:g} or more): {self.k} pieces joined by only a few "
+                    "edges decide k")
+        if self.rule == "gap":
+            return "the largest gap λ_(k+1) − λ_k decides k"
+        return "no gap stands out: k is the number of eigenvalues computed"
+
+
 def eigengap_k(eigenvalues, k_max=None, *, zero_tol=1e-6, atol=1e-8) -> int:
-    """Propose a number of clusters from the eigengap of the Laplacian spectrum.
+    """Propose a number of clusters from the eigengap of the Laplacian spectrum:
+    ``eigengap_choice(...).k``.
+
+    See :func:`eigengap_choice` for the rules, the parameters and the errors.
+    """
+    return eigengap_choice(eigenvalues, k_max, zero_tol=zero_tol, atol=atol).k
+
+
+def eigengap_choice(eigenvalues, k_max=None, *, zero_tol=1e-6, atol=1e-8) -> EigengapChoice:
+    """Propose a number of clusters from the eigengap of the Laplacian spectrum, and
+    say which rule decided.
 
     With the eigenvalues of L_sym sorted ascending, λ_1 <= λ_2 <= ..., and only the
     first `k_max` considered:
@@ -68,9 +111,10 @@ def eigengap_k(eigenvalues, k_max=None, *, zero_tol=1e-6, atol=1e-8) -> int:
 
     Returns
     -------
-    int
-        k in [1, k_max]. Under rule 3, ties go to the smallest k; when every gap is
-        within `atol` of zero the answer is `k_max`. A single eigenvalue gives 1.
+    EigengapChoice
+        k in [1, k_max] and the rule. Under rule 3, ties go to the smallest k; when
+        every gap is within `atol` of zero the answer is `k_max`. A single eigenvalue
+        gives 1.
 
     Raises
     ------
@@ -96,19 +140,21 @@ def eigengap_k(eigenvalues, k_max=None, *, zero_tol=1e-6, atol=1e-8) -> int:
     lam = np.sort(lam)[:k_max]
     zeros = int(np.count_nonzero(lam <= zero_tol))
     if zeros >= 2:
-        return zeros
+        return EigengapChoice(zeros, "components", zeros, zero_tol=zero_tol)
     if lam.size == 1:
-        return 1
+        return EigengapChoice(1, "single", zeros, zero_tol=zero_tol)
     # Rule 2: ratios λ_{k+1} / λ_k for k >= 2 (index k-1 >= 1) with λ_k above zero.
     below, above = lam[1:-1], lam[2:]
     ratios = np.where(below > zero_tol, above / np.maximum(below, zero_tol), 0.0)
     if ratios.size and ratios.max() >= NEAR_ZERO_RATIO:
-        return int(np.argmax(ratios)) + 2
+        best = int(np.argmax(ratios))
+        return EigengapChoice(best + 2, "ratio", zeros, float(ratios[best]), zero_tol)
     gaps = np.diff(lam)
     best = float(gaps.max())
     if best <= atol:
-        return int(lam.size)
-    return int(np.flatnonzero(gaps >= best - atol)[0]) + 1
+        return EigengapChoice(int(lam.size), "single", zeros, zero_tol=zero_tol)
+    return EigengapChoice(int(np.flatnonzero(gaps >= best - atol)[0]) + 1, "gap", zeros,
+                          zero_tol=zero_tol)
 
 
 def auto_k_max(n_vertices: int) -> int:

@@ -78,7 +78,8 @@ STEPS = (
         "From S and the degrees D comes the normalised Laplacian L = I − D^-1/2 S D^-1/2. "
         "Reordered by cluster, S is nearly block-diagonal: a graph with c separate pieces "
         "has eigenvalue 0 of L exactly c times, and weak links between pieces lift those "
-        "eigenvalues only a little. The spectrum's largest gap suggests k.",
+        "eigenvalues only a little. The spectrum's jump after them (a tenfold step, or "
+        "else its largest gap) suggests k.",
         True,
     ),
     Step(

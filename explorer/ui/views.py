@@ -13,14 +13,13 @@ says what it waits for. They can be used on their own in a notebook, e.g.
 from __future__ import annotations
 
 import html
-import inspect
 
 import numpy as np
 import panel as pn
 import param
 
 from explorer.components import components_besides_isolated
-from explorer.embedding import eigengap_k
+from explorer.embedding import eigengap_choice
 
 from . import _export, _jobs, plots
 from ._order import MODES, OrderState
@@ -546,13 +545,7 @@ class SpectrumView(pn.viewable.Viewer):
         lam = result.eigenvalues
         self.plot.object = plots.spectrum(lam, k_used=result.n_clusters,
                                           k_suggested=result.k_suggested)
-        zero_tol = inspect.signature(eigengap_k).parameters["zero_tol"].default
-        zeros = int((lam <= zero_tol).sum())
-        rule = (
-            f"{zeros} of them are 0 (≤ {zero_tol:g}): the graph, isolated points left out, has "
-            f"{zeros} connected components, and a disconnection decides k"
-            if zeros >= 2 else "the largest gap λ_(k+1) − λ_k decides k"
-        )
+        rule = eigengap_choice(lam).describe()
         self.text.object = (
             f"The {len(lam)} smallest eigenvalues of L_sym = I − D^-1/2 S D^-1/2. Here {rule}: "
             f"the eigengap heuristic suggests **k = {result.k_suggested}** (shaded gap); the "
