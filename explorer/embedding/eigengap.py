@@ -46,10 +46,10 @@ class EigengapChoice(NamedTuple):
     rule: str
     #: Eigenvalues at or below `zero_tol`.
     zeros: int
+    #: The `zero_tol` the eigenvalues were compared with.
+    zero_tol: float
     #: λ_{k+1} / λ_k under rule 2, else None.
     ratio: float | None = None
-    #: The `zero_tol` the eigenvalues were compared with.
-    zero_tol: float = 1e-6
 
     def describe(self) -> str:
         """Which rule decided k, in a sentence (the app's spectrum view shows it)."""
@@ -140,21 +140,21 @@ def eigengap_choice(eigenvalues, k_max=None, *, zero_tol=1e-6, atol=1e-8) -> Eig
     lam = np.sort(lam)[:k_max]
     zeros = int(np.count_nonzero(lam <= zero_tol))
     if zeros >= 2:
-        return EigengapChoice(zeros, "components", zeros, zero_tol=zero_tol)
+        return EigengapChoice(zeros, "components", zeros, zero_tol)
     if lam.size == 1:
-        return EigengapChoice(1, "single", zeros, zero_tol=zero_tol)
+        return EigengapChoice(1, "single", zeros, zero_tol)
     # Rule 2: ratios λ_{k+1} / λ_k for k >= 2 (index k-1 >= 1) with λ_k above zero.
     below, above = lam[1:-1], lam[2:]
     ratios = np.where(below > zero_tol, above / np.maximum(below, zero_tol), 0.0)
     if ratios.size and ratios.max() >= NEAR_ZERO_RATIO:
         best = int(np.argmax(ratios))
-        return EigengapChoice(best + 2, "ratio", zeros, float(ratios[best]), zero_tol)
+        return EigengapChoice(best + 2, "ratio", zeros, zero_tol, float(ratios[best]))
     gaps = np.diff(lam)
     best = float(gaps.max())
     if best <= atol:
-        return EigengapChoice(int(lam.size), "single", zeros, zero_tol=zero_tol)
+        return EigengapChoice(int(lam.size), "single", zeros, zero_tol)
     return EigengapChoice(int(np.flatnonzero(gaps >= best - atol)[0]) + 1, "gap", zeros,
-                          zero_tol=zero_tol)
+                          zero_tol)
 
 
 def auto_k_max(n_vertices: int) -> int:

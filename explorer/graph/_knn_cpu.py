@@ -42,9 +42,9 @@ _BLOCK_BYTES = 1 << 23
 #: The dtype of the brute force's candidate keys (see ``_bruteforce``).
 _KEY_DTYPE = np.float32
 
-#: Rounding slack of the product in units of float64 eps × (d + 8) (as the ε brute
-#: force's: a generous bound on the error of centred squared distances and of cosines
-#: of unit rows).
+#: Rounding slack of the candidate keys in units of their dtype's eps × (d + 8) (as the
+#: ε brute force's in float64: a generous bound on the error of centred squared
+#: distances and of cosines of unit rows; for float32 keys about 30 times the error).
 _SLACK_EPS = 8.0
 
 
@@ -200,7 +200,7 @@ def _bruteforce(X, pv: PairValues, rule: EdgeRule, k: int):
     # The keys only choose candidates (their exact values come from pv.at): float32
     # halves the bytes every pass over a block moves, the slack covers its rounding.
     Z = Z.astype(_KEY_DTYPE)
-    sq = None if sq is None else sq.astype(_KEY_DTYPE)
+    sq_key = None if sq is None else sq.astype(_KEY_DTYPE)
     step = max(1, _BLOCK_BYTES // (np.dtype(_KEY_DTYPE).itemsize * n))
     parts_r, parts_c = [], []
     for r0 in range(0, n, step):
@@ -213,9 +213,9 @@ def _bruteforce(X, pv: PairValues, rule: EdgeRule, k: int):
             # ‖zi − zj‖² − ‖zi‖²: a row's order without adding its own constant (one
             # pass fewer); the rounding bound is that of the whole distance.
             G *= -2.0
-            G += sq[None, :]
+            G += sq_key[None, :]
             key = G
-            tol = (2.0 * slack * (sq[r0:r1].astype(np.float64) + sq_max))[:, None]
+            tol = (2.0 * slack * (sq[r0:r1] + sq_max))[:, None]
         if not all_valid:
             key[:, ~valid] = np.inf
             key[~valid[r0:r1]] = np.inf
@@ -224,6 +224,8 @@ def _bruteforce(X, pv: PairValues, rule: EdgeRule, k: int):
         # A row with fewer than k finite values has an infinite bound: its candidates
         # are its finite values, so the bound becomes the largest float of the keys.
         bound[~np.isfinite(bound)] = np.finfo(key.dtype).max
+        # In the keys' dtype, so that the comparison makes no float64 copy of the
+        # block; the rounding is far inside tol.
         bound = bound.astype(key.dtype)
         a, b = np.nonzero(key <= bound)
         parts_r.append(a + r0)
