@@ -410,3 +410,34 @@ def test_tree_assignment_equals_the_products(rng, d):
     # assign_nearest takes the tree for these shapes
     lab, _, _ = assign_nearest(X, x_sq, C, 4096, np, want_sums=False)
     np.testing.assert_array_equal(lab, lab_t)
+
+
+@pytest.mark.parametrize("k_offset", [-31, -1, 0, 1])
+def test_products_assignment_both_ways_against_float64(rng, k_offset):
+    # assign_nearest_by_products keeps a running minimum up to RUNNING_MIN_MAX_CLUSTERS
+    # centres and takes argmin above: both against the float64 nearest centre (only
+    # float32 near ties may differ), the float32 distance to it, the float64 sums, and
+    # the first of two equal centres, as argmin keeps it.
+    from explorer.kmeans import RUNNING_MIN_MAX_CLUSTERS, assign_nearest_by_products, row_sq_norms
+
+    k = RUNNING_MIN_MAX_CLUSTERS + k_offset
+    d = int(rng.integers(1, 6))
+    X = rng.standard_normal((5_000, d)).astype(np.float32)
+    C = rng.standard_normal((k, d))
+    if k > 1:
+        C[-1] = C[0]  # an exact tie everywhere: label 0, never k - 1
+    x_sq = row_sq_norms(X, np)
+    labels, mind, sums = assign_nearest_by_products(X, x_sq, C, 1024, np, want_sums=True)
+    assert labels.dtype == np.int32 and mind.dtype == np.float32
+    exact = ((X[:, None, :].astype(np.float64) - C[None]) ** 2).sum(axis=2)
+    best = exact.argmin(axis=1)
+    gap = exact[np.arange(len(X)), labels] - exact[np.arange(len(X)), best]
+    assert (gap[labels != best] < 1e-5).all()
+    assert (labels != best).mean() < 0.01
+    if k > 1:
+        assert not (labels == k - 1).any()
+    np.testing.assert_allclose(mind, exact.min(axis=1), rtol=1e-4, atol=1e-4)
+    onehot = np.eye(k)[labels]
+    np.testing.assert_allclose(sums[:, :d], onehot.T @ X.astype(np.float64), rtol=1e-12,
+                               atol=1e-9)
+    np.testing.assert_array_equal(sums[:, -1], np.bincount(labels, minlength=k))
