@@ -14,7 +14,7 @@ import scipy.sparse
 from sklearn.utils.validation import validate_data
 
 from ._backend import array_module, sparse_module
-from ._csr import csr_from_arrays, matmul, rmatmul
+from ._csr import csr_from_arrays, entry_rows, matmul, rmatmul
 
 
 def is_sparse(X) -> bool:
@@ -315,7 +315,7 @@ def _drop_diagonal_and_zeros(A, xp):
     if nnz == 0:
         return A
     idx = A.indptr.dtype
-    rows = xp.searchsorted(A.indptr, xp.arange(nnz, dtype=idx), side="right") - 1
+    rows = entry_rows(A.indptr, xp)
     keep = (rows != A.indices) & (A.data != 0)
     if bool(keep.all()):
         return A

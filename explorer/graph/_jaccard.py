@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._backend import array_module, sparse_module
-from .._csr import row_blocks
+from .._csr import entry_rows, row_blocks
 
 #: Default Jaccard distance threshold τ. Paper 003 ran τ = 0.6 (its Table 1); with many
 #: leaders per round 0.6 took 32 rounds on the first level of a 2·10⁴-row syn4d graph
@@ -74,16 +74,6 @@ def priority_keys(n: int, seed: int, xp=np):
     h *= xp.uint32(0xC2B2AE35)
     h ^= h >> xp.uint32(16)
     return (h.astype(xp.uint64) << xp.uint64(32)) | i
-
-
-def entry_rows(indptr, xp):
-    """The row (int64) of every stored entry of a CSR with row offsets `indptr`."""
-    n = indptr.shape[0] - 1
-    if xp is np:
-        return np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-    nnz = int(indptr[-1])
-    entries = xp.arange(nnz, dtype=indptr.dtype)
-    return xp.searchsorted(indptr[1:], entries, side="right").astype(xp.int64)
 
 
 def leaders_numpy(indptr, indices, group, keys):

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from .. import memory
 from .._backend import Backend, array_module
-from .._csr import csr_from_arrays
+from .._csr import csr_from_arrays, entry_rows
 from ._knn_cpu import KNN_CPU_METHODS, choose_knn_method, knn_search_cpu
 from ._reference import index_dtype, local_weights_from, weights_from
 from .rule import EdgeRule
@@ -275,19 +275,11 @@ def local_sigma(X, neighbors):
     return xp.sqrt(edge_sqdist(X, xp.arange(n, dtype=xp.int64), last))
 
 
-def entry_rows(csr):
-    """The row of every stored entry of a CSR matrix (int64, NumPy or CuPy)."""
-    xp = array_module(csr.indptr)
-    nnz = int(csr.indptr[-1])
-    return xp.searchsorted(csr.indptr, xp.arange(nnz, dtype=csr.indptr.dtype),
-                           side="right").astype(xp.int64) - 1
-
-
 def local_scale(csr, sqdist, sigma):
     """The CSR with weights ``exp(-d²/(σi σj))`` (:func:`~explorer.graph.reference.
     local_weights_from`) for the squared distances `sqdist` of its stored entries."""
     xp = array_module(sigma)
-    rows = entry_rows(csr)
+    rows = entry_rows(csr.indptr, xp)
     cols = csr.indices
     w = local_weights_from(sqdist, sigma[rows], sigma[cols]).astype(xp.float32)
     return csr_from_arrays(w, csr.indices, csr.indptr, csr.shape, canonical=True)
@@ -301,7 +293,7 @@ def apply_local_sigma(csr, X, rule: EdgeRule, method: str, be: Backend, timings:
     m_method = choose_method(X.shape[0], X.shape[1], m_rule, be)[0]
     nbr, _, _ = knn_search(X, m_rule, rule.local_neighbor, m_method, be)
     sigma = local_sigma(X, nbr)
-    d2 = edge_sqdist(X, entry_rows(csr), csr.indices.astype(xp.int64))
+    d2 = edge_sqdist(X, entry_rows(csr.indptr, xp), csr.indices.astype(xp.int64))
     out = local_scale(csr, d2, sigma)
     _sync(xp)
     timings["local_sigma"] = time.perf_counter() - t0

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._backend import array_module, to_numpy
-from .._csr import csr_from_arrays
+from .._csr import csr_from_arrays, entry_rows
 from .._validation import check_choice, check_float, check_int
 from ..memory import (
     GPU_MEMORY_FRACTION,
@@ -49,7 +49,6 @@ from ..memory import (
     free_device_bytes,
 )
 from . import _jaccard
-from ._jaccard import entry_rows
 from ._traffic import DEFAULT_TILE, SpmmTraffic, spmm_traffic
 
 __all__ = [
