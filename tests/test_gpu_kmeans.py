@@ -162,11 +162,14 @@ def test_kmeans_gpu_at_k_in_the_thousands(k, d, fused, rng):
     assert fused_step_pays(k, d) == fused  # both step paths
     X, cpu, gpu = fit_blobs_both(rng, k, d, box=100, per_cluster=30, max_iter=20)
     labels = cupy.asnumpy(gpu.labels_)
-    assert np.mean(labels == cpu.labels_) > 0.999
     # From k random points the fit ends in a poor local minimum (hundreds of times the
     # blobs' own inertia), where the GPU's float32 distances (the tiled step for
     # d <= 32) and the CPU's can send a point equidistant within rounding either way and
-    # the two trajectories part by a few points: 1e-2, not 1e-4 (seen: 3e-3 at k=2048).
+    # the two trajectories part by a few points: labels 99 %, not 99.9 % (seen: 99.84 %,
+    # 49 of 30,720 points, at k=1024, EXPLORER_TEST_SEED=1630068239, with the code of
+    # both sides unchanged since the bound was set); inertia 1e-2, not 1e-4 (seen: 3e-3
+    # at k=2048). A wrong step parts them by far more.
+    assert np.mean(labels == cpu.labels_) > 0.99
     assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-2)
     # Consistent with its centres: predict gives the labels (up to float32 near-ties:
     # predict centres the data differently), and the inertia is theirs.

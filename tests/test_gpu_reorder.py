@@ -130,12 +130,17 @@ def test_gpu_partition_labels_equal(rng, reorder):
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@pytest.mark.parametrize("solver, steps, atol", [("chebyshev", 3, 1e-4), ("lobpcg", 2, 1e-8),
-                                                 ("lanczos", None, 1e-7)])
+@pytest.mark.parametrize("solver, steps, atol", [("chebyshev", 3, 1e-4), ("lobpcg", 2, 1e-8)])
 def test_gpu_row_ids_give_the_unpermuted_start(rng, solver, steps, atol):
     # The GPU draws (CuPy's generator, float32 for Chebyshev) in the given order: the
     # permuted graph's embedding brought back is the given graph's, to float32 products'
     # rounding for Chebyshev; drawn in the permuted order it is another.
+    # Lanczos run to convergence is not compared, as on the CPU
+    # (test_reorder.py::test_embedding_row_ids_give_the_unpermuted_start): the stray
+    # pieces of these graphs make an eigenvalue repeat, and which basis of its space
+    # (at times, which copies) Lanczos ends on turns with the permuted sums' rounding:
+    # over 30 draws on an H200, 26 agreed to 1e-12-2e-10, 4 were 0.03-0.2 apart, and
+    # the projectors onto the repeated spaces differed by up to 0.28.
     import cupy
 
     from explorer import spectral_embedding
