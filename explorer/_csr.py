@@ -102,30 +102,44 @@ def row_blocks(indptr, max_entries=None):
         r0 = r1
 
 
-def entry_rows(indptr, xp=None):
-    """The row (int64) of every stored entry of a CSR with row offsets `indptr`, on
-    their device.
+def entry_rows(indptr, xp=None, *, first=0, span=None, dtype=np.int64):
+    """The row of every stored entry of a run of a CSR's rows, on their device.
 
+    Parameters
+    ----------
+    indptr : int array of shape (r + 1,), NumPy or CuPy
+        The run's row offsets (``S.indptr[r0 : r1 + 1]``, or the whole ``S.indptr``).
+    xp : module, optional
+        indptr's array module.
+    first : int
+        The number of the run's first row (r0).
+    span : (int, int), optional
+        ``(indptr[0], indptr[-1])`` when the caller holds them on the host: the GPU
+        then reads nothing back.
+    dtype : numpy dtype
+        Of the rows returned.
+
+    Notes
+    -----
     On the host a run of each row id as long as the row: one pass, where a binary
-    search per entry takes 10× longer (26 against 2 ms at 1.15·10⁶ entries). CuPy's
-    ``repeat`` takes no device counts, so the GPU searches.
+    search per entry takes 10× longer (26 against 2 ms at 1.15·10⁶ entries; 1.1 of the
+    1.3 s of forming A at 1.4·10⁷ entries). CuPy's ``repeat`` takes no device counts,
+    so the GPU searches.
     """
     xp = array_module(indptr) if xp is None else xp
-    n = indptr.shape[0] - 1
+    r = indptr.shape[0] - 1
     if xp is np:
-        return np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-    entries = xp.arange(int(indptr[-1]), dtype=indptr.dtype)
-    return xp.searchsorted(indptr[1:], entries, side="right").astype(xp.int64)
+        return np.repeat(np.arange(first, first + r, dtype=dtype), np.diff(indptr))
+    e0, e1 = (int(indptr[0]), int(indptr[-1])) if span is None else span
+    rows = xp.searchsorted(indptr[1:], xp.arange(e0, e1, dtype=indptr.dtype), side="right")
+    return (rows + first).astype(dtype, copy=False)
 
 
 def block_rows(S, r0, r1, e0, e1, xp):
-    """Row index of every stored entry ``e0:e1`` of the rows ``r0:r1``, in storage order."""
-    if xp is np:
-        # A run of each row id as long as the row: one pass, where a binary search per
-        # entry took 1.1 of the 1.3 s of forming A at 1.4·10⁷ entries (2 cores).
-        return np.repeat(np.arange(r0, r1, dtype=S.indptr.dtype), np.diff(S.indptr[r0 : r1 + 1]))
-    entries = xp.arange(e0, e1, dtype=S.indptr.dtype)
-    return xp.searchsorted(S.indptr[r0 + 1 : r1 + 1], entries, side="right") + r0
+    """Row index (S's index dtype) of every stored entry ``e0:e1`` of the rows
+    ``r0:r1``, in storage order (:func:`entry_rows` of a block of rows)."""
+    return entry_rows(S.indptr[r0 : r1 + 1], xp, first=r0, span=(e0, e1),
+                      dtype=S.indptr.dtype)
 
 
 def row_sums(A, xp):

@@ -315,7 +315,7 @@ def _drop_diagonal_and_zeros(A, xp):
     if nnz == 0:
         return A
     idx = A.indptr.dtype
-    rows = entry_rows(A.indptr, xp)
+    rows = entry_rows(A.indptr, xp, span=(0, nnz), dtype=idx)
     keep = (rows != A.indices) & (A.data != 0)
     if bool(keep.all()):
         return A

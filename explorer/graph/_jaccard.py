@@ -186,7 +186,7 @@ def coarsen(indptr, indices, group):
     for r0, r1, e0, e1 in row_blocks(indptr, COARSEN_BLOCK):
         if e1 == e0:
             continue
-        rows = parent[r0 + entry_rows(indptr[r0:r1 + 1] - indptr[r0], xp)]
+        rows = parent[entry_rows(indptr[r0:r1 + 1], xp, first=r0, span=(e0, e1))]
         cols = parent[indices[e0:e1].astype(xp.int64)]
         keep = rows != cols
         parts.append(sorted_unique(rows[keep] * g + cols[keep], xp))
