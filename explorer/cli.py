@@ -104,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--n-clusters", type=_n_clusters,
                    help="k, or 'auto' (eigengap); default: the data's classes, else auto")
     c.add_argument("--eigen-solver", default="auto",
-                   help="auto, dense, lanczos, lobpcg, chebyshev, lu (CPU) or components")
+                   help="auto, dense, lanczos, lobpcg, chebyshev, lu, amg (CPU) or components")
     c.add_argument("--eigen-tol", type=float, help="eigensolver residual tolerance")
     c.add_argument("--eigen-max-iter", type=int, help="eigensolver iteration limit")
     c.add_argument("--n-init", type=int, default=10, help="k-means restarts (default 10)")

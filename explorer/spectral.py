@@ -41,6 +41,7 @@ from .embedding import (
     components_reason,
     eigengap_k,
     isolated_vertices,
+    multigrid,
     spectral_embedding,
 )
 from .embedding.chebyshev import default_block
@@ -136,15 +137,16 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         CSR-2 and CSR-3 parameters of the core paper, passed to the builder (see
         :class:`explorer.graph.BuildOptions`; None: the builder's default, recorded in
         ``graph_.options``).
-    eigen_solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "lu", \
+    eigen_solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "lu", "amg", \
 "components"}, default "auto"
         See :func:`explorer.spectral_embedding`. ``"auto"`` with a fixed k takes
         ``"components"`` (the components' indicators, exact and without iterations)
         when the graph clustered has exactly k connected components besides its
-        isolated vertices; otherwise, on the CPU, ``"lu"`` (LOBPCG preconditioned by
-        sparse LU factors) for a graph of points in at most 2 dimensions with at least
-        20 000 vertices, and dense or Chebyshev, whichever the measured cost model
-        predicts faster (:func:`explorer.embedding.solvers.resolve_solver`).
+        isolated vertices; otherwise, on the CPU, ``"amg"`` (LOBPCG preconditioned by
+        a two-grid cycle of aggregation multigrid, as scikit-learn's ``"amg"`` is by
+        pyamg's) for a graph of points in at most 2 dimensions with at least 20 000
+        vertices, and dense or Chebyshev, whichever the measured cost model predicts
+        faster (:func:`explorer.embedding.solvers.resolve_solver`).
     eigen_tol : float, optional
         Residual tolerance of the iterative eigensolvers. Default: the solver's own
         (1e-5 for LOBPCG and Lanczos, 1e-4 for Chebyshev), and at most
@@ -1017,8 +1019,9 @@ def _order_rows(csr, reorder, points, solver, m, n_kept, xp):
     """The row order `partition_graph` embeds in (None: none asked for).
 
     The rule's inputs: the block products the solver takes (none for the dense,
-    components and "lu" solvers; :data:`~explorer.graph.reorder.EXPECTED_PRODUCTS`
-    for the other iterative ones) and its block width."""
+    components and "lu" solvers, :data:`explorer.embedding.multigrid.EXPECTED_PRODUCTS`
+    for "amg", :data:`~explorer.graph.reorder.EXPECTED_PRODUCTS` for the other
+    iterative ones) and its block width."""
     if reorder is None:
         return None
     if isinstance(reorder, RowOrder):
@@ -1027,7 +1030,8 @@ def _order_rows(csr, reorder, points, solver, m, n_kept, xp):
             else resolve_solver(solver, n_kept, min(m, n_kept), xp, nnz=int(csr.nnz),
                                 points_dim=None if points is None else points.shape[1]))
     # "lu": a few products; its factors (ordered by SuperLU itself) are the cost.
-    products = 0 if used in ("dense", "components", "lu") else EXPECTED_PRODUCTS
+    products = (0 if used in ("dense", "components", "lu")
+                else multigrid.EXPECTED_PRODUCTS if used == "amg" else EXPECTED_PRODUCTS)
     return choose_order(csr, reorder, points, n_products=products,
                         block=default_block(m, csr.shape[0]))
 

@@ -72,7 +72,7 @@ def principal_cosines(U, V):
 # ------------------------------------------------------------------- the embedding
 
 
-@pytest.mark.parametrize("solver", ["dense", "lanczos", "lobpcg", "chebyshev", "lu"])
+@pytest.mark.parametrize("solver", ["dense", "lanczos", "lobpcg", "chebyshev", "lu", "amg"])
 def test_each_solver_matches_the_dense_reference_on_a_connected_graph(solver, rng):
     csr, _ = blob_graph(rng, [500], box=RECT)
     k = 4
@@ -97,7 +97,7 @@ def test_each_solver_matches_the_dense_reference_on_a_connected_graph(solver, rn
         assert emb.iterations > 0 and emb.tol == 1e-9
 
 
-@pytest.mark.parametrize("solver", ["dense", "lobpcg", "chebyshev", "lu"])
+@pytest.mark.parametrize("solver", ["dense", "lobpcg", "chebyshev", "lu", "amg"])
 def test_a_repeated_zero_eigenvalue_is_found_whole(solver, rng):
     # Three components: eigenvalue 0 of L_sym three times. Lanczos may return only some
     # copies (see spectral_embedding Notes); the dense and block solvers must not.
@@ -221,7 +221,7 @@ def test_isolated_vertices_are_left_out_and_filled_with_nan(rng):
     )
 
 
-@pytest.mark.parametrize("solver", ["lanczos", "lobpcg", "chebyshev", "lu"])
+@pytest.mark.parametrize("solver", ["lanczos", "lobpcg", "chebyshev", "lu", "amg"])
 def test_iterative_solvers_leave_isolated_vertices_out(solver, rng):
     csr, truth = blob_graph(rng, [500], box=RECT, n_isolated=30)
     lam_ref, V_ref, keep, _, deg = reference(csr, 4)

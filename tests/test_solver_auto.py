@@ -168,53 +168,55 @@ def test_gpu_auto_is_the_count_rule_and_says_so():
         assert isinstance(emb.embedding, cupy.ndarray)
 
 
-# ------------------------------------------------- "lu": LU-preconditioned LOBPCG
+# ------------------------------ "lu" and "amg": LOBPCG preconditioned by (L + δI)^-1
 
 
-def test_auto_takes_lu_for_large_graphs_of_low_dimensional_points():
+def test_auto_takes_amg_for_large_graphs_of_low_dimensional_points():
     from explorer.embedding.lu import LU_MAX_DIM, LU_MIN_ROWS
 
     m, nnz = LU_MIN_ROWS, 12 * LU_MIN_ROWS
-    assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=2) == "lu"
-    assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=LU_MAX_DIM) == "lu"
+    assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=2) == "amg"
+    assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=LU_MAX_DIM) == "amg"
     # Higher-dimensional points (fill towards dense), fewer rows, no points, the GPU:
     # the cost model's choice.
     plain = resolve_solver("auto", m, 2, np, nnz=nnz)
-    assert plain != "lu"
+    assert plain not in ("lu", "amg")
     assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=LU_MAX_DIM + 1) == plain
-    assert resolve_solver("auto", m - 1, 2, np, nnz=nnz, points_dim=2) != "lu"
-    why = solver_reason("auto", "lu", m, 2, np, nnz, points_dim=2)
-    assert why.startswith(f"auto: {m} vertices") and "sparse LU" in why
+    assert resolve_solver("auto", m - 1, 2, np, nnz=nnz, points_dim=2) == plain
+    why = solver_reason("auto", "amg", m, 2, np, nnz, points_dim=2)
+    assert why.startswith(f"auto: {m} vertices") and "two-grid" in why
 
 
-def test_lu_is_refused_on_another_backend_with_the_argument_named():
+@pytest.mark.parametrize("solver", ["lu", "amg"])
+def test_lu_and_amg_are_refused_on_another_backend_with_the_argument_named(solver):
     class NotNumpy:  # stands for CuPy: the check is on the module alone
         pass
 
-    with pytest.raises(ValueError, match="eigen_solver='lu' runs on the CPU only"):
-        resolve_solver("lu", 5000, 2, NotNumpy(), nnz=60_000)
-    solvers.check_solver_backend("lu", np)
+    with pytest.raises(ValueError, match=f"eigen_solver='{solver}' runs on the CPU only"):
+        resolve_solver(solver, 5000, 2, NotNumpy(), nnz=60_000)
+    solvers.check_solver_backend(solver, np)
 
 
-def test_lu_finds_the_crowded_eigenvalues_of_a_ring_in_few_iterations(rng):
+@pytest.mark.parametrize("solver", ["lu", "amg"])
+def test_preconditioned_lobpcg_finds_the_crowded_eigenvalues_of_a_ring(solver, rng):
     # A ring of points: eigenvalues ~ (2πj/m)² crowd near 0. Chebyshev needs many
-    # products, LU-preconditioned LOBPCG a few iterations; both the dense answer.
+    # products, preconditioned LOBPCG a few iterations; both the dense answer.
     m = 3000
     t = np.sort(rng.uniform(0, 2 * np.pi, m))
     X = np.c_[np.cos(t), np.sin(t)].astype(np.float32) * (m / 40)
     g = build_graph(X, metric="gaussian", sigma=1.0, threshold_sqdist=4.0, backend="cpu")
     assert sp.csgraph.connected_components(g.csr)[0] == 1
-    lu = spectral_embedding(g.csr, 3, solver="lu", tol=1e-8, random_state=0)
+    emb = spectral_embedding(g.csr, 3, solver=solver, tol=1e-8, random_state=0)
     dense = spectral_embedding(g.csr, 3, solver="dense")
-    np.testing.assert_allclose(lu.eigenvalues, dense.eigenvalues, atol=1e-9)
-    assert lu.solver == "lu" and lu.iterations <= 20
+    np.testing.assert_allclose(emb.eigenvalues, dense.eigenvalues, atol=1e-9)
+    assert emb.solver == solver and emb.iterations <= 20
     cheb = spectral_embedding(g.csr, 3, solver="chebyshev", tol=1e-8, random_state=0)
-    assert cheb.iterations > 5 * lu.iterations
+    assert cheb.iterations > 5 * emb.iterations
     auto = spectral_embedding(g.csr, 3, random_state=0, points_dim=2)
-    assert auto.solver != "lu"  # below LU_MIN_ROWS
+    assert auto.solver not in ("lu", "amg")  # below LU_MIN_ROWS
 
 
-def test_the_estimator_takes_lu_for_a_large_connected_planar_graph(rng):
+def test_the_estimator_takes_amg_for_a_large_connected_planar_graph(rng):
     from explorer import SpectralClustering
     from explorer.embedding.lu import LU_MIN_ROWS
 
@@ -222,17 +224,24 @@ def test_the_estimator_takes_lu_for_a_large_connected_planar_graph(rng):
     t = rng.uniform(0, 2 * np.pi, n)
     X = (np.c_[np.cos(t), np.sin(t)] * (1 + 0.05 * rng.standard_normal((n, 1))))
     sc = SpectralClustering(2, affinity="knn", random_state=0, backend="cpu").fit(X)
-    assert sc.eigen_solver_ == "lu", sc.eigen_solver_why_
-    assert "sparse LU" in sc.eigen_solver_why_
+    assert sc.eigen_solver_ == "amg", sc.eigen_solver_why_
+    assert "two-grid" in sc.eigen_solver_why_
     # Two arcs of the ring: the Fiedler vector's cut.
     assert np.bincount(sc.labels_).min() > 0.3 * n
+    # The same eigenvalues as the exact preconditioner's, to the solvers' tolerance
+    # (the ring's second and third are close, so the vectors are compared against the
+    # dense reference in test_embedding.py, not here).
+    lu = SpectralClustering(2, affinity="knn", eigen_solver="lu", random_state=0,
+                            backend="cpu").fit(X)
+    np.testing.assert_allclose(sc.spectrum_.eigenvalues, lu.spectrum_.eigenvalues, atol=1e-9)
 
 
-def test_lu_factors_are_estimated_before_they_are_formed(monkeypatch):
-    # Explicit "lu": refused with the estimate and what to do; "auto": the cost model
-    # instead, when the estimated factors would not fit.
+def test_factors_are_estimated_before_they_are_formed(monkeypatch):
+    # Explicit "lu" and "amg": refused with the estimate and what to do; "auto": the
+    # cost model instead, when the estimated factors would not fit.
     import explorer.embedding.solvers as solvers_module
     from explorer.embedding.lu import LU_MIN_ROWS, factor_bytes, lu_preconditioner
+    from explorer.embedding.multigrid import multigrid_preconditioner
     from explorer.memory import MemoryEstimateError
 
     graph = ring_graph(3000)
@@ -241,10 +250,13 @@ def test_lu_factors_are_estimated_before_they_are_formed(monkeypatch):
     with pytest.raises(MemoryEstimateError, match=r"eigen_solver='lu': the sparse LU factors "
                        r"of the 3000-row graph .*use eigen_solver='chebyshev'"):
         lu_preconditioner(A)
+    with pytest.raises(MemoryEstimateError, match=r"eigen_solver='amg': the coarse matrix "
+                       r"of the 3000-row graph .*use eigen_solver='chebyshev'"):
+        multigrid_preconditioner(A, np.asarray(A.sum(axis=1)).ravel())
     m, nnz = LU_MIN_ROWS, 12 * LU_MIN_ROWS
     monkeypatch.setattr(solvers_module, "available_host_bytes",
                         lambda: int(factor_bytes(nnz) / 0.8) - 1)
-    assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=2) != "lu"
+    assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=2) not in ("lu", "amg")
     monkeypatch.setattr(solvers_module, "available_host_bytes",
                         lambda: int(factor_bytes(nnz) / 0.8) + 10)
-    assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=2) == "lu"
+    assert resolve_solver("auto", m, 2, np, nnz=nnz, points_dim=2) == "amg"

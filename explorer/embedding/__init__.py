@@ -14,6 +14,9 @@ interface (``solvers``: the solver choice and the defaults) and returns an
 ``lanczos``     ``eigsh``, implicitly restarted Lanczos (SciPy / cupyx)
 ``lobpcg``      block LOBPCG that stops on the wanted pairs (our own)
 ``chebyshev``   Chebyshev-filtered block subspace iteration (the default)
+``lu``          LOBPCG preconditioned by the sparse LU of L + δI (CPU)
+``multigrid``   LOBPCG preconditioned by a two-grid cycle, ``"amg"`` (CPU; "auto"'s
+                choice for large graphs of points in the plane)
 ``components``  the component indicators, exact for a graph with exactly k components
 ==============  ===================================================================
 

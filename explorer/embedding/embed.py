@@ -130,8 +130,8 @@ def spectral_embedding(
         A CuPy matrix keeps the whole computation on its GPU.
     n_components : int
         k, the number of eigenpairs: 1 <= k <= number of non-isolated vertices.
-    solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "lu", "components"}, \
-default "auto"
+    solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "lu", "amg", \
+"components"}, default "auto"
         ``"dense"``: full symmetric eigendecomposition of A as a dense matrix (exact;
         for small graphs). ``"lanczos"``: implicitly restarted Lanczos
         (``scipy.sparse.linalg.eigsh`` / ``cupyx.scipy.sparse.linalg.eigsh``,
@@ -145,13 +145,17 @@ default "auto"
         Its factors' memory is not known before they are formed: on graphs of
         high-dimensional data (close to expanders) they fill in towards dense, so
         ``"auto"`` takes it for points in the plane only (fill measured 6-9× the
-        graph's entries there, 34-86× for points in space).
+        graph's entries there, 34-86× for points in space). ``"amg"`` (CPU only):
+        LOBPCG preconditioned by a two-grid cycle of aggregation multigrid whose
+        coarse graph, a third of the size, is factored
+        (:mod:`explorer.embedding.multigrid`): more iterations than "lu", far cheaper
+        to set up; the CPU's ``"auto"`` for large graphs of points in the plane.
         ``"components"``: only for a graph
         with exactly `n_components` connected components among its non-isolated
         vertices, whose k eigenvalues 0 have the components' indicators as
         eigenvectors (exact, no iteration; see Notes). ``"auto"``: dense or Chebyshev,
         whichever the measured cost model predicts faster (the GPU: dense up to
-        :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices), and "lu" on the CPU
+        :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices), and "amg" on the CPU
         for a large graph of points in few dimensions (`points_dim`;
         :func:`explorer.embedding.solvers.resolve_solver`).
     tol : float, optional
@@ -202,7 +206,7 @@ default "auto"
         If `csr` is not square, has negative or non-finite weights, is not symmetric,
         has no edge at all, or an argument is out of range; or ``solver="components"``
         on a graph whose number of components is not `n_components`; or
-        ``solver="lu"`` on a CuPy matrix.
+        ``solver="lu"`` or ``"amg"`` on a CuPy matrix.
     ConvergenceError
         (A ValueError and a RuntimeError) if SciPy's Lanczos (ARPACK) does not
         converge within `max_iter`.

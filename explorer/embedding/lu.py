@@ -12,13 +12,15 @@ s, for that graph's 1.2·10⁶; uniform points in the square, 5.8× the graph's 
 2·10⁴, 7.6× at 10⁵, 8.5× at 2·10⁵). In space it does not: uniform points in the cube
 gave 34× at 2·10⁴ and 86× at 10⁵ (10⁸ entries, 25 s), and the graph of
 high-dimensional data, close to an expander, fills in towards dense. So the
-``"auto"`` rule takes it for points in at most :data:`LU_MAX_DIM` dimensions only, and
-the factors' memory, unknown before they are formed, stays about ten times the
+``"auto"`` rule factors graphs of points in at most :data:`LU_MAX_DIM` dimensions only,
+and the factors' memory, unknown before they are formed, stays about ten times the
 graph's.
 
 scikit-learn's ``eigen_solver="amg"`` takes the same road with pyamg's algebraic
 multigrid as the preconditioner: cheaper to set up than the factors, weaker per
-iteration (18 iterations, 1.2 s there).
+iteration (18 iterations, 1.2 s there). Ours, ``"amg"``
+(:mod:`explorer.embedding.multigrid`), factors a coarse graph a third of the size
+with this module's settings, and is what ``"auto"`` takes under the rule above.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ __all__ = ["LU_FILL_ESTIMATE", "LU_MAX_DIM", "LU_MIN_ROWS", "SHIFT", "factor_byt
 #: largest of (L + δI)^-1 by orders of magnitude; L + δI stays positive definite.
 SHIFT = 1e-6
 
-#: ``eigen_solver="auto"`` on the CPU takes "lu" for graphs of points in at most this
-#: many dimensions (see the module docstring)...
+#: ``eigen_solver="auto"`` on the CPU takes "amg" (a coarse graph factored as here) for
+#: graphs of points in at most this many dimensions (see the module docstring)...
 LU_MAX_DIM = 2
 
 #: ...and at least this many non-isolated vertices: a judgement, not a measured

@@ -13,6 +13,9 @@ algorithm:
 ``chebyshev``   :func:`explorer.embedding.chebyshev.chebyshev_subspace`
 ``lu``          :func:`explorer.embedding.lobpcg.lobpcg_eigenpairs`, preconditioned
                 by :func:`explorer.embedding.lu.lu_preconditioner` (CPU only)
+``amg``         :func:`explorer.embedding.lobpcg.lobpcg_eigenpairs`, preconditioned by
+                :func:`explorer.embedding.multigrid.multigrid_preconditioner` (CPU
+                only)
 ``components``  :func:`explorer.embedding.components.indicator_eigenpairs`
 ==============  ==============================================================
 """
@@ -26,7 +29,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..memory import CPU_MEMORY_FRACTION, available_host_bytes
-from . import chebyshev, lobpcg, lu
+from . import chebyshev, lobpcg, lu, multigrid
 from .components import indicator_eigenpairs
 from .dense import dense_eigenpairs
 from .lanczos import lanczos_eigenpairs
@@ -47,7 +50,7 @@ __all__ = [
     "solver_reason",
 ]
 
-SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "chebyshev", "lu", "components")
+SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "chebyshev", "lu", "amg", "components")
 
 #: ``solver="auto"`` solves densely up to this many (non-isolated) vertices where the
 #: cost model below does not apply: on the GPU, and where the caller does not give the
@@ -141,7 +144,7 @@ def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None,
         costs (:func:`auto_costs`).
     points_dim : int, optional
         The dimension of the points the graph was built from, when it was: ``"auto"``
-        on the CPU takes ``"lu"`` for points in at most
+        on the CPU takes ``"amg"`` for points in at most
         :data:`explorer.embedding.lu.LU_MAX_DIM` dimensions.
 
     Returns
@@ -153,7 +156,7 @@ def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None,
     Raises
     ------
     ValueError
-        ``"lu"`` asked for on the GPU.
+        ``"lu"`` or ``"amg"`` asked for on the GPU.
 
     Notes
     -----
@@ -176,13 +179,16 @@ def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None,
 
     * **CPU, graph of points in at most** :data:`~explorer.embedding.lu.LU_MAX_DIM`
       **dimensions, from** :data:`~explorer.embedding.lu.LU_MIN_ROWS` **vertices**:
-      ``"lu"``, LOBPCG preconditioned by the sparse LU factors of L + δI. There the
-      smallest eigenvalues crowd near 0 and Chebyshev's product count, which the cost
-      model takes as typical, grows without bound (1025 block products, 16.0 s, on
-      circles 10⁵, where "lu" took 6 iterations; :mod:`explorer.embedding.lu`).
+      ``"amg"``, LOBPCG preconditioned by a two-grid cycle whose coarse graph is
+      factored. There the smallest eigenvalues crowd near 0 and Chebyshev's product
+      count, which the cost model takes as typical, grows without bound (1025 block
+      products, 16.0 s, on circles 10⁵, where "lu" took 6 iterations;
+      :mod:`explorer.embedding.lu`). "amg" takes a few more iterations than "lu" but
+      forms a third of its factors: 0.42 against 0.68 s there
+      (:mod:`explorer.embedding.multigrid`).
 
     Chebyshev needs ``k < m - 1``, ARPACK ``k < m - 2`` with room for its Krylov
-    basis, LOBPCG (and "lu") ``m > 5 * block``.
+    basis, LOBPCG (and "lu", "amg") ``m > 5 * block``.
     """
     check_solver_backend(solver, xp)
     if solver == "auto":
@@ -191,15 +197,16 @@ def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None,
         return "dense"
     if solver == "lanczos" and k >= m - 2:
         return "dense"
-    if solver in ("lobpcg", "lu") and m <= 5 * (k + lobpcg.extra_vectors(k)):
+    if solver in ("lobpcg", "lu", "amg") and m <= 5 * (k + lobpcg.extra_vectors(k)):
         return "dense"
     return solver
 
 
 def check_solver_backend(solver: str, xp) -> None:
-    """Raise a ValueError for a solver the backend of `xp` does not have ("lu": CPU)."""
-    if solver == "lu" and xp is not np:
-        raise ValueError("eigen_solver='lu' runs on the CPU only (SciPy's SuperLU "
+    """Raise a ValueError for a solver the backend of `xp` does not have ("lu" and
+    "amg": the CPU)."""
+    if solver in ("lu", "amg") and xp is not np:
+        raise ValueError(f"eigen_solver={solver!r} runs on the CPU only (SciPy's SuperLU "
                          "factors); on the GPU use 'auto', 'chebyshev', 'lobpcg' or "
                          "'lanczos', or backend='cpu'")
 
@@ -215,16 +222,17 @@ def auto_costs(m: int, k: int, nnz: int, costs: SolverCosts = CPU_COSTS) -> dict
 def _auto(m, k, xp, nnz, points_dim=None) -> str:
     if xp is not np or nnz is None:
         return "dense" if m <= DENSE_MAX_N else "chebyshev"
-    if _takes_lu(m, points_dim, nnz):
-        return "lu"
+    if _takes_multigrid(m, points_dim, nnz):
+        return "amg"
     cost = auto_costs(m, k, nnz)
     return "dense" if cost["dense"] is not None and cost["dense"] <= cost["chebyshev"] \
         else "chebyshev"
 
 
-def _takes_lu(m, points_dim, nnz) -> bool:
-    """Whether the CPU's "auto" takes "lu": points of few dimensions, a graph not small,
-    and factors estimated to fit in the memory available."""
+def _takes_multigrid(m, points_dim, nnz) -> bool:
+    """Whether the CPU's "auto" takes "amg": points of few dimensions, a graph not
+    small, and coarse factors estimated to fit in the memory available (bounded by
+    those of a graph of A's `nnz` entries: the coarse graph has fewer)."""
     if points_dim is None or points_dim > lu.LU_MAX_DIM or m < lu.LU_MIN_ROWS:
         return False
     available = available_host_bytes()
@@ -250,11 +258,12 @@ def solver_reason(solver: str, used: str, m: int, k: int, xp=np,
         return (f"auto: {m} vertices > {DENSE_MAX_N}: Chebyshev-filtered subspace iteration "
                 "(the fastest solver that finds repeated eigenvalues on the GPU, one host "
                 "sync per filter; benchmarks/results/eigen.json)")
-    if used == "lu":
+    if used == "amg":
         return (f"auto: {m} vertices >= {lu.LU_MIN_ROWS} of points in {points_dim} <= "
-                f"{lu.LU_MAX_DIM} dimensions: LOBPCG preconditioned by the sparse LU of "
-                "L + δI (the smallest eigenvalues of such graphs crowd near 0, where "
-                "Chebyshev's products grow; their factors stay sparse)")
+                f"{lu.LU_MAX_DIM} dimensions: LOBPCG preconditioned by a two-grid cycle "
+                "(the smallest eigenvalues of such graphs crowd near 0, where Chebyshev's "
+                "products grow; the sparse LU of the coarse graph stays sparse and is a "
+                "third of the whole graph's)")
     cost = auto_costs(m, k, nnz)
     dense = ("not considered (m > "f"{DENSE_MEMORY_MAX_N}: its matrix alone is "
              f"{8 * m * m / 1e9:.1f} GB)" if cost["dense"] is None
@@ -366,11 +375,17 @@ def _lu(A, k, **kwargs):
     return _lobpcg(A, k, precondition=lu.lu_preconditioner(A), **kwargs)
 
 
+def _amg(A, k, **kwargs):
+    return _lobpcg(A, k, precondition=multigrid.multigrid_preconditioner(A, kwargs["degree"]),
+                   **kwargs)
+
+
 _SOLVE = {
     "dense": _dense,
     "lanczos": _lanczos,
     "lobpcg": _lobpcg,
     "chebyshev": _chebyshev,
     "lu": _lu,
+    "amg": _amg,
     "components": _components,
 }
