@@ -17,12 +17,15 @@ float32 with the row-major block), ``chebyshev-col`` (GPU: column-major block),
 LOBPCG), ``lanczos`` (explorer.embedding.lanczos: ``cupyx``/``scipy`` ``eigsh``), ``lobpcg-cupyx``
 / ``lobpcg-scipy`` (the library LOBPCG, block k + 2, started like ours), ``eigsh-cupyx`` /
 ``eigsh-scipy`` (the library's Lanczos on A itself, no operator around it: issue 22's
-GPU peer), and on the CPU scikit-learn's two solvers as its SpectralClustering runs them:
+GPU peer), and on the CPU our preconditioned LOBPCGs ``lu`` and ``amg``
+(explorer.embedding.lu, explorer.embedding.multigrid) and scikit-learn's two solvers as
+its SpectralClustering runs them:
 ``sklearn-arpack`` (shift-invert ARPACK about 1 on -L_sym) and ``sklearn-amg`` (LOBPCG
 with pyamg's smoothed-aggregation preconditioner; only where pyamg is installed). The
 GPU shapes: Syn1M, Syn5M, Syn10M (syn4d's ε-graphs), Digits60K (60 000 deformed digits
 of 28×28 with their suggested cosine graph) and Moons1M-knn (the kNN graph of two moons,
-10⁶ rows), issue 22's list. The baselines run
+10⁶ rows), issue 22's list; on the CPU also Circles100K-knn (results/cpu.json's circles
+10⁵ graph, where "auto" takes "amg"). ``--variants`` runs some only. The baselines run
 at the tolerance of benchmarks/paper_tables.py (1e-3 on Syn1M, 1e-4 on Syn5M). Past
 ``--budget`` seconds a baseline's remaining repeats are skipped (recorded as such).
 
@@ -96,6 +99,12 @@ SHAPES = {
     "Moons5K-knn": {"data": "moons", "n": 5_000, "k": 2, "baseline_tol": 1e-4,
                     "params": {"graph": "knn", "n_neighbors": 10, "sigma": "local",
                                "local_neighbor": 7}, "method": "auto"},
+    # The CPU's connected graph of points in the plane (results/cpu.json's circles 10⁵:
+    # noise points bridge the rings; the smallest eigenvalues crowd near 0), where
+    # "auto" takes "amg".
+    "Circles100K-knn": {"data": "circles", "n": 100_000, "k": 2, "baseline_tol": 1e-4,
+                        "params": {"graph": "knn", "n_neighbors": 10, "sigma": "local",
+                                   "local_neighbor": 7}, "method": "auto"},
 }
 GPU_SHAPES = ("Syn1M", "Syn5M", "Syn10M", "Digits60K", "Moons1M-knn")
 CPU_SHAPES = ("Moons20K", "Syn200K")
@@ -136,8 +145,11 @@ class Clock:
 # ---------------------------------------------------------------------------- solvers
 
 
-def variants(xp, gpu: bool):
-    """(label, solver callable, tolerance or None for the shape's baseline tolerance)."""
+def variants(xp, gpu: bool, points_dim=None):
+    """(label, solver callable, tolerance or None for the shape's baseline tolerance).
+
+    `points_dim`: the dimension of the shape's points, which ``ours-auto``'s rule takes
+    as :func:`explorer.partition_graph` gives it."""
     from explorer.embedding import chebyshev as cheb
     from explorer.embedding.lanczos import lanczos_eigenpairs
     from explorer.embedding.linalg import sparse_linalg
@@ -189,10 +201,20 @@ def variants(xp, gpu: bool):
         else:
             V = V / xp.linalg.norm(V, axis=0)  # the indicators come unscaled
             return mu, V, {"solver": "components"}
-        used = solvers.resolve_solver("auto", A.shape[0], k, xp, nnz=int(A.nnz))
-        pairs = solvers.solve(used, A, k, degree=degree, tol=None, max_iter=None,
-                              rng=np.random.RandomState(seed), xp=xp)
-        return pairs.values, pairs.vectors, {"solver": used, "products": pairs.iterations}
+        used = solvers.resolve_solver("auto", A.shape[0], k, xp, nnz=int(A.nnz),
+                                      points_dim=points_dim)
+        return preconditioned(used)(A, k, degree, None, seed)
+
+    def preconditioned(used):
+        # One of our solvers through the embedding's interface, at its default tol
+        # (None) or the one given: "lu" and "amg" (CPU), or what "auto" resolved to.
+        def solve(A, k, degree, tol, seed):
+            from explorer.embedding import solvers
+
+            pairs = solvers.solve(used, A, k, degree=degree, tol=tol, max_iter=None,
+                                  rng=np.random.RandomState(seed), xp=xp)
+            return pairs.values, pairs.vectors, {"solver": used, "products": pairs.iterations}
+        return solve
 
     out = [("ours-auto", ours, cheb.DEFAULT_TOL), ("chebyshev", chebyshev("row"), cheb.DEFAULT_TOL)]
     if gpu:
@@ -243,6 +265,7 @@ def variants(xp, gpu: bool):
         ("eigsh-cupyx" if gpu else "eigsh-scipy", library_eigsh, None),
     ]
     if not gpu:
+        out += [("lu", preconditioned("lu"), None), ("amg", preconditioned("amg"), None)]
         out.append(("sklearn-arpack", sklearn_arpack, None))
         try:
             import pyamg  # noqa: F401
@@ -386,7 +409,9 @@ def run_shape(name, backend, xp, args, deadline, warm):
         "nnz": int(A.nnz), "nnz_per_row": A.nnz / n_kept, "isolated": ds.n - n_kept,
         "product_ms": product_times(A, xp, clock, clock.gpu), "variants": {},
     }
-    for label, solve, tol in variants(xp, clock.gpu):
+    for label, solve, tol in variants(xp, clock.gpu, points_dim=ds.X.shape[1]):
+        if args.variants and label not in args.variants:
+            continue
         tol = spec["baseline_tol"] if tol is None else tol
         try:
             res = run_variant(label, solve, tol, A, spec["k"], degree, dinv, keep, ds.y,
@@ -413,6 +438,9 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", "--small", dest="small", action="store_true",
                         help=f"the smoke-test shapes {', '.join(SMALL_SHAPES)}, one run each")
     parser.add_argument("--shapes", nargs="+", choices=list(SHAPES))
+    parser.add_argument("--variants", nargs="+",
+                        help="only these variants (labels as in the JSON: ours-auto, amg, "
+                             "sklearn-amg, ...); default all")
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--budget", type=float, default=130.0,
                         help="seconds after which baselines skip their remaining repeats")
