@@ -31,7 +31,7 @@ at the tolerance of benchmarks/paper_tables.py (1e-3 on Syn1M, 1e-4 on Syn5M). P
 
 The solvers are called below ``spectral_embedding`` on purpose (the public functions of
 the solver modules of ``explorer.embedding`` on one A formed once): the variants compared
-here — block layouts, the library LOBPCG, a Lanczos the default never picks — are not
+here — block layouts, the library LOBPCG, Lanczos without the default's checks — are not
 choices ``spectral_embedding`` offers, and forming A per variant would blur the solve
 times.
 
@@ -194,26 +194,29 @@ def variants(xp, gpu: bool, points_dim=None):
         from explorer.embedding import solvers
         from explorer.embedding.components import indicator_vectors
 
+        labels = component_labels(A)
         try:
-            mu, V = indicator_vectors(component_labels(A), k, degree, xp)
+            mu, V = indicator_vectors(labels, k, degree, xp)
         except ValueError:  # not exactly k components
             pass
         else:
             V = V / xp.linalg.norm(V, axis=0)  # the indicators come unscaled
             return mu, V, {"solver": "components"}
-        used = solvers.resolve_solver("auto", A.shape[0], k, xp, nnz=int(A.nnz),
-                                      points_dim=points_dim)
-        return preconditioned(used)(A, k, degree, None, seed)
+        # As spectral_embedding: the CPU's Lanczos attempt on a connected graph.
+        used, fallback = solvers.plan_solver("auto", A, k, xp, points_dim=points_dim,
+                                             n_components=int(xp.unique(labels).shape[0]))
+        return preconditioned(used, fallback)(A, k, degree, None, seed)
 
-    def preconditioned(used):
+    def preconditioned(used, fallback=None):
         # One of our solvers through the embedding's interface, at its default tol
         # (None) or the one given: "lu" and "amg" (CPU), or what "auto" resolved to.
         def solve(A, k, degree, tol, seed):
             from explorer.embedding import solvers
 
             pairs = solvers.solve(used, A, k, degree=degree, tol=tol, max_iter=None,
-                                  rng=np.random.RandomState(seed), xp=xp)
-            return pairs.values, pairs.vectors, {"solver": used, "products": pairs.iterations}
+                                  rng=np.random.RandomState(seed), xp=xp, fallback=fallback)
+            return pairs.values, pairs.vectors, {"solver": pairs.fell_back_to or used,
+                                                 "products": pairs.iterations}
         return solve
 
     out = [("ours-auto", ours, cheb.DEFAULT_TOL), ("chebyshev", chebyshev("row"), cheb.DEFAULT_TOL)]

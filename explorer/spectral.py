@@ -145,8 +145,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         isolated vertices; otherwise, on the CPU, ``"amg"`` (LOBPCG preconditioned by
         a two-grid cycle of aggregation multigrid, as scikit-learn's ``"amg"`` is by
         pyamg's) for a graph of points in at most 2 dimensions with at least 20 000
-        vertices, and dense or Chebyshev, whichever the measured cost model predicts
-        faster (:func:`explorer.embedding.solvers.resolve_solver`).
+        vertices, Lanczos for a connected graph of more than 1000 vertices whose
+        leading eigenvalues it finds well apart, and otherwise dense or Chebyshev,
+        whichever the measured cost model predicts faster
+        (:func:`explorer.embedding.solvers.resolve_solver`).
     eigen_tol : float, optional
         Residual tolerance of the iterative eigensolvers. Default: the solver's own
         (1e-5 for LOBPCG and Lanczos, 1e-4 for Chebyshev), and at most

@@ -112,9 +112,9 @@ def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_i
             if found == k:
                 start = indicator_vectors(components[keep], k, degree[keep], np)[1]
                 start = start / column_norms(start, np)
-        mu, V, iterations, tol_used = solvers.solve(used, A, k, degree=degree[keep], tol=tol,
-                                                    max_iter=max_iter, rng=rng, xp=np,
-                                                    start=start)
+        pairs = solvers.solve(used, A, k, degree=degree[keep], tol=tol, max_iter=max_iter,
+                              rng=rng, xp=np, start=start)
+        mu, V, iterations, tol_used = pairs.values, pairs.vectors, pairs.iterations, pairs.tol
     t2 = time.perf_counter()
     embedding, vectors, residuals = finish_eigenvectors(A, mu, V, dinv, keep, n, np, used,
                                                         iterations, tol_used, stacklevel=3)

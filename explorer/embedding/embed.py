@@ -155,8 +155,10 @@ def spectral_embedding(
         vertices, whose k eigenvalues 0 have the components' indicators as
         eigenvectors (exact, no iteration; see Notes). ``"auto"``: dense or Chebyshev,
         whichever the measured cost model predicts faster (the GPU: dense up to
-        :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices), and "amg" on the CPU
-        for a large graph of points in few dimensions (`points_dim`;
+        :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices); on the CPU "amg"
+        for a large graph of points in few dimensions (`points_dim`), and a checked
+        Lanczos on a connected graph of more than ``DENSE_MAX_N`` vertices (see
+        Notes;
         :func:`explorer.embedding.solvers.resolve_solver`).
     tol : float, optional
         Stopping tolerance of the iterative solvers on the residual norm of each unit
@@ -229,7 +231,12 @@ def spectral_embedding(
     A block method sees a whole multiplicity at once, which is also why the core paper
     chose nvGRAPH's LOBPCG. Hence ``"auto"`` uses a block method (Chebyshev-filtered
     subspace iteration), and ``"lanczos"`` is best kept for graphs known to be
-    connected.
+    connected. On the CPU ``"auto"`` does try it on a graph it finds connected (more
+    than :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices), and keeps its k + 1
+    pairs only when they are at least
+    :data:`~explorer.embedding.solvers.LANCZOS_MIN_GAP_TOLS` × tol apart; otherwise
+    the block method runs and `solver_why` says what Lanczos found
+    (:func:`explorer.embedding.solvers.resolve_solver`).
 
     **LOBPCG.** The block holds ``k + extra`` vectors, ``extra = min(k, max(2, k //
     4))``: convergence of the k-th eigenpair is governed by its gap to eigenvalue
@@ -302,17 +309,24 @@ def spectral_embedding(
     A = laplacian.scale_symmetric(S, dinv, xp, inplace=True)
     t1 = _now(xp)
 
-    used = solvers.resolve_solver(solver, m, n_components, xp, nnz=int(A.nnz),
-                                  points_dim=points_dim)
+    found = None if components is None else int(xp.unique(components[keep]).shape[0])
+    # The CPU's "auto" may try Lanczos first on a connected graph (fallback: the cost
+    # model's choice; solvers.resolve_solver, Notes).
+    used, fallback = solvers.plan_solver(solver, A, n_components, xp, points_dim=points_dim,
+                                         n_components=found)
     start = None
-    if components is not None:
-        found = int(xp.unique(components[keep]).shape[0])
-        if found <= n_components:  # more would not fit the block (and any k would do)
-            start = indicator_vectors(components[keep], found, degree, xp)[1]
-            start = start / column_norms(start, xp)
-    mu, V, iterations, tol_used = solvers.solve(used, A, n_components, degree=degree, tol=tol,
-                                                max_iter=max_iter, rng=rng, xp=xp, start=start,
-                                                rows=rows)
+    if found is not None and found <= n_components:  # more would not fit the block
+        start = indicator_vectors(components[keep], found, degree, xp)[1]
+        start = start / column_norms(start, xp)
+    pairs = solvers.solve(used, A, n_components, degree=degree, tol=tol, max_iter=max_iter,
+                          rng=rng, xp=xp, start=start, rows=rows, fallback=fallback)
+    mu, V, iterations, tol_used = pairs.values, pairs.vectors, pairs.iterations, pairs.tol
+    why = solvers.solver_reason(solver, used, m, n_components, xp, int(A.nnz), points_dim)
+    if pairs.fell_back_to is not None:
+        used = pairs.fell_back_to
+        why = (f"{pairs.why}; then "
+               + solvers.solver_reason(solver, used, m, n_components, xp, int(A.nnz),
+                                       points_dim))
     t2 = _now(xp)
 
     embedding, vectors, residuals = finish_eigenvectors(A, mu, V, dinv, keep, n, xp, used,
@@ -331,8 +345,7 @@ def spectral_embedding(
         timings={"laplacian": t1 - t0, "laplacian.check": t_checked - t0,
                  "laplacian.scale": t1 - t_checked, "solve": t2 - t1, "vectors": t3 - t2,
                  "total": t3 - t_start},
-        solver_why=solvers.solver_reason(solver, used, m, n_components, xp, int(A.nnz),
-                                         points_dim),
+        solver_why=why,
     )
 
 

@@ -28,23 +28,28 @@ from typing import NamedTuple
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..components import count_components
 from ..memory import CPU_MEMORY_FRACTION, available_host_bytes
 from . import chebyshev, lobpcg, lu, multigrid
 from .components import indicator_eigenpairs
 from .dense import dense_eigenpairs
-from .lanczos import lanczos_eigenpairs
+from .lanczos import ConvergenceError, lanczos_eigenpairs
 
 __all__ = [
     "DEFAULT_TOL",
     "CPU_COSTS",
     "DENSE_MAX_N",
     "DENSE_MEMORY_MAX_N",
+    "LANCZOS_AUTO_RESTARTS",
+    "LANCZOS_MIN_GAP_TOLS",
     "SOLVERS",
     "Eigenpairs",
     "SolverCosts",
     "auto_costs",
     "check_solver_backend",
     "components_reason",
+    "lanczos_candidate",
+    "plan_solver",
     "resolve_solver",
     "solve",
     "solver_reason",
@@ -110,6 +115,18 @@ CPU_COSTS = SolverCosts(c_dense=7.77e-11, alpha=0.0, beta=6.74e-10, gamma=4.89e-
 DEFAULT_TOL = 1e-5
 
 
+#: ``"auto"`` on the CPU keeps its Lanczos attempt on a connected graph when every gap
+#: between the k + 1 largest Ritz values is at least this many times the tolerance: a
+#: Ritz vector is then accurate to about tol / gap <= 1 %. Below it the spectrum is
+#: crowded (circles 10⁵: 1, 1 - 3.2e-7, 1 - 1.0e-5, ...), where ARPACK's converged
+#: pairs were a mixture (ARI 0.02, benchmarks/results/eigen-cpu-amg.json).
+LANCZOS_MIN_GAP_TOLS = 100.0
+
+#: ARPACK restarts of that attempt: past them the spectrum is crowded and the block
+#: solver is the better road (the digits' ε-graph converged in 1-2).
+LANCZOS_AUTO_RESTARTS = 20
+
+
 class Eigenpairs(NamedTuple):
     """What every solver returns through :func:`solve`."""
 
@@ -123,10 +140,14 @@ class Eigenpairs(NamedTuple):
     iterations: int | None
     #: The stopping tolerance applied; None for dense and components.
     tol: float | None
+    #: The solver that gave the pairs when it is not the one asked for ("auto"'s
+    #: Lanczos attempt fell back, :func:`solve`'s `fallback`), and why; else None.
+    fell_back_to: str | None = None
+    why: str | None = None
 
 
 def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None,
-                   points_dim: int | None = None) -> str:
+                   points_dim: int | None = None, connected: bool | None = None) -> str:
     """The solver that runs for `solver` on a graph of `m` non-isolated vertices.
 
     Parameters
@@ -146,6 +167,9 @@ def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None,
         The dimension of the points the graph was built from, when it was: ``"auto"``
         on the CPU takes ``"amg"`` for points in at most
         :data:`explorer.embedding.lu.LU_MAX_DIM` dimensions.
+    connected : bool, optional
+        Whether the graph (its non-isolated vertices) is one connected component:
+        then ``"auto"`` on the CPU tries Lanczos first (see Notes).
 
     Returns
     -------
@@ -187,12 +211,23 @@ def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None,
       forms a third of its factors: 0.42 against 0.68 s there
       (:mod:`explorer.embedding.multigrid`).
 
+    * **CPU, connected graph of more than** :data:`DENSE_MAX_N` **vertices** (not the
+      case above): ``"lanczos"``, checked. ARPACK's Lanczos is the fastest solver where
+      the spectrum is not crowded (the digits' ε-graph: 0.017 s against Chebyshev's
+      0.10, dense 0.45 and pyamg's LOBPCG 0.27 s; benchmarks/results/eigen-cpu-digits.json),
+      and its two failures are kept out: a repeated eigenvalue 1 (one per component:
+      the graph is connected) and pairs closer than its tolerance resolves, which it
+      returns mixed. :func:`solve` asks it for k + 1 pairs within
+      :data:`LANCZOS_AUTO_RESTARTS` restarts and keeps them when every gap between
+      them is at least :data:`LANCZOS_MIN_GAP_TOLS` × tol; otherwise the cost model's
+      solver runs (`fallback`).
+
     Chebyshev needs ``k < m - 1``, ARPACK ``k < m - 2`` with room for its Krylov
     basis, LOBPCG (and "lu", "amg") ``m > 5 * block``.
     """
     check_solver_backend(solver, xp)
     if solver == "auto":
-        solver = _auto(m, k, xp, nnz, points_dim)
+        solver = _auto(m, k, xp, nnz, points_dim, connected)
     if solver == "chebyshev" and m <= k + 1:
         return "dense"
     if solver == "lanczos" and k >= m - 2:
@@ -200,6 +235,32 @@ def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None,
     if solver in ("lobpcg", "lu", "amg") and m <= 5 * (k + lobpcg.extra_vectors(k)):
         return "dense"
     return solver
+
+
+def plan_solver(solver: str, A, k: int, xp=np, points_dim: int | None = None,
+                n_components: int | None = None) -> tuple[str, str | None]:
+    """:func:`resolve_solver` for the matrix `A`, with the CPU's Lanczos attempt.
+
+    Where ``"auto"`` on the CPU resolves to dense or Chebyshev on more than
+    :data:`DENSE_MAX_N` vertices, the graph's components are counted (`n_components`
+    when the caller has) and a connected graph is tried with Lanczos first.
+
+    Returns
+    -------
+    used : str
+        The solver to run.
+    fallback : str or None
+        What runs if the Lanczos attempt fails its check (:func:`solve`'s `fallback`).
+    """
+    m, nnz = A.shape[0], int(A.nnz)
+    used = resolve_solver(solver, m, k, xp, nnz=nnz, points_dim=points_dim)
+    if not (solver == "auto" and xp is np and used in ("dense", "chebyshev")
+            and lanczos_candidate(m, k)):
+        return used, None
+    connected = (count_components(A) if n_components is None else n_components) == 1
+    tried = resolve_solver(solver, m, k, xp, nnz=nnz, points_dim=points_dim,
+                           connected=connected)
+    return tried, (used if tried != used else None)
 
 
 def check_solver_backend(solver: str, xp) -> None:
@@ -219,14 +280,22 @@ def auto_costs(m: int, k: int, nnz: int, costs: SolverCosts = CPU_COSTS) -> dict
     return {"dense": dense, "chebyshev": costs.chebyshev_seconds(m, k, nnz)}
 
 
-def _auto(m, k, xp, nnz, points_dim=None) -> str:
+def _auto(m, k, xp, nnz, points_dim=None, connected=None) -> str:
     if xp is not np or nnz is None:
         return "dense" if m <= DENSE_MAX_N else "chebyshev"
     if _takes_multigrid(m, points_dim, nnz):
         return "amg"
+    if connected and lanczos_candidate(m, k):
+        return "lanczos"
     cost = auto_costs(m, k, nnz)
     return "dense" if cost["dense"] is not None and cost["dense"] <= cost["chebyshev"] \
         else "chebyshev"
+
+
+def lanczos_candidate(m: int, k: int) -> bool:
+    """Whether "auto" on the CPU tries Lanczos on a connected graph of `m` vertices
+    for `k` pairs (it asks for k + 1, which ARPACK needs below m - 1)."""
+    return m > DENSE_MAX_N and k + 1 < m - 2
 
 
 def _takes_multigrid(m, points_dim, nnz) -> bool:
@@ -258,6 +327,12 @@ def solver_reason(solver: str, used: str, m: int, k: int, xp=np,
         return (f"auto: {m} vertices > {DENSE_MAX_N}: Chebyshev-filtered subspace iteration "
                 "(the fastest solver that finds repeated eigenvalues on the GPU, one host "
                 "sync per filter; benchmarks/results/eigen.json)")
+    if used == "lanczos":
+        return (f"auto: {m} vertices, one connected component: Lanczos (ARPACK), kept "
+                f"because every gap between its k + 1 = {k + 1} largest eigenvalues is at "
+                f"least {LANCZOS_MIN_GAP_TOLS:g} × tol (the fastest solver where the spectrum "
+                "is not crowded; a connected graph has no repeated eigenvalue 1, which "
+                "Lanczos misses)")
     if used == "amg":
         return (f"auto: {m} vertices >= {lu.LU_MIN_ROWS} of points in {points_dim} <= "
                 f"{lu.LU_MAX_DIM} dimensions: LOBPCG preconditioned by a two-grid cycle "
@@ -287,7 +362,8 @@ def components_reason(solver: str, k: int) -> str:
             "iterations, 40 s, on moons 2·10⁴, and Lanczos found one of the two zeros)")
 
 
-def solve(solver, A, k, *, degree, tol, max_iter, rng, xp, start=None, rows=None) -> Eigenpairs:
+def solve(solver, A, k, *, degree, tol, max_iter, rng, xp, start=None, rows=None,
+          fallback=None) -> Eigenpairs:
     """The k largest eigenpairs of A by the resolved `solver`, with its defaults.
 
     Parameters
@@ -320,13 +396,41 @@ def solve(solver, A, k, *, degree, tol, max_iter, rng, xp, start=None, rows=None
         The original position of each row of `A` when `A` is a reordered graph's
         (:func:`explorer.embedding.start.solver_rows`): the iterative solvers draw
         their random vectors in that order, so the result does not depend on it.
+    fallback : str, optional
+        With ``solver="lanczos"``: "auto"'s checked attempt (:func:`resolve_solver`,
+        Notes). Lanczos is asked for k + 1 pairs within :data:`LANCZOS_AUTO_RESTARTS`
+        restarts (`max_iter` ignored); when it does not converge, or two of those pairs
+        are closer than :data:`LANCZOS_MIN_GAP_TOLS` × tol, `fallback` runs instead
+        and the result says so (``fell_back_to``, ``why``).
 
     Returns
     -------
     Eigenpairs
     """
-    return _SOLVE[solver](A, k, degree=degree, tol=tol, max_iter=max_iter, rng=rng, xp=xp,
-                          start=start, rows=rows)
+    kwargs = dict(degree=degree, tol=tol, max_iter=max_iter, rng=rng, xp=xp, start=start,
+                  rows=rows)
+    if solver == "lanczos" and fallback is not None:
+        return _checked_lanczos(A, k, fallback, **kwargs)
+    return _SOLVE[solver](A, k, **kwargs)
+
+
+def _checked_lanczos(A, k, fallback, *, degree, tol, max_iter, rng, xp, start, rows):
+    asked_tol, tol = tol, DEFAULT_TOL if tol is None else tol
+    try:
+        mu, V, products = lanczos_eigenpairs(A, k + 1, tol, LANCZOS_AUTO_RESTARTS, rng, xp,
+                                             rows)
+    except ConvergenceError:
+        why = f"it did not converge within {LANCZOS_AUTO_RESTARTS} restarts"
+    else:
+        gap = float(np.min(-np.diff(np.asarray(mu))))
+        if gap >= LANCZOS_MIN_GAP_TOLS * tol:
+            return Eigenpairs(mu[:k], V[:, :k], products, tol)
+        why = (f"two of its k + 1 = {k + 1} eigenvalues lie {gap:.2g} apart, under "
+               f"{LANCZOS_MIN_GAP_TOLS:g} × tol = {LANCZOS_MIN_GAP_TOLS * tol:.2g} (a crowded "
+               f"spectrum, whose pairs Lanczos may return mixed; {products} products spent)")
+    pairs = _SOLVE[fallback](A, k, degree=degree, tol=asked_tol, max_iter=max_iter, rng=rng,
+                             xp=xp, start=start, rows=rows)
+    return pairs._replace(fell_back_to=fallback, why=f"auto tried Lanczos first: {why}")
 
 
 def _dense(A, k, *, degree, tol, max_iter, rng, xp, start, rows):
