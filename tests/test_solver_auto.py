@@ -94,7 +94,7 @@ def test_auto_keeps_lanczos_on_a_connected_graph_with_separated_eigenvalues():
     # The digits' suggested ε-graph (1797 vertices, connected): Lanczos was 0.017 s
     # there against Chebyshev's 0.10 s and the dense solver's 0.45 s.
     from explorer import data
-    from explorer.embedding.solvers import LANCZOS_MIN_GAP_TOLS
+    from explorer.embedding.solvers import LANCZOS_EDGE_GAP_TOLS, LANCZOS_INNER_GAP_TOLS
 
     digits = data.load("digits")
     params = {key: value for key, value in digits.suggested.items() if key != "n_clusters"}
@@ -105,8 +105,9 @@ def test_auto_keeps_lanczos_on_a_connected_graph_with_separated_eigenvalues():
     assert emb.solver == "lanczos", emb.solver_why
     assert emb.solver_why.startswith(f"auto: {csr.shape[0]} vertices, one connected component")
     # The check held: the k + 1 = 11 largest eigenvalues of A are that far apart.
-    mu = 1.0 - spectral_embedding(csr, 11, solver="dense").eigenvalues
-    assert np.min(-np.diff(mu)) >= LANCZOS_MIN_GAP_TOLS * emb.tol
+    gaps = -np.diff(1.0 - spectral_embedding(csr, 11, solver="dense").eigenvalues)
+    assert gaps[-1] >= LANCZOS_EDGE_GAP_TOLS * emb.tol
+    assert gaps[:-1].min() >= LANCZOS_INNER_GAP_TOLS * emb.tol
     np.testing.assert_allclose(emb.eigenvalues, dense.eigenvalues, atol=1e-8)
     V, W = emb.vectors, dense.vectors
     np.testing.assert_allclose(np.abs(np.sum(V * W, axis=0)) / np.linalg.norm(V, axis=0)
@@ -118,7 +119,7 @@ def test_auto_keeps_lanczos_on_a_connected_graph_with_separated_eigenvalues():
 
 def test_auto_falls_back_when_lanczos_pairs_are_closer_than_its_tolerance(rng):
     # Two tight blobs joined by one weak edge: 1 and 1 - ε (ε ~ 1e-7) lead the
-    # spectrum, closer than 100 × tol: Lanczos's pairs are set aside.
+    # spectrum, closer than 10 × tol: Lanczos's pairs are set aside.
     from explorer import build_graph
 
     X = np.concatenate([rng.normal(0, 1, (800, 5)), rng.normal(0, 1, (800, 5)) + 50])
@@ -129,7 +130,7 @@ def test_auto_falls_back_when_lanczos_pairs_are_closer_than_its_tolerance(rng):
     assert sp.csgraph.connected_components(csr)[0] == 1
     emb = spectral_embedding(csr, 2, random_state=0)
     assert emb.solver in ("dense", "chebyshev")
-    assert emb.solver_why.startswith("auto tried Lanczos first: two of its k + 1 = 3 "
+    assert emb.solver_why.startswith("auto tried Lanczos first: two of its k = 2 "
                                      "eigenvalues lie")
     np.testing.assert_allclose(emb.eigenvalues,
                                spectral_embedding(csr, 2, solver="dense").eigenvalues, atol=1e-6)

@@ -232,9 +232,10 @@ def spectral_embedding(
     chose nvGRAPH's LOBPCG. Hence ``"auto"`` uses a block method (Chebyshev-filtered
     subspace iteration), and ``"lanczos"`` is best kept for graphs known to be
     connected. On the CPU ``"auto"`` does try it on a graph it finds connected (more
-    than :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices), and keeps its k + 1
-    pairs only when they are at least
-    :data:`~explorer.embedding.solvers.LANCZOS_MIN_GAP_TOLS` × tol apart; otherwise
+    than :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices), and keeps its k
+    pairs only when the k-th lies well apart from the (k+1)-th and the k from each
+    other (:data:`~explorer.embedding.solvers.LANCZOS_EDGE_GAP_TOLS`,
+    :data:`~explorer.embedding.solvers.LANCZOS_INNER_GAP_TOLS`); otherwise
     the block method runs and `solver_why` says what Lanczos found
     (:func:`explorer.embedding.solvers.resolve_solver`).
 
