@@ -205,9 +205,9 @@ def variants(xp, gpu: bool, points_dim=None):
         # As spectral_embedding: the CPU's Lanczos attempt on a connected graph.
         used, fallback = solvers.plan_solver("auto", A, k, xp, points_dim=points_dim,
                                              n_components=int(xp.unique(labels).shape[0]))
-        return preconditioned(used, fallback)(A, k, degree, None, seed)
+        return through_solve(used, fallback)(A, k, degree, None, seed)
 
-    def preconditioned(used, fallback=None):
+    def through_solve(used, fallback=None):
         # One of our solvers through the embedding's interface, at its default tol
         # (None) or the one given: "lu" and "amg" (CPU), or what "auto" resolved to.
         def solve(A, k, degree, tol, seed):
@@ -268,7 +268,7 @@ def variants(xp, gpu: bool, points_dim=None):
         ("eigsh-cupyx" if gpu else "eigsh-scipy", library_eigsh, None),
     ]
     if not gpu:
-        out += [("lu", preconditioned("lu"), None), ("amg", preconditioned("amg"), None)]
+        out += [("lu", through_solve("lu"), None), ("amg", through_solve("amg"), None)]
         out.append(("sklearn-arpack", sklearn_arpack, None))
         try:
             import pyamg  # noqa: F401

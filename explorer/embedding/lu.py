@@ -31,8 +31,8 @@ from scipy.sparse.linalg import splu
 
 from ..memory import check_allocation
 
-__all__ = ["LU_FILL_ESTIMATE", "LU_MAX_DIM", "LU_MIN_ROWS", "SHIFT", "factor_bytes",
-           "lu_preconditioner"]
+__all__ = ["ALTERNATIVES", "LU_FILL_ESTIMATE", "LU_MAX_DIM", "LU_MIN_ROWS", "SHIFT",
+           "factor_bytes", "factor_symmetric", "lu_preconditioner"]
 
 #: δ of L + δI: below every eigenvalue of L_sym but 0, so the wanted ones become the
 #: largest of (L + δI)^-1 by orders of magnitude; L + δI stays positive definite.
@@ -57,6 +57,11 @@ LU_FILL_ESTIMATE = 12
 #: Bytes per factor entry: a float32 value and an int32 row index, and SuperLU's
 #: supernode bookkeeping.
 _BYTES_PER_FACTOR_ENTRY = 12
+
+
+#: What a MemoryEstimateError of the factored solvers ("lu", "amg") proposes instead.
+ALTERNATIVES = ("use eigen_solver='chebyshev' or 'lobpcg', or cluster representatives "
+                "(mode='representatives')")
 
 
 def factor_bytes(nnz: int) -> float:
@@ -92,21 +97,40 @@ def lu_preconditioner(A, shift=SHIFT):
     the factorisation and each solve faster (0.75 against 0.89 s on circles 10⁵).
     """
     m = A.shape[0]
-    check_allocation(factor_bytes(A.nnz),
-                     f"eigen_solver='lu': the sparse LU factors of the {m}-row graph (about "
-                     f"{LU_FILL_ESTIMATE}× its {A.nnz} stored entries)",
-                     "use eigen_solver='chebyshev' or 'lobpcg', or cluster representatives "
-                     "(mode='representatives')")
-    # A is symmetric, so the CSC that SuperLU takes is the CSR of L + δI read as its
-    # transpose: no conversion (0.01 against 0.03 s on circles 10⁵; A's two mirrored
-    # entries may differ in their last bit, which a preconditioner's rounding covers).
     M = (sp.identity(m, dtype=np.float32, format="csr") * np.float32(1.0 + shift)
-         - A.astype(np.float32)).T
-    # Symmetric mode: the ordering of L + Lᵀ and pivots taken on the diagonal, as a
-    # Cholesky factorisation would (L + δI is positive definite).
-    lu = splu(M, permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})
+         - A.astype(np.float32))
+    lu = factor_symmetric(M, "lu", f"{m}-row graph")
 
     def apply(R):
         return lu.solve(np.asarray(R, dtype=np.float32)).astype(np.float64)
 
     return apply
+
+
+def factor_symmetric(M, solver, what):
+    """SuperLU's factors of a symmetric positive definite CSR matrix, memory checked.
+
+    Parameters
+    ----------
+    M : scipy.sparse CSR matrix of shape (m, m), float32
+        L + δI (or its Galerkin coarse matrix): symmetric positive definite.
+    solver : str
+        The eigen_solver the factors are for, named in the error.
+    what : str
+        The matrix, as the error names it ("3000-row graph").
+
+    Raises
+    ------
+    explorer.memory.MemoryEstimateError
+        When :func:`factor_bytes` of `M`'s entries exceeds the memory available,
+        before factoring.
+    """
+    check_allocation(factor_bytes(M.nnz),
+                     f"eigen_solver={solver!r}: the sparse LU factors of the {what} (about "
+                     f"{LU_FILL_ESTIMATE}× its {M.nnz} stored entries)", ALTERNATIVES)
+    # M is symmetric, so the CSC that SuperLU takes is M's CSR read as its transpose:
+    # no conversion (0.01 against 0.03 s on circles 10⁵; mirrored entries may differ in
+    # their last bit, which a preconditioner's rounding covers). Symmetric mode: the
+    # ordering of M + Mᵀ and pivots taken on the diagonal, as a Cholesky factorisation
+    # would.
+    return splu(M.T, permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})

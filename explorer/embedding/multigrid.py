@@ -36,11 +36,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
-from scipy.sparse.linalg import splu
 
 from .._csr import entry_rows
 from ..memory import check_allocation
-from .lu import SHIFT, factor_bytes
+from .lu import ALTERNATIVES, SHIFT, factor_symmetric
 
 __all__ = ["EXPECTED_PRODUCTS", "OMEGA", "aggregate", "multigrid_preconditioner",
            "strongest_neighbours"]
@@ -129,30 +128,24 @@ def multigrid_preconditioner(A, degree, shift=SHIFT):
     ------
     explorer.memory.MemoryEstimateError
         When assembling the coarse matrix, or its factors
-        (:func:`explorer.embedding.lu.factor_bytes` of its entries), would exceed the
-        memory available; before they are formed.
+        (:func:`explorer.embedding.lu.factor_symmetric`), would exceed the memory
+        available; before they are formed.
     """
     m = A.shape[0]
-    alternatives = "use eigen_solver='chebyshev' or 'lobpcg', or cluster representatives " \
-                   "(mode='representatives')"
     check_allocation(_ASSEMBLY_BYTES_PER_ENTRY * float(A.nnz),
                      f"eigen_solver='amg': the coarse matrix of the {m}-row graph "
-                     f"({A.nnz} stored entries)", alternatives)
+                     f"({A.nnz} stored entries)", ALTERNATIVES)
     labels, count = aggregate(A)
     # P's entries: D^1/2 1 on each aggregate, scaled to unit norm.
     volume = np.bincount(labels, weights=degree, minlength=count)
     p = np.sqrt(degree / volume[labels])
-    restrict = _restriction(labels, p, count)
+    restrict = sp.csr_matrix((p, (labels, np.arange(m))), shape=(count, m))  # Pᵀ
     rows = entry_rows(A.indptr)
     coarse_a = sp.coo_matrix((A.data * p[rows] * p[A.indices],
                               (labels[rows], labels[A.indices])), shape=(count, count)).tocsr()
     del rows
     coarse = (sp.identity(count, format="csr") * (1.0 + shift) - coarse_a).astype(np.float32)
-    check_allocation(factor_bytes(coarse.nnz),
-                     f"eigen_solver='amg': the sparse LU factors of the {count}-row coarse "
-                     f"graph (about 12× its {coarse.nnz} stored entries)", alternatives)
-    # Symmetric: its CSR is the CSC SuperLU takes (see lu_preconditioner).
-    factors = splu(coarse.T, permc_spec="MMD_AT_PLUS_A", options={"SymmetricMode": True})
+    factors = factor_symmetric(coarse, "amg", f"{count}-row coarse graph")
     jacobi = OMEGA / (1.0 + shift - A.diagonal())[:, None]
 
     def residual(R, X):
@@ -169,10 +162,3 @@ def multigrid_preconditioner(A, degree, shift=SHIFT):
 
     return apply
 
-
-def _restriction(labels, p, count):
-    """Pᵀ as a CSR matrix (aggregates × m): row a holds P's entries on aggregate a."""
-    order = np.argsort(labels, kind="stable")
-    indptr = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(np.bincount(labels, minlength=count), out=indptr[1:])
-    return sp.csr_matrix((p[order], order, indptr), shape=(count, labels.shape[0]))

@@ -49,7 +49,6 @@ __all__ = [
     "auto_costs",
     "check_solver_backend",
     "components_reason",
-    "lanczos_candidate",
     "plan_solver",
     "resolve_solver",
     "solve",
@@ -263,7 +262,7 @@ def plan_solver(solver: str, A, k: int, xp=np, points_dim: int | None = None,
     m, nnz = A.shape[0], int(A.nnz)
     used = resolve_solver(solver, m, k, xp, nnz=nnz, points_dim=points_dim)
     if not (solver == "auto" and xp is np and used in ("dense", "chebyshev")
-            and lanczos_candidate(m, k)):
+            and _lanczos_candidate(m, k)):
         return used, None
     connected = (count_components(A) if n_components is None else n_components) == 1
     tried = resolve_solver(solver, m, k, xp, nnz=nnz, points_dim=points_dim,
@@ -293,14 +292,14 @@ def _auto(m, k, xp, nnz, points_dim=None, connected=None) -> str:
         return "dense" if m <= DENSE_MAX_N else "chebyshev"
     if _takes_multigrid(m, points_dim, nnz):
         return "amg"
-    if connected and lanczos_candidate(m, k):
+    if connected and _lanczos_candidate(m, k):
         return "lanczos"
     cost = auto_costs(m, k, nnz)
     return "dense" if cost["dense"] is not None and cost["dense"] <= cost["chebyshev"] \
         else "chebyshev"
 
 
-def lanczos_candidate(m: int, k: int) -> bool:
+def _lanczos_candidate(m: int, k: int) -> bool:
     """Whether "auto" on the CPU tries Lanczos on a connected graph of `m` vertices
     for `k` pairs (it asks for k + 1, which ARPACK needs below m - 1)."""
     return m > DENSE_MAX_N and k + 1 < m - 2
