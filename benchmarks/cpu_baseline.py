@@ -30,6 +30,7 @@ import warnings
 from _common import environment_info, summary, timer, write_result
 
 from explorer import SpectralClustering, build_graph, datasets
+from explorer.graph import dataset_params  # noqa: E402
 from explorer.metrics import clustering_scores
 
 #: moons at this n and threshold has ~50 nonzeros per row; other n scale t by 1/n
@@ -62,7 +63,7 @@ def run_case(spec, repeats, time_left, warm):
     ds = datasets.load(spec["dataset"], n_samples=spec["n"], random_state=0)
     graph = spec["graph"]
     if graph is None:  # the data's own suggestion (the threshold that suits this n)
-        graph = {k: v for k, v in ds.suggested.items() if k != "n_clusters"}
+        graph = {k: v for k, v in dataset_params(ds).items() if k != "n_clusters"}
     graph_runs = 1 if spec["large"] else repeats
     # The pipeline costs minutes from 5·10⁴ rows on two cores: one timed run there.
     fit_runs = repeats if ds.n < _REPEAT_FIT_BELOW else 1

@@ -51,6 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import environment_info, write_result  # noqa: E402
 
+from explorer.graph import dataset_params  # noqa: E402
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -75,7 +77,7 @@ def main(argv=None):
     gpu = not args.cpu
     n = args.n or (200_000 if gpu else 20_000)
     ds = datasets.load("syn4d", n_samples=n, random_state=0)
-    rule = EdgeRule.suggest(ds.X, suggestion=ds.suggested)
+    rule = EdgeRule.suggest(ds.X, suggestion=dataset_params(ds))
     params = dict(n_clusters=4, metric=rule.metric, sigma=rule.sigma,
                   threshold_sqdist=rule.threshold_sqdist, eigen_solver=args.solver, n_init=3,
                   random_state=0)

@@ -67,6 +67,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, _plain, environment_info  # noqa: E402
 
+from explorer.graph import dataset_params  # noqa: E402
+
 #: name -> data set, size, graph parameters (None: the data set's suggested ones), k,
 #: and the tolerance the baselines run at.
 SHAPES = {
@@ -288,7 +290,7 @@ def load_shape(name, backend):
     spec = SHAPES[name]
     t0 = time.perf_counter()
     ds = data.load(spec["data"], n_samples=spec["n"], random_state=0)
-    params = spec["params"] or {key: value for key, value in ds.suggested.items()
+    params = spec["params"] or {key: value for key, value in dataset_params(ds).items()
                                 if key != "n_clusters"}
     t1 = time.perf_counter()
     method = spec.get("method") or ("grid" if backend == "gpu" else "auto")

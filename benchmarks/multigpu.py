@@ -54,6 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import environment_info, write_result  # noqa: E402
 
+from explorer.graph import dataset_params  # noqa: E402
+
 for _var, _value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
                      ("NVSHMEM_DISABLE_NVLS", "1")):
     os.environ.setdefault(_var, _value)
@@ -185,7 +187,7 @@ def fit_scaling(n, solver, workers_list, repeats):
     from explorer import EdgeRule, SpectralClustering, datasets
 
     ds = datasets.load("syn4d", n_samples=n, random_state=0)
-    rule = EdgeRule.suggest(ds.X, suggestion=ds.suggested)
+    rule = EdgeRule.suggest(ds.X, suggestion=dataset_params(ds))
     params = dict(n_clusters=4, metric=rule.metric, sigma=rule.sigma,
                   threshold_sqdist=rule.threshold_sqdist, eigen_solver=solver, n_init=3,
                   random_state=0)

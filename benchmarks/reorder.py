@@ -67,6 +67,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, device_name, environment_info, plain  # noqa: E402
 
+from explorer.graph import dataset_params  # noqa: E402
+
 SHAPES = {
     "syn4d-1e7": {"data": "syn4d", "n": 10_000_000, "method": "grid", "k": 4},
     "syn4d-5e7": {"data": "syn4d", "n": 50_000_000, "method": "grid", "k": 4},
@@ -160,9 +162,9 @@ def run_shape(name, spec, args, bandwidth, save=None):
     shuffle = np.random.default_rng(1).permutation(spec["n"])
     X = xp.asarray(ds.X[shuffle])
     y = None if ds.y is None else np.asarray(ds.y)[shuffle]
-    params = spec.get("params") or {key: ds.suggested[key] for key in
+    params = spec.get("params") or {key: dataset_params(ds)[key] for key in
                                     ("metric", "sigma", "threshold_sqdist", "threshold_sim")
-                                    if ds.suggested.get(key) is not None}
+                                    if dataset_params(ds).get(key) is not None}
     del ds
     out["data_s"] = time.perf_counter() - t0
     out["params"] = params

@@ -6,7 +6,6 @@ Installed as ``explorer.data`` (also reachable as ``explorer.datasets``).
   (description, default size, options) a UI lists.
 - :func:`read` reads CSV, NPY, NPZ or Parquet files, with an optional label column
   (``label_column="auto"`` takes it from the file; class names are kept).
-- :func:`suggest_params` proposes graph parameters that suit a data matrix.
 
 Nothing here downloads anything: the digits ship inside scikit-learn, everything
 else is generated.
@@ -16,8 +15,6 @@ from ._dataset import Dataset, DatasetInfo
 from ._digits import infinite_digits_gpu
 from ._files import AUTO, FORMATS, LABEL_NAMES, read
 from ._registry import DATASETS, load
-from .suggest import suggest_params
 
 __all__ = ["AUTO", "DATASETS", "FORMATS", "LABEL_NAMES", "Dataset", "DatasetInfo",
-           "infinite_digits_gpu", "load", "read",
-           "suggest_params"]
+           "infinite_digits_gpu", "load", "read"]

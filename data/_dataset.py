@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,12 +25,11 @@ class Dataset:
     params : dict
         What produced it: ``n_samples``, ``random_state`` and the generator options
         for a built-in set; ``path`` and ``label_column`` for a file.
-    suggested : dict
-        Keyword arguments for :class:`explorer.SpectralClustering` (``n_clusters``,
-        ``metric``, ``sigma``, ``threshold_sqdist`` or ``threshold_sim``) that give
-        a sensible graph on this data: the paper's settings where a built-in set has
-        them, else :func:`explorer.data.suggest_params`, computed on first access
-        (about 0.5 s for 10⁶ 2-D rows) and kept.
+    preset : dict or None
+        Graph keywords fixed by the generator (the paper's settings, ``metric``,
+        ``sigma``, ``threshold_sqdist`` or ``threshold_sim``) where a built-in set has
+        them; the library's own choice for any data is
+        :meth:`explorer.SpectralClustering.plan` (or :func:`explorer.graph.suggest_params`).
     classes : tuple or None
         The original label values, in code order (``classes[y[i]]`` is row i's label
         as the file wrote it); None without labels.
@@ -46,17 +44,7 @@ class Dataset:
     params: dict = field(default_factory=dict)
     classes: tuple | None = None
     feature_names: tuple | None = None
-    #: Graph keywords fixed by the generator (the paper's settings), or None.
     preset: dict | None = field(default=None, repr=False)
-
-    @functools.cached_property
-    def suggested(self) -> dict:
-        from .suggest import suggest_params
-
-        if self.preset is None:
-            return suggest_params(self.X, self.y)
-        n_clusters = "auto" if self.y is None else self.n_classes
-        return {"n_clusters": n_clusters, **self.preset}
 
     @property
     def n(self) -> int:

@@ -69,8 +69,8 @@ _EXPORTS = {
     "Embedding": "explorer.embedding",
     "KMeans": "explorer.kmeans",
     "SpectralClustering": "explorer.spectral",
-    "partition_graph": "explorer.spectral",
-    "GraphPartition": "explorer.spectral",
+    "partition_graph": "explorer.partition",
+    "GraphPartition": "explorer.partition",
     "resolve_backend": "explorer._backend",
 }
 _MODULES = {"datasets": "explorer.data", "data": "explorer.data", "metrics": "explorer.metrics",

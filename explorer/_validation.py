@@ -55,9 +55,7 @@ def check_data(X, *, name: str = "X", min_samples: int = 2, center: bool | None 
         words; explorer raised ``TypeError`` before), not 2-D, has fewer than
         `min_samples` rows, no columns, or non-finite values.
     """
-    X = _as_array(X, name)
-    _check_2d(X, name)
-    _check_size(X, name, min_samples=min_samples, min_features=1)
+    X = real_matrix(X, name=name, min_samples=min_samples)
     xp = array_module(X)
     wide = X.dtype.itemsize > 4 or X.dtype.kind in "iu"  # float32 may not hold it exactly
     found = _offset(X, xp) if wide and center is not False else None
@@ -84,6 +82,41 @@ def check_data(X, *, name: str = "X", min_samples: int = 2, center: bool | None 
         X32 = xp.ascontiguousarray(X, dtype=xp.float32)
     _check_finite(X32, name, original=X)
     return X32
+
+
+def real_matrix(X, *, name: str = "X", min_samples: int = 2):
+    """`X` as a NumPy or CuPy 2-D array of a real dtype with at least `min_samples` rows
+    and one column, not yet cast (float64 stays float64): the checks of
+    :func:`check_data` before its cast, for a caller that works on the values first
+    (:func:`explorer.inputs.prepare_input`). A pandas DataFrame's columns are read as
+    float64 with missing values as NaN (reported later as non-finite), and a column
+    that holds text is named."""
+    X = _as_array(_from_frame(X, name), name)
+    _check_2d(X, name)
+    _check_size(X, name, min_samples=min_samples, min_features=1)
+    return X
+
+
+def _from_frame(X, name: str):
+    """A pandas DataFrame as a float64 NumPy array (NA as NaN); anything else unchanged
+    (a Series is 1-D data, refused as such later)."""
+    if not type(X).__module__.startswith("pandas"):
+        return X
+    import pandas as pd
+
+    if not isinstance(X, pd.DataFrame):
+        return X
+    frame = X
+    for col, dtype in frame.dtypes.items():
+        if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
+            raise TypeError(
+                f"{name} must be numeric; column {col!r} holds {dtype} values (e.g. "
+                f"{frame[col].iloc[0]!r}); drop it or encode it first, e.g. "
+                f"{name}.drop(columns=[{col!r}])")
+        if pd.api.types.is_complex_dtype(dtype):
+            raise ValueError(f"Complex data not supported: {name} column {col!r} holds "
+                             f"{dtype} values; {name} must be real-valued")
+    return frame.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
 #: A column is re-centred before the float32 cast (``check_data(center=True)``) when

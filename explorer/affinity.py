@@ -3,7 +3,7 @@
 Measured on the quality benchmark (benchmarks/quality.py, benchmarks/results/quality.json),
 neither graph wins everywhere:
 
-- the ε-graph with the suggested threshold (:func:`explorer.data.suggest.sqdist_search`)
+- the ε-graph with the suggested threshold (:func:`explorer.graph.suggest.sqdist_search`)
   leaves the sparse tails and bridges of noisy shapes out and keeps clusters apart:
   ARI 0.97-0.99 on moons, circles and spirals with more noise and on sheared blobs,
   where kNN graphs (ours and scikit-learn's) score 0.0-0.75, because a kNN graph joins
@@ -94,7 +94,7 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
     -------
     AffinityChoice
     """
-    from .data import suggest as data_suggest
+    from .graph import suggest as data_suggest
 
     n, d = X.shape
     if d > data_suggest.LOW_D:
@@ -179,7 +179,7 @@ def _has_exactly_k_components(csr, k, random_state=0) -> bool:
     partition_graph's, run with ``eigen_solver="components"``, which refuses any other
     number of components."""
     from .components import component_labels
-    from .spectral import partition_graph
+    from .partition import partition_graph
 
     labels = component_labels(csr)
     pieces = np.unique(labels[np.diff(csr.indptr) > 0]).size  # besides the isolated
@@ -199,7 +199,7 @@ def _relative_eigengap(csr, k, random_state) -> float:
     """``(λ_{k+1} − λ_k) / λ_{k+1}`` of the normalised Laplacian of the sample graph
     `csr`, after the components rule of :func:`explorer.partition_graph`; 0 when the
     graph has no k + 1 eigenvalues to compare."""
-    from .spectral import partition_graph
+    from .partition import partition_graph
 
     if _has_exactly_k_components(csr, k, random_state):
         return 1.0  # λ_1..λ_k = 0 < λ_{k+1}: no eigensolver needed

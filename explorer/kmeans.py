@@ -7,6 +7,8 @@ The same code runs on both backends; the array module is the one of ``X``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from scipy.spatial import cKDTree
 from sklearn.base import BaseEstimator, ClusterMixin
@@ -18,13 +20,14 @@ from ._validation import (
     check_choice,
     check_data,
     check_features,
-    check_float,
-    check_int,
-    check_limit,
     check_random_state,
+    real_matrix,
 )
+from .engines import engine_for
+from .inputs import prepare_input
+from .params import KMEANS_INITS, KMEANS_PARAMS, check_params
 
-INITS = ("auto", "k-means++", "k-means||", "random")
+INITS = KMEANS_INITS
 
 #: ``init="auto"`` seeds by k-means|| from this many samples on, by greedy k-means++
 #: below. Greedy k-means++ makes k - 1 passes over the data per restart, one after
@@ -75,10 +78,6 @@ OVERSAMPLING = 2.0
 #: m = 10⁴, d = 4, k = 1024 (130·10³), 0.50 s against 0.66 s on the GPU;
 #: m = 4·10⁴, d = 4, k = 4096 (580·10³), 9.0 s against 2.3 s.
 HOST_REDUCTION_MAX_WORK = 1 << 18
-#: Practical limits of ``n_init`` and ``max_iter`` (and of the spectral estimator's
-#: ``n_init`` / ``kmeans_max_iter``): beyond them a fit does not finish in useful time.
-N_INIT_LIMIT = 1000
-MAX_ITER_LIMIT = 100_000
 
 
 class KMeans(ClusterMixin, BaseEstimator):
@@ -204,77 +203,55 @@ class KMeans(ClusterMixin, BaseEstimator):
         -------
         self
         """
-        if type(X).__module__.split(".")[0] == "dask":
-            return self._fit_distributed(X)
-        Xc, mean, out_dtype = centre(X)
-        check_features(self, X, reset=True)
-        xp = array_module(Xc)
-        n, d = Xc.shape
-        k = check_int(self.n_clusters, "n_clusters", low=1)
+        params = check_params(KMEANS_PARAMS, self.get_params())
+        data = prepare_input(X, min_samples=1, center="mean")
+        n, d = data.n, data.d
+        k = params["n_clusters"]
         if k > n:
             raise ValueError(
                 f"n_clusters={k} is more than the n={n} samples of X; "
                 f"allowed: 1 <= n_clusters <= {n}"
             )
-        n_init = check_limit(check_int(self.n_init, "n_init", low=1), "n_init", N_INIT_LIMIT,
-                             "each restart runs k-means again")
-        max_iter = check_limit(check_int(self.max_iter, "max_iter", low=1), "max_iter",
-                               MAX_ITER_LIMIT, "Lloyd's iterations stop long before")
-        tol = check_float(self.tol, "tol", low=0.0, high=1.0)
-        init = self._check_init(k, d)
-        rng = check_random_state(self.random_state)
+        init = params["init"]
         if not isinstance(init, str):
-            init = xp.asarray(init, dtype=xp.float64) - mean
-            n_init = 1
-        elif init == "auto":
-            parallel = n >= PARALLEL_MIN_SAMPLES or k > PARALLEL_MAX_CLUSTERS
-            init = "k-means||" if parallel else "k-means++"
-
-        chunk = chunk_rows(xp, max(k, d))
-        x_sq = row_sq_norms(Xc, xp)
-        pool = None
-        if isinstance(init, str) and init == "k-means||":
-            pool = _oversample(Xc, x_sq, k, rng, xp)
-        best = None
-        for _ in range(n_init):
-            centers = _initial_centers(Xc, x_sq, k, init, rng, xp, pool)
-            result = _lloyd(Xc, x_sq, centers, max_iter, tol, chunk, xp)
-            if best is None or result[2] < best[2]:
-                best = result
-        centers, labels, inertia, n_iter = best
-        self.cluster_centers_ = (centers + mean).astype(out_dtype)
+            init = self._check_init(k, d)  # an array: in the fitted space, float64
+        engine = engine_for(X)
+        if engine is None:
+            check_features(self, X, reset=True)
+            if not isinstance(init, str):
+                init = data.to_working_points(array_module(data.X).asarray(init))
+            centers, labels, inertia, n_iter = _fit_in_process(
+                data.X, k, init, params["n_init"], params["max_iter"], params["tol"],
+                check_random_state(params["random_state"]), centred=data.shift is not None)
+        else:
+            self.n_features_in_ = d
+            if not isinstance(init, str):
+                init = data.to_working_points(np.asarray(init))
+            centers, labels, inertia, n_iter = engine.kmeans(data, {**params, "init": init})
+        self.input_ = replace(data, X=None)
+        out = array_module(centers).float64 if data.float64 else array_module(centers).float32
+        self.cluster_centers_ = data.to_user_points(centers).astype(out)
         self.labels_ = labels
-        self.inertia_ = float(inertia)
+        self.inertia_ = float(inertia) / data.unit**2
         self.n_iter_ = int(n_iter)
-        return self
-
-    def _fit_distributed(self, X):
-        from .distributed import kmeans_fit
-
-        result = kmeans_fit(X, self.n_clusters, init=self.init, n_init=self.n_init,
-                            max_iter=self.max_iter, tol=self.tol,
-                            random_state=self.random_state)
-        self.n_features_in_ = int(X.shape[1])
-        self.cluster_centers_ = result.cluster_centers
-        self.labels_ = result.labels_array()
-        self.inertia_ = result.inertia
-        self.n_iter_ = result.n_iter
         return self
 
     def predict(self, X):
         """Label of the nearest fitted centre for each row of `X` (same array module)."""
         check_is_fitted(self, "cluster_centers_")
-        d = check_data(X, min_samples=1, center=False).shape[1]
+        A = real_matrix(X, min_samples=1)
         # "X has 1 features, but KMeans is expecting 4 features as input", and the
         # feature names of a DataFrame against those seen in fit.
         check_features(self, X, reset=False)
-        xp = array_module(X)
-        C = xp.asarray(self.cluster_centers_, dtype=xp.float64)
+        data = prepare_input(A, min_samples=1, like=getattr(self, "input_", None))
+        X32 = data.X
+        xp = array_module(X32)
+        C = data.to_working_points(xp.asarray(self.cluster_centers_))
         # Any common shift leaves the argmin unchanged; the centres' mean keeps the
         # float32 distances well conditioned, as the centring in fit does.
-        Xc, shift, _ = centre(X, C.mean(axis=0))
+        Xc, shift, _ = centre(X32, C.mean(axis=0))
         x_sq = row_sq_norms(Xc, xp)
-        chunk = chunk_rows(xp, max(C.shape[0], d))
+        chunk = chunk_rows(xp, max(C.shape[0], data.d))
         labels, _, _ = assign_nearest(Xc, x_sq, C - shift, chunk, xp, want_sums=False)
         return labels
 
@@ -305,6 +282,38 @@ class KMeans(ClusterMixin, BaseEstimator):
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _fit_in_process(X, k, init, n_init, max_iter, tol, rng, *, centred=False):
+    """k-means of the validated float32 points `X` (NumPy or CuPy) in this process:
+    ``(centres, labels, inertia, n_iter)`` of the best of `n_init` restarts, the
+    centres in X's space (float64). `X` is centred on its float32 mean first, unless
+    it is `centred` already (the input stage took a float64 mean off)."""
+    xp = array_module(X)
+    if centred:
+        Xc, mean = X, xp.zeros(X.shape[1], dtype=xp.float64)
+    else:
+        Xc, mean, _ = centre(X)
+    n, d = Xc.shape
+    if not isinstance(init, str):
+        init = xp.asarray(init, dtype=xp.float64) - mean
+        n_init = 1
+    elif init == "auto":
+        parallel = n >= PARALLEL_MIN_SAMPLES or k > PARALLEL_MAX_CLUSTERS
+        init = "k-means||" if parallel else "k-means++"
+    chunk = chunk_rows(xp, max(k, d))
+    x_sq = row_sq_norms(Xc, xp)
+    pool = None
+    if isinstance(init, str) and init == "k-means||":
+        pool = _oversample(Xc, x_sq, k, rng, xp)
+    best = None
+    for _ in range(n_init):
+        centers = _initial_centers(Xc, x_sq, k, init, rng, xp, pool)
+        result = _lloyd(Xc, x_sq, centers, max_iter, tol, chunk, xp)
+        if best is None or result[2] < best[2]:
+            best = result
+    centers, labels, inertia, n_iter = best
+    return centers + mean, labels, inertia, n_iter
 
 
 def centre(X, shift=None):

@@ -28,7 +28,8 @@ from ._validation import (
     check_random_state,
 )
 from .embedding import auto_k_max, eigengap_k
-from .kmeans import MAX_ITER_LIMIT, N_INIT_LIMIT, KMeans
+from .kmeans import KMeans
+from .params import MAX_ITER_LIMIT, N_INIT_LIMIT
 
 __all__ = [
     "LANDMARK_METHODS",
@@ -467,6 +468,7 @@ def landmark_affinity(cols, values, p: int, metric: str, sigma, spmm: str):
         shift = values[:, :1]
         W = xp.exp(-(values - shift) / np.float32(2.0 * sigma * sigma))
         W = xp.where(finite, W, 0.0).astype(xp.float32)
+        _warn_narrow_sigma(W, values, finite, sigma, xp)
     else:
         sigma = None
         W = xp.maximum(values, 0.0).astype(xp.float32)
@@ -481,6 +483,32 @@ def landmark_affinity(cols, values, p: int, metric: str, sigma, spmm: str):
     root = np.sqrt(to_numpy(degree))
     affinity.trivial = root / max(float(np.linalg.norm(root)), np.finfo(np.float64).tiny)
     return affinity, isolated, sigma
+
+
+#: A point whose other landmarks weigh less than this share of its nearest one is
+#: joined to that one alone.
+LONE_WEIGHT = 1e-6
+#: ... and when more than this share of the points are, σ is too narrow to tell the
+#: landmarks apart (the landmark graph falls into pieces, the clusters are arbitrary).
+LONE_SHARE = 0.5
+
+
+def _warn_narrow_sigma(W, values, finite, sigma, xp) -> None:
+    """Warn when σ is so small that most points keep only their nearest landmark."""
+    if W.shape[1] < 2:
+        return
+    lone = xp.all(W[:, 1:] < LONE_WEIGHT, axis=1)
+    share = float(xp.count_nonzero(lone)) / max(1, W.shape[0])
+    if share <= LONE_SHARE:
+        return
+    dist = xp.sqrt(xp.where(finite, values, 0.0).astype(xp.float64))
+    typical = float(dist.sum()) / max(int(xp.count_nonzero(finite)), 1)
+    warnings.warn(
+        f"sigma={sigma:.3g} is far below the distances to the landmarks (a point's mean "
+        f"distance to its nearest landmarks is {typical:.3g}): {100 * share:.0f} % of the "
+        "points are joined to their nearest landmark alone, so the landmark graph falls "
+        "into pieces and the clusters are arbitrary; use sigma='auto' or a sigma near "
+        f"{typical:.3g}", UserWarning, stacklevel=4)
 
 
 # ------------------------------------------------------------------ the truncated SVD

@@ -25,10 +25,7 @@ from . import memory
 from ._backend import array_module, chunk_rows, to_numpy
 from ._validation import check_choice, check_int, check_random_state
 from .kmeans import KMeans, assign_nearest, row_sq_norms
-
-#: The estimator's ``mode`` choices (``"landmarks"``: :mod:`explorer.landmarks`, only
-#: when asked for; the auto rule chooses between the other two).
-MODES = ("auto", "exact", "representatives", "landmarks")
+from .params import MODES
 
 #: ``n_representatives="auto"``: this many per backend, or n when smaller. The CPU's k-means
 #: of 32·m sample rows cost m² by products (on 2 cores, 3·10⁵ 2-D points: 4096 took

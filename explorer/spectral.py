@@ -1,77 +1,28 @@
-"""Spectral clustering: :func:`partition_graph` (embedding -> k-means on a built graph)
-and the scikit-learn style estimator that builds the graph first."""
+"""The scikit-learn style estimator :class:`SpectralClustering`.
+
+``fit`` is the one pipeline: the parameter table checks the keywords
+(:data:`explorer.params.SPECTRAL_PARAMS`), :func:`explorer.pipeline.plan_fit` takes the
+data through the input stage and decides the fit (:class:`~explorer.pipeline.FitPlan`),
+:func:`explorer.pipeline.run_plan` runs the plan's mode on its engine, and the fitted
+attributes are set from the :class:`~explorer.pipeline.FitResult` in one place.
+"""
 
 from __future__ import annotations
 
-import math
 import time
-import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
-from ._backend import array_module, gpu_status, resolve_backend, to_numpy
-from ._csr import block_rows, csr_from_arrays, row_blocks, with_values
+from ._backend import array_module, gpu_status, to_numpy
 from ._persistence import host_state
-from ._validation import (
-    check_affinity,
-    check_choice,
-    check_data,
-    check_features,
-    check_float,
-    check_int,
-    check_limit,
-    check_random_state,
-    is_sparse,
-)
-from .components import (
-    component_labels,
-    components_besides_isolated,
-    largest_components,
-    restrict_to,
-)
-from .embedding import (
-    EIGENGAP_TOL,
-    SOLVERS,
-    Embedding,
-    auto_k_max,
-    components_embedding,
-    components_reason,
-    eigengap_k,
-    isolated_vertices,
-    multigrid,
-    spectral_embedding,
-)
-from .embedding.chebyshev import default_block
-from .embedding.solvers import resolve_solver
-from .graph import BuildOptions, EdgeRule, Graph, build_graph, csr_stats
-from .graph.reorder import CHOICES as REORDER_CHOICES
-from .graph.reorder import EXPECTED_PRODUCTS, RowOrder, choose_order, permute
-from .kmeans import MAX_ITER_LIMIT, N_INIT_LIMIT, KMeans, number_by_first_point
-from .preprocessing import SCALINGS, check_feature_scales, fit_scaler
-from .representatives import (
-    MODES,
-    check_n_representatives,
-    choose_mode,
-    extract_representatives,
-    map_labels,
-    weight_by_counts,
-)
-from .representatives import check_memory as check_representatives_memory
+from ._validation import check_features
+from .params import AFFINITIES, AFFINITY_GRAPH, SPECTRAL_PARAMS, check_params
+from .partition import GraphPartition, partition_graph
+from .pipeline import FitPlan, FitResult, plan_fit, run_plan
 
-#: Practical limit of ``eigen_max_iter``.
-EIGEN_MAX_ITER_LIMIT = 1_000_000
-
-#: What X is to :class:`SpectralClustering`: points to build an ε-neighbourhood or kNN
-#: graph of, or the affinity matrix itself (``"nearest_neighbors"``: scikit-learn's
-#: name of ``"knn"``).
-AFFINITIES = ("auto", "epsilon", "knn", "mutual_knn", "nearest_neighbors", "precomputed")
-
-#: The graph kind (:attr:`explorer.EdgeRule.graph`) of each affinity that builds one.
-AFFINITY_GRAPH = {"epsilon": "epsilon", "knn": "knn", "mutual_knn": "mutual_knn",
-                  "nearest_neighbors": "knn"}
+__all__ = ["AFFINITIES", "AFFINITY_GRAPH", "GraphPartition", "SpectralClustering",
+           "partition_graph"]
 
 class SpectralClustering(ClusterMixin, BaseEstimator):
     """Spectral clustering on an ε-neighbourhood similarity graph, on the GPU or the CPU.
@@ -419,8 +370,8 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         SciPy/cupyx sparse or dense).
 
         A Dask array (NumPy or CuPy chunks, chunked by rows) is clustered on the
-        dask.distributed cluster of the Client in scope
-        (:func:`explorer.distributed.fit_spectral`, whose Notes say what differs).
+        dask.distributed cluster of the Client in scope by the Dask engine
+        (:mod:`explorer.distributed`, whose Notes say what differs).
 
         Returns
         -------
@@ -433,164 +384,73 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             is allowed), a graph without any edge, or `n_clusters` above the number
             of non-isolated points.
         """
-        if type(X).__module__.split(".")[0] == "dask":
-            if self.scale is not None:
-                raise ValueError(
-                    f"scale={self.scale!r} is not available on a Dask array (the distributed "
-                    "fit takes the points as given); scale the array first, e.g. "
-                    "(X - X.mean(axis=0)) / X.std(axis=0), and use scale=None"
-                )
-            # A Dask array: the distributed pipeline on the Client in scope.
-            from .distributed import fit_spectral
-
-            if self.reorder is not None:
-                raise ValueError(
-                    f"reorder={self.reorder!r} is for a single-process fit; a Dask array is "
-                    "embedded in its row blocks as built (use reorder=None)")
-            if self.mode in ("representatives", "landmarks"):
-                raise ValueError(f"mode={self.mode!r} is not available on Dask arrays "
-                                 "(the distributed fit builds the exact graph); allowed "
-                                 "there: mode='auto' or 'exact'")
-            fit_spectral(self, X)
-            self.mode_, self.mode_why_ = "exact", "a Dask array: the distributed exact pipeline"
-            self.landmarks_ = self.reorder_ = None
-            self.representatives_ = self.representative_of_ = None
-            self.representative_counts_ = self.representative_labels_ = None
-            return self
         t_start = time.perf_counter()
-        if self.mode == "landmarks":
-            return self._fit_landmarks(X, t_start)
-        options = self._check_params()
-        backend = resolve_backend(self.backend)
-        rng = check_random_state(self.random_state)
-
-        t0 = time.perf_counter()
-        rule = reps = scaler = None
-        mode, self.mode_why_ = "exact", "affinity='precomputed': X is the graph"
-        if self.affinity == "precomputed":
-            affinity, affinity_why = "precomputed", "given"
-            graph = _precomputed_graph(X, backend)
+        plan = self.plan(X)
+        if plan.engine == "in-process":
             check_features(self, X, reset=True)
         else:
-            # Distance rules centre a large offset in float64 before the float32 cast
-            # (check_data); cosine, not translation invariant, takes the data as is.
-            Xv = check_data(X, center=self.metric != "cosine")
-            check_features(self, X, reset=True)
-            scaler, Xv = _scaled(Xv, self.scale)
-            Xv, reps, mode = self._representatives(Xv, backend, rng)
-            t0 = time.perf_counter()
-            affinity, affinity_why, built = self._resolve_affinity(Xv)
-            # The edge rule, built once: explicit values win, the rest is chosen from Xv.
-            rule = EdgeRule.suggest(Xv, self.metric, self.sigma, self.threshold_sqdist,
-                                    self.threshold_sim, n_clusters=self.n_clusters,
-                                    n_neighbors=self.n_neighbors,
-                                    graph=AFFINITY_GRAPH[affinity],
-                                    local_neighbor=self.local_neighbor)
-            as_given = scaler is None and reps is None
-            if rule.compares == "cosine" and self.metric != "cosine" and as_given:
-                # "auto" chose cosine: the data as given (scaled data are the same
-                # whether centred first or not: scaling subtracts its own offset)
-                Xv = check_data(X, center=False)
-            _warn_duplicates(Xv, self.n_clusters)
-            t_suggest = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            if (built is not None and built.rule == rule and self.method == "auto"
-                    and not backend.is_gpu):
-                # affinity="auto" built this graph on every row (few rows) with this
-                # rule: the same canonical CSR (its build counts in timings_["suggest"])
-                graph = replace(built, rule=rule)
-            else:
-                graph = build_graph(Xv, rule, method=self.method, options=options,
-                                    backend=self.backend)
-        csr = graph.csr
-        if reps is not None:  # weighted by the points each representative stands for
-            csr = weight_by_counts(csr, reps.counts)
-        xp = array_module(csr)
-        t1 = time.perf_counter()
+            self.n_features_in_ = int(X.shape[1])
+        result = run_plan(plan, X)
+        self._record(plan, result, X, t_start)
+        return self
 
-        isolated = isolated_vertices(csr)
-        n = csr.shape[0]
-        n_isolated = int(xp.count_nonzero(isolated))
-        if n_isolated == n and rule is None:
-            raise ValueError(
-                f"the affinity matrix has no edge: all n={n} vertices are isolated (no "
-                "positive weight off the diagonal); affinity='precomputed' needs a graph "
-                "with edges"
-            )
-        if n_isolated == n and int(csr.nnz) > 0 and rule is not None:
-            raise ValueError(zero_weights_message(rule, int(csr.nnz)))
-        if n_isolated == n:
-            raise ValueError(
-                f"the graph has no edge: all n={n} points are isolated; raise the threshold "
-                f"(now {graph.rule.describe()}) until points have neighbours"
-            )
-        part = partition_graph(
-            csr,
-            self.n_clusters,
-            n_components=components_besides_isolated(graph.stats),
-            eigen_solver=self.eigen_solver,
-            eigen_tol=self.eigen_tol,
-            eigen_max_iter=self.eigen_max_iter,
-            n_eigenpairs=self.n_eigenpairs,
-            n_init=self.n_init,
-            kmeans_tol=self.kmeans_tol,
-            kmeans_max_iter=self.kmeans_max_iter,
-            random_state=rng,
-            isolated=isolated,
-            reorder=self.reorder,
-            reorder_points=None if rule is None else Xv,
-        )
-        if part.n_dropped:
-            warn_components(part.n_components, n_isolated, part.n_clusters, part.n_dropped,
-                            n_stray=part.n_stray, stray_pieces=part.stray_pieces,
-                            stray_size=part.stray_size)
-        emb, k, labels = part.clustered, part.n_clusters, part.labels
-        self.mode_ = mode
-        self.representatives_ = None if reps is None else reps.centers
-        self.representative_of_ = None if reps is None else reps.labels
-        self.representative_counts_ = None if reps is None else reps.counts
-        self.representative_labels_ = None if reps is None else labels
-        if reps is not None:  # the points take their representative's label
-            labels = map_labels(labels, reps.labels)
-            isolated = isolated[reps.labels]
+    def plan(self, X) -> FitPlan:
+        """What ``fit(X)`` will do, decided and not run: the input stage, the engine, the
+        backend, the mode, the graph kind and the edge rule, each with its reason
+        (:class:`explorer.pipeline.FitPlan`; ``plan.lines()`` says it in words). In
+        representatives mode the representatives are extracted (the edge rule is
+        chosen from them).
 
-        self.labels_ = _like_input(labels, X)
-        self.n_clusters_ = int(k)
-        self.eigenvalues_ = emb.eigenvalues
-        self.embedding_ = emb.embedding
-        self.eigenvectors_ = emb.vectors
-        self.spectrum_ = part.embedding
-        self.isolated_ = isolated
-        self.affinity_matrix_ = csr
-        self.graph_ = graph
-        self.graph_stats_ = graph.stats
-        # The edge rule that built the graph (None on a precomputed graph).
+        Raises
+        ------
+        ValueError, TypeError
+            As :meth:`fit`, for the parameters and the data.
+        """
+        params = check_params(SPECTRAL_PARAMS, self.get_params())
+        return plan_fit(X, params)
+
+    def _record(self, plan: FitPlan, result: FitResult, X, t_start: float) -> None:
+        """Set every fitted attribute from the plan and the result (the one place)."""
+        reps, rule = plan.representatives, plan.user_rule
+        landmarks = result.landmark_partition
+        unit = 1.0 if plan.data is None else plan.data.unit
+        self.plan_ = plan
+        self.labels_ = _like_input(result.labels, X)
+        self.n_clusters_ = int(result.n_clusters)
+        self.eigenvalues_ = result.eigenvalues
+        self.embedding_ = result.embedding
+        self.eigenvectors_ = result.eigenvectors
+        self.spectrum_ = result.spectrum
+        self.isolated_ = result.isolated
+        self.affinity_matrix_ = result.affinity_matrix
+        self.graph_ = result.graph
+        self.graph_stats_ = None if result.graph is None else result.graph.stats
+        # The edge rule that built the graph, in X's units (None without a graph of points).
         self.edge_rule_ = rule
-        self.metric_ = None if rule is None else rule.metric
-        self.sigma_ = None if rule is None else rule.sigma
+        if landmarks is not None:
+            self.metric_ = "gaussian" if self.metric == "auto" else self.metric
+            self.sigma_ = None if landmarks.sigma is None else landmarks.sigma / unit
+        else:
+            self.metric_ = None if rule is None else rule.metric
+            self.sigma_ = None if rule is None else rule.sigma
         self.threshold_sqdist_ = None if rule is None else rule.threshold_sqdist
         self.threshold_sim_ = None if rule is None else rule.threshold_sim
         self.suggested_params_ = () if rule is None else rule.suggested
-        self.eigen_solver_, self.eigen_solver_why_ = emb.solver, emb.solver_why
-        self.eigen_iterations_ = emb.iterations
-        self.eigen_residuals_ = emb.residual_norms
-        self.backend_ = graph.backend
-        self.backend_reason_ = backend.reason
-        self.landmarks_ = None
-        self.reorder_ = part.reorder
-        self.scaler_ = scaler
-        self.affinity_ = affinity
-        self.affinity_why_ = affinity_why
-        self.timings_ = {
-            **({"representatives": sum(reps.timings.values()),
-                **{f"representatives.{k}": v for k, v in reps.timings.items()}}
-               if reps is not None else {}),
-            **({"suggest": t_suggest} if rule is not None and rule.suggested else {}),
-            "graph": t1 - t0,
-            **part.timings,
-            "total": time.perf_counter() - t_start,
-        }
-        return self
+        self.eigen_solver_, self.eigen_solver_why_ = result.eigen_solver, result.eigen_solver_why
+        self.eigen_iterations_ = result.eigen_iterations
+        self.eigen_residuals_ = result.eigen_residuals
+        self.backend_, self.backend_reason_ = result.backend, result.backend_why
+        self.mode_, self.mode_why_ = plan.mode, plan.mode_why
+        self.affinity_, self.affinity_why_ = plan.affinity, plan.affinity_why
+        self.scaler_ = plan.scaler
+        self.reorder_ = result.reorder
+        self.landmarks_ = None if landmarks is None else landmarks.landmarks
+        self.landmark_partition_ = landmarks
+        self.representatives_ = None if reps is None else reps.centers
+        self.representative_of_ = None if reps is None else reps.labels
+        self.representative_counts_ = None if reps is None else reps.counts
+        self.representative_labels_ = result.representative_labels
+        self.timings_ = {**result.timings, "total": time.perf_counter() - t_start}
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -611,650 +471,12 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         arrays and SciPy matrices, whatever backend ran."""
         return host_state(super().__getstate__())
 
-    def _representatives(self, Xv, backend, rng):
-        """Mode representatives (``mode``, ``mode="auto"``'s rule): the data moved to
-        the backend's device, k-means representatives extracted; returns (the points
-        to build the graph of, the :class:`~explorer.representatives.Representatives`
-        or None, the mode)."""
-        n, d = Xv.shape
-        given = self.n_representatives
-        mode, self.mode_why_ = choose_mode(
-            self.mode, n, d, backend=backend.name, metric=self.metric,
-            n_representatives=None if isinstance(given, str) else given)
-        if mode != "representatives":
-            return Xv, None, mode
-        m = check_n_representatives(given, n, self.n_clusters, backend.name)
-        move = backend.is_gpu != (array_module(Xv) is not np)
-        check_representatives_memory(n, d, m, gpu=backend.is_gpu, move=move)
-        if move:
-            Xv = backend.xp.asarray(Xv) if backend.is_gpu else to_numpy(Xv)
-        reps = extract_representatives(Xv, m, random_state=rng)
-        return reps.centers, reps, mode
-
-    def _resolve_affinity(self, X) -> tuple[str, str, object]:
-        """The affinity that builds the graph of `X`, why, and the graph the choice
-        already built on every row of `X` or None (``affinity="auto"``: the rule of
-        :func:`explorer.affinity.choose_affinity`)."""
-        if self.affinity != "auto":
-            return AFFINITY_GRAPH[self.affinity], "given", None
-        given = [name for name in ("threshold_sqdist", "threshold_sim")
-                 if getattr(self, name) is not None]
-        if not isinstance(self.sigma, str) and self.sigma is not None:
-            given.append("sigma")
-        if given:
-            return "epsilon", f"{' and '.join(given)} given: the ε-graph they define", None
-        from .affinity import choose_affinity
-
-        choice = choose_affinity(X, self.n_clusters, n_neighbors=self.n_neighbors,
-                                 local_neighbor=self.local_neighbor, backend=self.backend)
-        return choice.affinity, choice.why, choice.graph
-
-    def _check_params(self) -> BuildOptions:
-        """Validate the parameters besides the edge rule; return the builder's options."""
-        if isinstance(self.n_clusters, str):
-            check_choice(self.n_clusters, "n_clusters", ("auto",))
-        else:
-            check_int(self.n_clusters, "n_clusters", low=1)
-        check_choice(self.affinity, "affinity", AFFINITIES)
-        check_choice(self.mode, "mode", MODES)
-        if isinstance(self.n_representatives, str):
-            check_choice(self.n_representatives, "n_representatives", ("auto",))
-        else:
-            check_int(self.n_representatives, "n_representatives", low=2)
-        if self.scale is not None:
-            check_choice(self.scale, "scale", SCALINGS)
-            if self.affinity == "precomputed":
-                raise ValueError(
-                    f"scale={self.scale!r} applies to points, not to affinity='precomputed' "
-                    "(X is then the graph); use scale=None"
-                )
-        # The edge rule is validated by EdgeRule.suggest in fit, before any search (and
-        # unused on a precomputed graph).
-        options = BuildOptions.from_args(self.hypo_max_nnz_row, self.sp_max_nz_pct,
-                                         self.mem_use_rate)
-        check_choice(self.eigen_solver, "eigen_solver", SOLVERS)
-        check_float(self.eigen_tol, "eigen_tol", low=0.0, low_inclusive=False, allow_none=True)
-        check_int(self.eigen_max_iter, "eigen_max_iter", low=1, allow_none=True)
-        check_int(self.n_eigenpairs, "n_eigenpairs", low=1, allow_none=True)
-        check_limit(check_int(self.n_init, "n_init", low=1), "n_init", N_INIT_LIMIT,
-                    "each restart runs k-means again")
-        check_float(self.kmeans_tol, "kmeans_tol", low=0.0, high=1.0)
-        check_limit(check_int(self.kmeans_max_iter, "kmeans_max_iter", low=1),
-                    "kmeans_max_iter", MAX_ITER_LIMIT, "Lloyd's iterations stop long before")
-        check_limit(check_int(self.eigen_max_iter, "eigen_max_iter", low=1, allow_none=True),
-                    "eigen_max_iter", EIGEN_MAX_ITER_LIMIT,
-                    "the eigensolvers converge (or stall) long before")
-        check_random_state(self.random_state)
-        if self.reorder is not None:
-            check_choice(self.reorder, "reorder", REORDER_CHOICES)
-        return options
-
-    def _fit_landmarks(self, X, t_start):
-        """``mode="landmarks"``: :func:`explorer.landmarks.landmark_partition` with this
-        estimator's parameters, its result recorded as the exact fit's attributes."""
-        from .landmarks import SVD_MAX_ITER, SVD_TOL, landmark_partition
-
-        self._check_params()
-        if self.affinity not in ("auto", "epsilon"):
-            raise ValueError(f"affinity={self.affinity!r} is not allowed with mode='landmarks' "
-                             "(it needs points, not a graph); use affinity='epsilon' or "
-                             "mode='exact'")
-        check_choice(self.metric, "metric", ("auto", "gaussian", "cosine"))
-        metric = "gaussian" if self.metric == "auto" else self.metric
-        Xv = check_data(X, center=metric != "cosine")
-        check_features(self, X, reset=True)
-        scaler, Xv = _scaled(Xv, self.scale)
-        n_landmarks = min(1000, Xv.shape[0]) if self.n_landmarks is None else self.n_landmarks
-        part = landmark_partition(
-            Xv, self.n_clusters, n_landmarks=n_landmarks, n_nearest=self.n_nearest_landmarks,
-            metric=metric, sigma=self.sigma, backend=self.backend,
-            random_state=self.random_state,
-            svd_tol=SVD_TOL if self.eigen_tol is None else self.eigen_tol,
-            svd_max_iter=SVD_MAX_ITER if self.eigen_max_iter is None else self.eigen_max_iter,
-            n_init=self.n_init, kmeans_tol=self.kmeans_tol, kmeans_max_iter=self.kmeans_max_iter,
-        )
-        k = part.n_clusters
-        self.labels_ = _like_input(part.labels, X)
-        self.n_clusters_ = int(k)
-        # Eigenvalues of the landmark graph's normalised Laplacian I - W: 1 - σ².
-        self.eigenvalues_ = 1.0 - part.singular_values[:k] ** 2
-        self.embedding_ = part.embedding
-        self.eigenvectors_ = part.vectors
-        self.isolated_ = part.isolated
-        self.affinity_matrix_ = self.graph_ = self.graph_stats_ = self.edge_rule_ = None
-        self.metric_, self.sigma_ = metric, part.sigma
-        self.threshold_sqdist_ = self.threshold_sim_ = None
-        self.suggested_params_ = ()
-        self.eigen_solver_ = part.solver
-        self.eigen_solver_why_ = (f"landmark mode: the truncated SVD of the n × p "
-                                  f"affinity ({part.solver})")
-        self.eigen_iterations_ = part.iterations
-        self.eigen_residuals_ = part.svd.residuals[:k]
-        self.backend_, self.backend_reason_ = part.backend, part.backend_reason
-        self.mode_, self.mode_why_ = "landmarks", "mode='landmarks' given"
-        self.landmarks_ = part.landmarks
-        self.scaler_ = scaler
-        self.reorder_ = None  # no graph to reorder: the products are the CSRC ones
-        self.representatives_ = self.representative_of_ = None
-        self.representative_counts_ = self.representative_labels_ = None
-        # Without the stored affinity: the estimator keeps no n × p matrix (as it keeps
-        # no graph), and what it keeps pickles to the host (see __getstate__).
-        self.landmark_partition_ = replace(part, affinity=None)
-        self.timings_ = {**{k_: v for k_, v in part.timings.items() if k_ != "total"},
-                         "total": time.perf_counter() - t_start}
-        return self
-
-
-@dataclass
-class GraphPartition:
-    """What :func:`partition_graph` produced.
-
-    Attributes
-    ----------
-    labels : ndarray of int32, shape (n,)
-        Cluster of each vertex, −1 for isolated vertices and for those of components
-        beyond the k largest; on the graph's device (NumPy or CuPy). Clusters are
-        numbered in the order of their first vertex
-        (:func:`explorer.kmeans.number_by_first_point`), so the same partition has
-        the same numbers whatever the row order or backend it came from.
-    n_clusters : int
-        The k used (the eigengap's choice under ``n_clusters="auto"``).
-    n_clusters_suggested : int
-        The eigengap's k among the computed eigenvalues
-        (:func:`~explorer.embedding.eigengap_k`), whatever k was used.
-    embedding : explorer.Embedding
-        Every computed eigenpair (at least k; see `n_eigenpairs`).
-    clustered : explorer.Embedding
-        Its first k (``embedding.truncate(n_clusters)``), whose unit rows k-means
-        clustered.
-    kmeans : explorer.KMeans
-        The fitted k-means.
-    n_components : int or None
-        Connected components outside the isolated vertices, when they were counted
-        (given, or counted because of a fixed k).
-    n_dropped : int
-        Vertices left out by the components rule (label −1): those of stray pieces
-        and of the components beyond the k largest.
-    timings : dict of str to float
-        Seconds: ``"embedding"`` (with the components rule; the reordering included)
-        and ``"kmeans"``; ``"reorder"`` (choosing and computing the order, and
-        permuting the matrix) when `reorder` was asked for.
-    reorder : explorer.graph.reorder.RowOrder or None
-        The row order the embedding ran in (``perm`` None: the rule kept the given
-        order; the reason says why); None when no reordering was asked for.
-    n_stray : int
-        Vertices of the stray pieces left out (part of `n_dropped`).
-    stray_pieces : int
-        How many stray pieces.
-    stray_size : int or None
-        The size under which a component was a stray piece, when strays were left out.
-    """
-
-    labels: object
-    n_clusters: int
-    n_clusters_suggested: int
-    embedding: Embedding
-    clustered: Embedding
-    kmeans: KMeans
-    n_components: int | None
-    n_dropped: int
-    timings: dict = field(default_factory=dict)
-    reorder: RowOrder | None = None
-    n_stray: int = 0
-    stray_pieces: int = 0
-    stray_size: int | None = None
-
-
-def partition_graph(
-    csr,
-    n_clusters,
-    *,
-    n_eigenpairs=None,
-    n_components=None,
-    eigen_solver="auto",
-    eigen_tol=None,
-    eigen_max_iter=None,
-    n_init=10,
-    kmeans_tol=1e-4,
-    kmeans_max_iter=300,
-    random_state=None,
-    isolated=None,
-    on_kmeans: Callable[[int], None] | None = None,
-    reorder=None,
-    reorder_points=None,
-) -> GraphPartition:
-    """Spectral clustering of a built similarity graph: the eigenvectors of its
-    normalised Laplacian, then k-means on their unit rows (the last two stages of
-    :class:`SpectralClustering`, which the app runs too).
-
-    Parameters
-    ----------
-    csr : scipy.sparse or cupyx.scipy.sparse matrix of shape (n, n)
-        The similarity matrix (:attr:`explorer.Graph.csr`); a CuPy matrix keeps both
-        stages on its GPU.
-    n_clusters : int or "auto"
-        k, between 1 and the number of non-isolated vertices. ``"auto"`` computes
-        :func:`~explorer.embedding.auto_k_max` eigenpairs and takes the eigengap's k.
-        With a fixed k and more connected components than k (outside the isolated
-        vertices), the k largest components are the clusters and the vertices of the
-        others get label −1, after stray pieces (components of fewer than
-        :data:`STRAY_SHARE` of the mean cluster size) are left out the same way (see
-        :class:`SpectralClustering`, Notes).
-    n_eigenpairs : int, optional
-        With a fixed k, compute at least this many eigenpairs (to show the spectrum
-        beyond k); k-means still uses the first k. Ignored by
-        ``eigen_solver="components"``, which gives exactly k.
-    n_components : int, optional
-        The graph's components outside the isolated vertices, when known (from
-        :attr:`explorer.Graph.stats`): at most k skips labelling them.
-    eigen_solver, eigen_tol, eigen_max_iter
-        As :func:`explorer.spectral_embedding` (`solver`, `tol`, `max_iter`); the
-        default tolerance under ``n_clusters="auto"`` is
-        :data:`~explorer.embedding.EIGENGAP_TOL`. A fixed k and ``"auto"`` take
-        ``"components"`` when the graph left after the components rule has exactly k
-        components and no more than k eigenpairs are wanted.
-    n_init, kmeans_tol, kmeans_max_iter
-        :class:`explorer.KMeans`'s `n_init`, `tol` and `max_iter`.
-    random_state : int, numpy.random.RandomState or None
-        One random stream for the eigensolver's start and then k-means.
-    isolated : bool array of shape (n,), optional
-        The vertices without an edge, when already known.
-    on_kmeans : callable, optional
-        Called with k between the two stages (a progress hook).
-    reorder : {None, "auto", "jaccard", "rcm", "spatial"} or RowOrder, default None
-        Run the eigensolver on the graph with its rows reordered
-        (:mod:`explorer.graph.reorder`): ``"auto"`` when
-        :func:`~explorer.graph.reorder.choose_order`'s rule says the products saved
-        pay for it, a method name always, a :class:`~explorer.graph.reorder.RowOrder`
-        as given. The eigensolver draws its random vectors in the given order
-        (:func:`explorer.spectral_embedding`, `row_ids`), the eigenvectors come back
-        in the given order and k-means runs there, so the labels, cluster numbers
-        included, are those without reordering for the same `random_state` (up to
-        the rounding of the products' summation order, which can move a point that
-        lies on a boundary).
-    reorder_points : array of shape (n, d), optional
-        The points the graph was built from: ``"spatial"`` needs them, and they make
-        it a candidate of ``"auto"``; their dimension is the `points_dim` of the
-        eigensolver's ``"auto"`` rule (:func:`explorer.spectral_embedding`).
-
-    Returns
-    -------
-    GraphPartition
-
-    Raises
-    ------
-    ValueError
-        `n_clusters` out of range, a graph without any edge (from
-        :func:`explorer.spectral_embedding`), or ``eigen_solver="components"`` with
-        ``n_clusters="auto"`` or on a graph without exactly k components.
-    """
-    csr = _check_graph(csr)
-    rng = check_random_state(random_state)
-    xp = array_module(csr)
-    n = csr.shape[0]
-    n_components = check_int(n_components, "n_components", low=0, high=n, allow_none=True)
-    check_limit(check_int(n_init, "n_init", low=1), "n_init", N_INIT_LIMIT,
-                "each restart runs k-means again")
-    check_float(kmeans_tol, "kmeans_tol", low=0.0, high=1.0)
-    check_limit(check_int(kmeans_max_iter, "kmeans_max_iter", low=1), "kmeans_max_iter",
-                MAX_ITER_LIMIT, "Lloyd's iterations stop long before")
-    if on_kmeans is not None and not callable(on_kmeans):
-        raise TypeError(f"on_kmeans must be a callable or None; got {on_kmeans!r} "
-                        f"({type(on_kmeans).__name__})")
-    if isolated is not None:
-        isolated = _check_isolated(isolated, n, xp)
-    auto = isinstance(n_clusters, str) and n_clusters == "auto"
-    if not auto:
-        n_clusters = check_int(n_clusters, "n_clusters", low=1)
-    elif eigen_solver == "components":
-        raise ValueError(
-            "eigen_solver='components' needs a fixed n_clusters (it gives exactly k "
-            "eigenpairs, no spectrum for the eigengap to read); with n_clusters='auto' use "
-            "another solver"
-        )
-    n_eigenpairs = check_int(n_eigenpairs, "n_eigenpairs", low=1, allow_none=True)
-    _check_reorder(reorder, reorder_points)
-    isolated = isolated_vertices(csr) if isolated is None else isolated
-    n_kept = n - int(xp.count_nonzero(isolated))
-    if not auto and n_clusters > n_kept:
-        raise ValueError(
-            f"n_clusters={n_clusters} is out of range: only {n_kept} of the n={n} points "
-            f"have an edge ({n - n_kept} are isolated); allowed: 1 <= n_clusters <= {n_kept}"
-        )
-
-    t0 = time.perf_counter()
-    split, n_dropped, strays = None, 0, _Strays()
-    n_left = n_components
-    component_ids = None  # the components' labels, once labelled
-    if not auto:
-        # Stray pieces (a few points cut off in a sparse tail) out first, then, with
-        # more components than k, the k largest are the clusters (see
-        # explorer.components); the others' vertices get label -1.
-        csr, isolated_left, strays = _drop_stray_components(csr, n_clusters, isolated,
-                                                            n_components)
-        n_left = None if strays.n_components is None else strays.n_components - strays.pieces
-        # Zeroed weights keep the pattern, which is what connects (component_labels),
-        # so the labels of the stray search are the left graph's: labelled once.
-        split = largest_components(csr, n_clusters, isolated=isolated_left,
-                                   n_components=n_left, labels=strays.labels)
-        n_left, n_dropped = split.n_components, split.n_dropped + strays.vertices
-        n_components = n_left + strays.pieces
-        component_ids = strays.labels if split.labels is None else split.labels
-    n_kept -= n_dropped
-    if auto:
-        m = auto_k_max(n_kept)
-    elif eigen_solver == "components":  # k eigenpairs, whatever n_eigenpairs asks
-        m = n_clusters
-    else:
-        m = min(n_kept, max(n_clusters, n_eigenpairs or 1))
-    tol = EIGENGAP_TOL if auto and eigen_tol is None else eigen_tol
-    exactly_k = not auto and n_left >= n_clusters
-    if exactly_k and eigen_solver in ("auto", "components") and m == n_clusters:
-        # The embedded graph has exactly k components: their indicators are the
-        # answer, exact where an iterative solver may not resolve the zeros from the
-        # next eigenvalues (explorer.spectral_embedding, Notes).
-        emb = components_embedding(csr, n_clusters, labels=component_ids, kept=split.kept)
-        emb.solver_why = components_reason(eigen_solver, n_clusters)
-        # No products to speed up: a method is not run (the order kept, and why); a
-        # given RowOrder is recorded as given (the indicators do not depend on it).
-        order = reorder if reorder is None or isinstance(reorder, RowOrder) else RowOrder(
-            perm=None, method="none", seconds=0.0, before=None, after=None,
-            reason="kept: the components embedding takes no sparse products")
-        t_order = 0.0
-    else:
-        embedded = csr if split is None or split.kept is None else restrict_to(csr, split.kept)
-        labels = None
-        if exactly_k and eigen_solver != "dense":  # the solver starts from the indicators
-            labels = component_labels(csr) if component_ids is None else component_ids
-        points_dim = None if reorder_points is None else int(reorder_points.shape[1])
-        t_order = time.perf_counter()
-        order = _order_rows(embedded, reorder, reorder_points, eigen_solver, m, n_kept, xp)
-        t_order = time.perf_counter() - t_order
-        if order is not None and order.reordered:
-            t_permute = time.perf_counter()
-            embedded = permute(embedded, order.perm)
-            labels = None if labels is None else labels[order.perm]
-            t_order += time.perf_counter() - t_permute
-        emb = spectral_embedding(embedded, m, solver=eigen_solver, tol=tol,
-                                 max_iter=eigen_max_iter, random_state=rng, components=labels,
-                                 row_ids=order.perm if order is not None else None,
-                                 points_dim=points_dim)
-        if order is not None and order.reordered:
-            emb = replace(emb, embedding=order.to_original(emb.embedding),
-                          vectors=order.to_original(emb.vectors),
-                          isolated=order.to_original(emb.isolated))
-    suggested = eigengap_k(emb.eigenvalues)
-    k = suggested if auto else n_clusters
-    used = emb.truncate(k)
-    t1 = time.perf_counter()
-
-    if on_kmeans is not None:
-        on_kmeans(k)
-    keep = xp.flatnonzero(~used.isolated)
-    km = number_by_first_point(KMeans(k, n_init=n_init, tol=kmeans_tol,
-                                      max_iter=kmeans_max_iter,
-                                      random_state=rng).fit(used.embedding[keep]))
-    labels = xp.full(n, -1, dtype=xp.int32)
-    labels[keep] = km.labels_
-    timings = {"embedding": t1 - t0, "kmeans": time.perf_counter() - t1}
-    if order is not None:
-        timings["reorder"] = t_order
-    return GraphPartition(
-        labels=labels, n_clusters=int(k), n_clusters_suggested=int(suggested), embedding=emb,
-        clustered=used, kmeans=km, n_components=n_components, n_dropped=int(n_dropped),
-        timings=timings, reorder=order,
-        n_stray=strays.vertices, stray_pieces=strays.pieces, stray_size=strays.size,
-    )
-
-
-def _check_reorder(reorder, points):
-    """Validate `partition_graph`'s `reorder` (and its points) before any work."""
-    if reorder is None or isinstance(reorder, RowOrder):
-        return
-    check_choice(reorder, "reorder", REORDER_CHOICES)
-    if reorder == "spatial" and points is None:
-        raise ValueError("reorder='spatial' needs the points the graph was built from "
-                         "(reorder_points); use 'auto', 'jaccard' or 'rcm' for a graph alone")
-
-
-def _order_rows(csr, reorder, points, solver, m, n_kept, xp):
-    """The row order `partition_graph` embeds in (None: none asked for).
-
-    The rule's inputs: the block products the solver takes (none for the dense,
-    components and "lu" solvers, :data:`explorer.embedding.multigrid.EXPECTED_PRODUCTS`
-    for "amg", :data:`~explorer.graph.reorder.EXPECTED_PRODUCTS` for the other
-    iterative ones) and its block width."""
-    if reorder is None:
-        return None
-    if isinstance(reorder, RowOrder):
-        return reorder
-    used = ("components" if solver == "components"
-            else resolve_solver(solver, n_kept, min(m, n_kept), xp, nnz=int(csr.nnz),
-                                points_dim=None if points is None else points.shape[1]))
-    # "lu": a few products; its factors (ordered by SuperLU itself) are the cost.
-    products = (0 if used in ("dense", "components", "lu")
-                else multigrid.EXPECTED_PRODUCTS if used == "amg" else EXPECTED_PRODUCTS)
-    return choose_order(csr, reorder, points, n_products=products,
-                        block=default_block(m, csr.shape[0]))
-
-
-#: A component holding fewer points than this share of the mean cluster size
-#: (non-isolated points / k) is a stray piece (:func:`partition_graph`).
-STRAY_SHARE = 0.01
-
-
-@dataclass
-class _Strays:
-    """What :func:`_drop_stray_components` left out."""
-
-    n_components: int | None = None
-    pieces: int = 0
-    vertices: int = 0
-    size: int | None = None
-    #: The graph's component labels when the search labelled them (None otherwise).
-    labels: object = None
-
-
-def _drop_stray_components(csr, k, isolated, n_components):
-    """``(graph, isolated, _Strays)``: the graph with the edges of its stray pieces
-    (components of fewer than ``max(2, ceil(STRAY_SHARE · n_kept / k))`` vertices)
-    set to 0, when it has more than one component and at least one is not a stray."""
-    if n_components is not None and n_components <= 1:
-        return csr, isolated, _Strays(n_components)
-    xp = array_module(csr)
-    labels = component_labels(csr)
-    in_graph = ~isolated
-    found, counts = xp.unique(labels[in_graph], return_counts=True)
-    n_components = int(found.shape[0])
-    n_kept = int(counts.sum())
-    size = max(2, math.ceil(STRAY_SHARE * n_kept / k))
-    small = counts < size
-    pieces = int(xp.count_nonzero(small))
-    vertices = int(counts[small].sum()) if pieces else 0
-    if pieces == 0 or pieces == n_components or n_kept - vertices < k:
-        return csr, isolated, _Strays(n_components, labels=labels)
-    drop = xp.isin(labels, found[small]) & in_graph
-    data = xp.empty(csr.data.shape, dtype=csr.dtype)
-    for r0, r1, e0, e1 in row_blocks(csr.indptr):
-        out = drop[block_rows(csr, r0, r1, e0, e1, xp)] | drop[csr.indices[e0:e1]]
-        data[e0:e1] = xp.where(out, 0, csr.data[e0:e1])
-    return (with_values(csr, data), isolated | drop,
-            _Strays(n_components, pieces, vertices, size, labels))
-
-
-def zero_weights_message(rule, nnz: int) -> str:
-    """Why a graph with `nnz` edges has no positive weight (every gaussian weight
-    underflowed float32): the message :class:`SpectralClustering` and the app give."""
-    z = rule.zero_weight_sqdist
-    if z is None:
-        return f"every one of the graph's {nnz} edges has weight 0 ({rule.describe()})"
-    return (
-        f"every one of the graph's {nnz} edges has weight 0: with {rule.describe()}, "
-        f"exp(-‖xi−xj‖²/(2σ²)) underflows float32 to 0 from ‖xi−xj‖² ≥ {z:.3g} "
-        f"(2σ² · {z / (2 * rule.sigma ** 2):.0f}) on, and no edge is shorter; raise sigma "
-        "(sigma ≈ sqrt(threshold_sqdist / 8) weighs every edge)"
-    )
-
-
-def _check_graph(csr):
-    """`csr` as a canonical-format CSR matrix (any SciPy / cupyx sparse format is
-    converted), or a TypeError / ValueError naming the argument."""
-    if not is_sparse(csr):
-        raise TypeError(
-            "csr must be a scipy.sparse or cupyx.scipy.sparse matrix (the similarity graph, "
-            f"e.g. build_graph(X).csr); got {type(csr).__module__}.{type(csr).__name__}"
-        )
-    if np.issubdtype(csr.dtype, np.complexfloating):
-        raise ValueError(
-            f"Complex data not supported: csr must hold real weights; got dtype {csr.dtype}"
-        )
-    if not (np.issubdtype(csr.dtype, np.number) or csr.dtype == np.bool_):
-        raise TypeError(f"csr must hold numbers; got dtype {csr.dtype}")
-    if csr.ndim != 2 or csr.shape[0] != csr.shape[1] or csr.shape[0] < 2:
-        raise ValueError(
-            f"csr must be a square n×n matrix with n >= 2; got shape {tuple(csr.shape)}"
-        )
-    if csr.format != "csr":
-        csr = csr.tocsr()
-    return csr
-
-
-def _check_isolated(isolated, n: int, xp):
-    """`isolated` as a bool array of shape (n,) on the graph's device."""
-    try:
-        mask = xp.asarray(isolated)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"isolated must be a bool array of shape ({n},); got {exc}") from None
-    if mask.dtype != bool or mask.shape != (n,):
-        raise ValueError(
-            f"isolated must be a bool array of shape ({n},) (one flag per vertex); got "
-            f"dtype {mask.dtype}, shape {tuple(mask.shape)}"
-        )
-    return mask
-
-
-def _precomputed_graph(X, backend) -> Graph:
-    """The affinity matrix `X`, validated (:func:`explorer._validation.check_affinity`),
-    on the backend's device, as a :class:`~explorer.graph.Graph` with its statistics."""
-    t0 = time.perf_counter()
-    csr = check_affinity(X)
-    timings = {"validate": time.perf_counter() - t0}
-    on_device = array_module(csr) is not np
-    if on_device != backend.is_gpu:
-        t1 = time.perf_counter()
-        move = backend.xp.asarray if backend.is_gpu else to_numpy
-        # Assembled from the arrays: a constructor would narrow int64 indices.
-        csr = csr_from_arrays(move(csr.data), move(csr.indices), move(csr.indptr),
-                              csr.shape, canonical=True)
-        timings["to_device" if backend.is_gpu else "to_host"] = time.perf_counter() - t1
-    t1 = time.perf_counter()
-    stats = csr_stats(csr)
-    timings["stats"] = time.perf_counter() - t1
-    return Graph(
-        csr=csr, rule=None, stats=stats, timings=timings, backend=backend.name,
-        method="precomputed", method_reason="affinity='precomputed': X is the graph",
-    )
-
-
-def _scaled(X, scale):
-    """``(scaler, X scaled)`` under `scale`; ``(None, X)`` without, after warning when the
-    features' spreads differ by orders of magnitude."""
-    if scale is None:
-        check_feature_scales(X)
-        return None, X
-    scaler = fit_scaler(X, scale)
-    return scaler, scaler.transform(X)
-
-
-#: Up to this many values (n·d), :func:`_warn_duplicates` counts distinct rows.
-DUPLICATE_CHECK_SIZE = 10**7
-
-
-def _warn_duplicates(X, n_clusters) -> None:
-    """Warn when `X` has fewer distinct rows than k: identical points cannot be told
-    apart, and their split among clusters is arbitrary (an eigenspace without a
-    preferred direction)."""
-    if isinstance(n_clusters, str) or array_module(X) is not np or X.size > DUPLICATE_CHECK_SIZE:
-        return
-    k = int(n_clusters)
-    if k < 2 or k > X.shape[0]:
-        return
-    # k distinct rows among the first few settle it (sorting every row took 0.085 s of
-    # a 1.5 s fit on 10⁵ points); only data that fail there are counted in full.
-    if np.unique(X[: 64 * k], axis=0).shape[0] >= k:
-        return
-    distinct = int(np.unique(X, axis=0).shape[0])
-    if distinct < k:
-        warnings.warn(
-            f"X has only {distinct} distinct point(s) among its n={X.shape[0]} rows, fewer "
-            f"than n_clusters={k}: identical points cannot be told apart, so how they are "
-            f"split among the {k} clusters is arbitrary; lower n_clusters to at most "
-            f"{distinct} or remove the duplicates",
-            UserWarning, stacklevel=3,
-        )
-
-
-def check_params(estimator) -> BuildOptions:
-    """Validate a :class:`SpectralClustering`'s parameters as :meth:`~SpectralClustering.fit`
-    does first, and return its :class:`~explorer.graph.BuildOptions` (public for the
-    distributed fit, which takes the same parameters).
-
-    Raises
-    ------
-    ValueError, TypeError
-        A parameter out of range, naming it.
-    """
-    return estimator._check_params()
-
-
-def warn_components(n_components: int, n_isolated: int, k: int, n_dropped: int, *,
-                    n_stray: int = 0, stray_pieces: int = 0,
-                    stray_size: int | None = None) -> None:
-    """Warn that some components were left out and which vertices lost a label.
-
-    Public for the distributed fit, which warns the same way.
-
-    Parameters
-    ----------
-    n_components : int
-        Connected components besides the isolated vertices.
-    n_isolated : int
-        Isolated vertices (degree 0).
-    k : int
-        Number of clusters.
-    n_dropped : int
-        Vertices left out (labelled -1), the stray pieces' included.
-    n_stray, stray_pieces, stray_size : int
-        Vertices and number of the stray pieces left out, and the size under which a
-        component was one (see :func:`partition_graph`).
-    """
-    if not stray_pieces:
-        warnings.warn(
-            f"the graph has {n_components} connected components besides its {n_isolated} "
-            f"isolated vertices, more than k={k}: the {k} largest are the clusters and the "
-            f"{n_dropped} vertices of the other {n_components - k} are left unclustered "
-            "(label -1); raise the threshold (or sigma; n_neighbors for a kNN graph) to "
-            "join them",
-            UserWarning,
-            stacklevel=3,
-        )
-        return
-    left = n_components - stray_pieces
-    beyond = (f"; the {k} largest of the other {left} are the clusters and the "
-              f"{n_dropped - n_stray} vertices of the remaining {left - k} are left "
-              "unclustered" if n_dropped > n_stray else "")
-    warnings.warn(
-        f"the graph has {n_components} connected components besides its {n_isolated} "
-        f"isolated vertices (k={k}): {stray_pieces} stray piece(s) of fewer than "
-        f"{stray_size} points ({n_stray} vertices) are left unclustered (label -1){beyond}; "
-        "raise the threshold (or sigma; n_neighbors for a kNN graph) to join them",
-        UserWarning,
-        stacklevel=3,
-    )
-
 
 def _like_input(labels, X):
-    """`labels` as the array kind of `X` (NumPy for anything that is not CuPy)."""
+    """`labels` as the array kind of `X` (NumPy for anything that is not CuPy; a Dask
+    engine's labels as it made them)."""
+    if type(labels).__module__.split(".")[0] == "dask":
+        return labels
     if array_module(X) is np:
         return to_numpy(labels)
     import cupy

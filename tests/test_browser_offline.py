@@ -122,6 +122,8 @@ def test_no_request_leaves_this_machine(server, browser, tmp_path, rng):
                     p.get_by_role("button", name=re.compile("Next")).click()
                     page.settle(1000)
         # A parameter change after the run (stale results), and an upload with class names.
+        p.get_by_role("button", name="ε-graph", exact=True).click()
+        page.settle()
         p.locator(".threshold-slider .noUi-handle").focus()
         p.keyboard.press("PageUp")
         page.settle()

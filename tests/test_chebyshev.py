@@ -23,6 +23,7 @@ from explorer.embedding.chebyshev import (
     gram_rayleigh_ritz,
     residual_target,
 )
+from explorer.graph import dataset_params
 
 # -------------------------------------------------------------------------- graphs
 
@@ -215,7 +216,7 @@ def test_callback_sees_every_check(rng):
 def test_clustering_the_embedding(name, k):
     """End to end on explorer.build_graph: unit rows of D^-1/2 V cluster perfectly."""
     ds = data.load(name, n_samples=3000, random_state=0)
-    s = ds.suggested
+    s = dataset_params(ds)
     csr = build_graph(ds.X, metric=s["metric"], sigma=s["sigma"],
                       threshold_sqdist=s["threshold_sqdist"], backend="cpu").csr
     S = csr.astype(np.float64)

@@ -43,21 +43,26 @@ def test_parser_reads_every_pipeline_parameter():
     assert cli.build_parser().parse_args(["run", "moons", "--n-clusters", "4"]).n_clusters == 4
 
 
-def test_suggestion_fills_only_what_is_left_out():
+def test_the_library_fills_only_what_is_left_out(capsys, tmp_path):
+    # The command line decides nothing itself: what is left out the estimator chooses
+    # from the data, and the output is its plan.
+    path = tmp_path / "r.json"
+    code, out, err = run(capsys, "stats", "moons", "--n-samples", "400", "--backend", "cpu",
+                         "--threshold-sqdist", "0.01", "--json", str(path))
+    assert code == 0, err
+    doc = json.loads(path.read_text())
+    assert doc["parameters"]["threshold_sqdist"] == 0.01
+    assert doc["suggested_parameters_used"] == ["sigma"]  # gaussian: the one for t
+    assert doc["graph_kind"]["why"].startswith("threshold_sqdist given")
     ds = data.load("moons", n_samples=400)
-    args = cli.build_parser().parse_args(["run", "moons", "--threshold-sqdist", "0.01"])
-    params, filled = cli._graph_params(args, ds)
-    assert params["threshold_sqdist"] == 0.01 and "threshold_sim" not in params
-    assert params["sigma"] == ds.suggested["sigma"] and filled == ["sigma"]
-    args = cli.build_parser().parse_args(["run", "moons", "--metric", "uniform",
-                                                "--graph", "epsilon"])
-    params, filled = cli._graph_params(args, ds)
-    assert params["metric"] == "uniform" and params["threshold_sqdist"] == ds.suggested[
-        "threshold_sqdist"]
-    args = cli.build_parser().parse_args(["run", "moons", "--metric", "cosine",
-                                                "--graph", "epsilon"])
-    with pytest.raises(ValueError, match="--metric cosine needs --threshold-sim"):
-        cli._graph_params(args, ds)
+    plan = __import__("explorer").SpectralClustering(
+        2, threshold_sqdist=0.01, backend="cpu", random_state=0).plan(ds.X)
+    assert doc["edge_rule"] == plan.user_rule.describe()
+    assert "edge rule" in out and "graph kind" in out
+    code, out, err = run(capsys, "run", "moons", "--n-samples", "300", "--backend", "cpu",
+                         "--metric", "cosine", "--graph", "epsilon", "--threshold-sqdist",
+                         "0.01")
+    assert code == 2 and "threshold_sim" in err
 
 
 # --- commands end to end ------------------------------------------------------------
@@ -143,7 +148,7 @@ def test_datasets_lists_every_name(capsys):
         (["run", "--file", "/no/such/file.csv"], ["file.csv", "no such file"]),
         (["run", "moons", "--file", "x.csv"], ["exactly one"]),
         (["run"], ["exactly one"]),
-        (["run", "moons", "--metric", "cosine", "--graph", "epsilon"], ["--threshold-sim"]),
+        (["run", "moons", "--metric", "uniform", "--threshold-sim", "0.5"], ["threshold"]),
         (["run", "moons", "--method", "warp", "--backend", "cpu"], ["warp"]),
         (["stats", "moons", "--sample-rows", "0", "--backend", "cpu"], ["sample_rows"]),
         (["run", "moons", "--n-clusters", "x"], ["--n-clusters", "'x'"]),

@@ -12,6 +12,7 @@ from scipy.spatial import cKDTree
 from sklearn.datasets import load_digits
 
 from explorer import data
+from explorer.graph import dataset_params, suggest_params  # noqa: E402
 
 _digits, _syn4d = data._digits, data._syn4d  # the generators' private helpers
 
@@ -221,7 +222,7 @@ def test_syn4d_boxes_fill_unit_range_balanced_and_apart():
         lo, hi = corner * (1 - _syn4d.SIDE), corner * (1 - _syn4d.SIDE) + _syn4d.SIDE
         assert np.all(pts >= lo - 1e-3) and np.all(pts <= hi + 1e-3)
     # No pair of points from different clusters within the suggested radius.
-    t = ds.suggested["threshold_sqdist"]
+    t = dataset_params(ds)["threshold_sqdist"]
     for a in range(4):
         tree = cKDTree(ds.X[ds.y == a])
         for b in range(a + 1, 4):
@@ -257,7 +258,7 @@ def test_suggestions_give_clusters_as_components_on_clean_shapes():
 
     for name, k in [("moons", 2), ("circles", 2), ("blobs", 3)]:
         ds = data.load(name, n_samples=1500, random_state=0)
-        s = ds.suggested
+        s = dataset_params(ds)
         assert s["n_clusters"] == k and s["metric"] == "gaussian"
         assert s["sigma"] == pytest.approx(np.sqrt(s["threshold_sqdist"] / 8), rel=0.1)
         tree = cKDTree(ds.X.astype(np.float64))
@@ -272,7 +273,7 @@ def test_suggest_params_high_d_uses_cosine(rng):
     centers = rng.normal(size=(3, 40))
     X = (centers[rng.integers(0, 3, 600)] + 0.3 * rng.normal(size=(600, 40))).astype(np.float32)
     X[0] = 0.0  # a zero vector has no cosine neighbours and must not break the rule
-    s = data.suggest_params(X)
+    s = suggest_params(X)
     assert s["metric"] == "cosine" and s["n_clusters"] == "auto"
     assert 0.0 < s["threshold_sim"] < 1.0
     assert "sigma" not in s and "threshold_sqdist" not in s
@@ -281,14 +282,14 @@ def test_suggest_params_high_d_uses_cosine(rng):
 def test_suggest_params_survives_duplicates():
     X = np.zeros((50, 2), np.float32)
     X[25:] = 1.0
-    s = data.suggest_params(X)
+    s = suggest_params(X)
     assert s["threshold_sqdist"] > 0 and s["sigma"] > 0
 
 
 def test_suggest_params_validates():
     X = np.zeros((10, 2), np.float32)
     with pytest.raises(ValueError, match="n_neighbors=0"):
-        data.suggest_params(X, n_neighbors=0)
+        suggest_params(X, n_neighbors=0)
 
 
 # --- read() ---------------------------------------------------------------------------

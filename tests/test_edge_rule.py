@@ -8,15 +8,17 @@ import pytest
 
 import explorer
 from explorer import data
-from explorer.graph import (
+from explorer.graph import (  # noqa: E402
     BUILD_FIELDS,
     EDGE_FIELDS,
     THRESHOLD_KINDS,
     BuildOptions,
     EdgeRule,
     build_graph,
+    dataset_params,
     default_hypo_max_nnz_row,
     graph_stats,
+    suggest_params,
 )
 from explorer.graph._dispatch import _options_used
 from explorer.graph.rule import MissingThreshold
@@ -144,7 +146,7 @@ def test_suggest_fills_only_what_is_left_out(moons):
     auto = EdgeRule.suggest(moons.X, n_clusters=2)
     assert auto.suggested == ("metric", "threshold_sqdist", "sigma")
     assert auto.to_kwargs() == {**dict.fromkeys(("threshold_sim",)), **{
-        k: v for k, v in moons.suggested.items() if k != "n_clusters"}}
+        k: v for k, v in dataset_params(moons).items() if k != "n_clusters"}}
     given = EdgeRule.suggest(moons.X, "gaussian", 0.02, threshold_sqdist=0.01)
     assert given == EdgeRule.from_args("gaussian", 0.02, 0.01) and given.suggested == ()
     # σ from a given squared-distance threshold: exp(-4) at the cutoff, no data scan
@@ -164,15 +166,15 @@ def test_suggest_high_d_takes_cosine(rng):
     rule = EdgeRule.suggest(X)
     assert rule.metric == "cosine" and 0 <= rule.threshold < 1
     assert rule.suggested == ("metric", "threshold_sim")
-    assert data.suggest_params(X) == {"n_clusters": "auto", **{
+    assert suggest_params(X) == {"n_clusters": "auto", **{
         k: v for k, v in rule.to_kwargs().items() if v is not None}}
 
 
 def test_suggest_from_a_ready_suggestion(moons):
-    rule = EdgeRule.suggest(moons.X, suggestion=moons.suggested)
-    assert rule.to_kwargs()["threshold_sqdist"] == moons.suggested["threshold_sqdist"]
+    rule = EdgeRule.suggest(moons.X, suggestion=dataset_params(moons))
+    assert rule.to_kwargs()["threshold_sqdist"] == dataset_params(moons)["threshold_sqdist"]
     with pytest.raises(MissingThreshold, match="metric='cosine' needs threshold_sim") as err:
-        EdgeRule.suggest(moons.X, "cosine", suggestion=moons.suggested)
+        EdgeRule.suggest(moons.X, "cosine", suggestion=dataset_params(moons))
     assert err.value.kind == "sim" and isinstance(err.value, ValueError)
 
 

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+import explorer
 from explorer import EdgeRule, cli, data
 from explorer.graph import BUILD_FIELDS, EDGE_FIELDS, BuildOptions
 
@@ -14,19 +15,25 @@ from explorer.graph import BUILD_FIELDS, EDGE_FIELDS, BuildOptions
 
 
 def test_flags_are_generated_from_the_declarations():
+    from explorer.params import SPECTRAL_PARAMS
+
     help_text = cli.build_parser()._subparsers._group_actions[0].choices["run"].format_help()
-    for f in (*EDGE_FIELDS.values(), *BUILD_FIELDS.values()):
-        assert f.flag in help_text, f.flag
+    for f in (*EDGE_FIELDS.values(), *BUILD_FIELDS.values(), *SPECTRAL_PARAMS.values()):
+        if f.name != "graph":  # the estimator's name of it is --affinity (alias --graph)
+            assert f.flag in help_text, f.flag
+    assert "--graph" in help_text
     assert "allowed (0, inf]" in help_text  # sigma's bounds, from its declaration
     args = cli.build_parser().parse_args(["stats", "moons", "--hypo-max-nnz-row", "8"])
     assert isinstance(args.hypo_max_nnz_row, int)
 
 
-def test_cli_rule_is_the_suggestion_rule():
+def test_cli_rule_is_the_estimators_rule():
     ds = data.load("moons", n_samples=400)
-    args = cli.build_parser().parse_args(["stats", "moons", "--sigma", "0.02"])
-    rule = cli._edge_rule(args, ds)
-    assert rule == EdgeRule.suggest(ds.X, sigma=0.02, suggestion=ds.suggested)
+    args = cli.build_parser().parse_args(["stats", "moons", "--sigma", "0.02",
+                                          "--n-samples", "400", "--backend", "cpu"])
+    plan = cli._estimator(args, ds).plan(ds.X)
+    rule = plan.rule
+    assert rule == EdgeRule.suggest(ds.X, sigma=0.02, n_clusters=2)
     assert rule.sigma == 0.02 and set(rule.suggested) == {"metric", "threshold_sqdist"}
 
 
@@ -39,7 +46,8 @@ def test_run_json_records_the_rule_and_the_options_that_ran(tmp_path, capsys):
     doc = json.loads(path.read_text())
     assert doc["edge_rule"].startswith("gaussian σ=")
     assert doc["options_used"] == {}  # a CPU builder takes none of CSR-2/3's knobs
-    assert doc["parameters"]["metric"] == "gaussian"
+    assert doc["parameters"]["metric"] == "auto"  # the estimator's keyword, as given
+    assert "metric" in doc["suggested_parameters_used"]  # ... and what it chose
 
 
 # --- the app's state -------------------------------------------------------------------
@@ -80,21 +88,25 @@ def test_a_rule_the_sliders_allow_but_the_rule_refuses_is_a_stats_error():
     s = ExplorerState()
     s.data.param.update(dataset="moons", n_samples=200)
     assert s.load()
-    s.graph.param.update(metric="gaussian", threshold_kind="sim", threshold_sim=-0.5)
+    s.graph.param.update(graph="epsilon", local_sigma=False, metric="gaussian",
+                         threshold_kind="sim", threshold_sim=-0.5)
     assert s.graph.epsilon is None
     assert not s.refresh_stats()
     assert "threshold_sim=-0.5" in s.graph.error
 
 
-def test_new_data_adopts_the_suggestion_rule():
+def test_new_data_adopts_the_librarys_rule():
     s = ExplorerState()
     s.data.param.update(dataset="blobs", n_samples=300)
     assert s.load()
-    assert s.graph.rule == EdgeRule.suggest(s.dataset.X, suggestion=s.dataset.suggested)
+    ds = s.dataset
+    assert s.graph.rule == explorer.SpectralClustering(ds.n_classes, random_state=0).plan(
+        ds.X).rule
     assert s.run(), s.run_state.error
     params = s.result.params
     assert params["edge_rule"] == s.graph.rule.describe()
-    assert params["threshold_sqdist"] == s.graph.threshold_sqdist
+    assert params["affinity"] == s.graph.graph
+    assert params["threshold_sqdist"] == s.graph.rule.threshold_sqdist
     json.dumps(params)  # plain values, for the export
 
 
@@ -102,7 +114,8 @@ def test_parameters_that_make_no_rule_are_reported_not_raised_by_the_tour():
     s = ExplorerState()
     s.data.param.update(dataset="moons", n_samples=200)
     assert s.load()
-    s.graph.param.update(metric="gaussian", threshold_kind="sim", threshold_sim=-0.5)
+    s.graph.param.update(graph="epsilon", local_sigma=False, metric="gaussian",
+                         threshold_kind="sim", threshold_sim=-0.5)
     tour = s.teaching.prepare_graph(s.dataset.X, s.graph.edge_kwargs())()
     assert tour.csr is None and "threshold_sim=-0.5" in tour.note
     with pytest.raises(ValueError, match="threshold_sim=-0.5"):

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
+from explorer.graph import dataset_params  # noqa: E402
+
 cupy = pytest.importorskip("cupy")
 
 pytestmark = pytest.mark.gpu
@@ -18,7 +20,7 @@ def test_spectral_clustering_on_the_gpu(name, rng):
     seed = int(rng.integers(2**31))
     if name == "moons":
         ds = datasets.load("moons", n_samples=4000, random_state=seed)
-        graph = ds.suggested
+        graph = dataset_params(ds)
     else:
         # Separable blobs and a radius that joins each one: overlapping blobs, or a
         # radius that leaves stray points isolated, cap any method's ARI below 0.99.

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import explorer.spectral
+import explorer.pipeline.runners
 from explorer import SpectralClustering, _csr, build_graph
 from explorer._backend import array_module
 from explorer._csr import cast_values, csr_from_arrays, with_values
@@ -234,7 +234,7 @@ def test_spectral_clustering_of_an_int64_graph_equals_int32(rng, monkeypatch, sp
         g.csr = widen(g.csr)
         return g
 
-    monkeypatch.setattr(explorer.spectral, "build_graph", build_int64)
+    monkeypatch.setattr(explorer.pipeline.runners, "build_graph", build_int64)
     del spy_dtypes[:]
     got = SpectralClustering(3, **RULE, **fit).fit(X)
     assert got.affinity_matrix_.indices.dtype == np.int64

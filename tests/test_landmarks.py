@@ -294,7 +294,7 @@ def test_estimator_mode_landmarks(rng):
     ({"mode": "landmarks", "affinity": "precomputed"},
      r"affinity='precomputed' is not allowed with mode='landmarks'"),
     ({"mode": "landmarks", "metric": "uniform"}, r"metric='uniform' is not allowed"),
-    ({"mode": "landmarks", "n_nearest_landmarks": 0}, r"n_nearest=0 is out of range"),
+    ({"mode": "landmarks", "n_nearest_landmarks": 0}, r"n_nearest_landmarks=0 is out of range"),
 ])
 def test_estimator_mode_errors(kwargs, match, rng):
     from explorer import SpectralClustering
@@ -313,7 +313,7 @@ def test_cli_run_landmarks(tmp_path):
     assert main(["run", "blobs", "--n-samples", "3000", "--mode", "landmarks",
                  "--n-landmarks", "150", "--backend", "cpu", "--json", str(path)]) == 0
     result = json.loads(path.read_text())
-    assert result["mode"] == "landmarks" and result["landmarks"]["n_landmarks"] == 150
+    assert result["mode"]["name"] == "landmarks" and result["landmarks"]["n_landmarks"] == 150
     assert result["scores"]["ari"] > 0.9
     assert main(["run", "blobs", "--mode", "landmarks", "--threshold-sqdist", "0.1",
                  "--backend", "cpu"]) == 2

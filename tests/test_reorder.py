@@ -336,7 +336,7 @@ def test_components_labelled_once_with_stray_pieces(rng, monkeypatch):
     # Stray pieces dropped and more components than k: the stray search's labels serve
     # the k largest and the embedding (zeroed weights keep the pattern that connects).
     import explorer.components
-    import explorer.spectral
+    import explorer.partition
 
     # Most draws have stray pieces and more than 3 components; some (1 in ~8) not:
     # draw until one has.
@@ -354,7 +354,7 @@ def test_components_labelled_once_with_stray_pieces(rng, monkeypatch):
         return real(csr)
 
     monkeypatch.setattr(explorer.components, "component_labels", counted)
-    monkeypatch.setattr(explorer.spectral, "component_labels", counted)
+    monkeypatch.setattr(explorer.partition, "component_labels", counted)
     part = partition_graph(g.csr, 3, random_state=0)
     assert len(calls) == 1
     np.testing.assert_array_equal(part.labels, base.labels)

@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("param", reason="the app's state classes need param (pip install -e '.[app]')")
 
 import explorer  # noqa: E402
+import explorer.pipeline.runners  # noqa: E402
 from explorer._backend import gpu_status  # noqa: E402
 from explorer.ui.state import ExplorerState  # noqa: E402
 
@@ -34,6 +35,7 @@ def state():
     s = ExplorerState()
     s.data.n_samples = 200
     assert s.load()
+    s.graph.graph = "epsilon"  # the ε-graph the sidebar is centred on
     return s
 
 
@@ -242,16 +244,16 @@ def test_out_of_memory_during_a_run_is_a_message_and_the_app_recovers(state, mon
                                                                         error, match):
     state.run()
     good = state.result
-    real = explorer.spectral.build_graph
+    real = explorer.pipeline.runners.build_graph
 
     def fail(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(explorer.spectral, "build_graph", fail)
+    monkeypatch.setattr(explorer.pipeline.runners, "build_graph", fail)
     text = _run_error(state)
     assert re.search(match, text), text
     assert state.result is good  # the last result stays on screen
-    monkeypatch.setattr(explorer.spectral, "build_graph", real)
+    monkeypatch.setattr(explorer.pipeline.runners, "build_graph", real)
     assert state.run() and state.result is not good and state.run_state.error == ""
 
 

@@ -40,7 +40,7 @@ from explorer.graph import CPU_METHODS, EdgeRule, default_hypo_max_nnz_row
 from explorer.graph import _cpu as cpu
 from explorer.graph.reference import pair_values, reference_csr
 from explorer.memory import MemoryEstimateError
-from explorer.spectral import partition_graph
+from explorer.partition import partition_graph
 from explorer.testing import assert_same_graph
 
 HYPOTHESIS = settings(max_examples=50, deadline=None,
@@ -835,7 +835,7 @@ def test_identical_points_warn_that_the_split_is_arbitrary():
 def test_distinct_points_are_counted_past_the_first_rows():
     # The check looks at the first 64·k rows first; repeated rows there must not hide
     # distinct ones further down, nor make a warning where there are k of them.
-    from explorer.spectral import _warn_duplicates
+    from explorer.pipeline.runners import _warn_duplicates
 
     X = np.zeros((300, 2), dtype=np.float32)
     X[-2:] = [[1, 0], [0, 1]]

@@ -8,6 +8,7 @@ from sklearn.datasets import make_blobs
 from sklearn.preprocessing import StandardScaler
 
 from explorer import EdgeRule, SpectralClustering, datasets
+from explorer.graph import dataset_params  # noqa: E402
 from explorer.metrics import adjusted_rand_score
 
 
@@ -23,14 +24,14 @@ def test_readme_example_fits_with_no_graph_parameters():
     sc = SpectralClustering(n_clusters=2, affinity="epsilon", random_state=0, backend="cpu")
     labels = sc.fit_predict(ds.X)
     # the same rule as the data set's suggestion, so the same score
-    ref = SpectralClustering(**ds.suggested, affinity="epsilon", random_state=0,
+    ref = SpectralClustering(**dataset_params(ds), affinity="epsilon", random_state=0,
                              backend="cpu").fit(ds.X)
     assert np.array_equal(labels, ref.labels_)
     assert adjusted_rand_score(ds.y, labels) > 0.95
     assert sc.edge_rule_ == ref.edge_rule_
-    assert sc.metric_ == ds.suggested["metric"] == "gaussian"
-    assert sc.sigma_ == ds.suggested["sigma"]
-    assert sc.threshold_sqdist_ == ds.suggested["threshold_sqdist"]
+    assert sc.metric_ == dataset_params(ds)["metric"] == "gaussian"
+    assert sc.sigma_ == dataset_params(ds)["sigma"]
+    assert sc.threshold_sqdist_ == dataset_params(ds)["threshold_sqdist"]
     assert sc.threshold_sim_ is None
     assert set(sc.suggested_params_) == {"metric", "sigma", "threshold_sqdist"}
     assert ref.suggested_params_ == () and "suggest" not in ref.timings_
@@ -195,7 +196,7 @@ def test_auto_takes_the_graph_it_built_on_every_row(monkeypatch):
     # affinity="auto" builds the kNN graph of its sample; with at most GAP_SAMPLE rows
     # the sample is every row, and the fit takes that graph instead of building it
     # again: the same canonical CSR as a build with the fit's rule.
-    import explorer.spectral
+    import explorer.pipeline.runners
     from explorer import build_graph
     from explorer.affinity import GAP_SAMPLE
 
@@ -205,7 +206,7 @@ def test_auto_takes_the_graph_it_built_on_every_row(monkeypatch):
         builds.append(kwargs.get("method"))
         return build_graph(*args, **kwargs)
 
-    monkeypatch.setattr(explorer.spectral, "build_graph", counted)
+    monkeypatch.setattr(explorer.pipeline.runners, "build_graph", counted)
     ds = datasets.load("moons", n_samples=GAP_SAMPLE, noise=0.05, random_state=1)
     sc = SpectralClustering(n_clusters=2, random_state=0, backend="cpu").fit(ds.X)
     assert sc.affinity_ == "knn" and builds == []

@@ -28,10 +28,14 @@ hv.extension("bokeh")
 pytestmark = pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
 
 
-def _state(dataset="moons", n=400, **data) -> ExplorerState:
+def _state(dataset="moons", n=400, graph="epsilon", **data) -> ExplorerState:
+    """A loaded state; on the ε-graph the sidebar is centred on (the tests of ε
+    behaviour), or with ``graph=None`` on the library's choice the app opens on."""
     s = ExplorerState()
     s.data.param.update(dataset=dataset, n_samples=n, **data)
     assert s.load(), s.data.error
+    if graph is not None:
+        s.graph.graph = graph
     return s
 
 
@@ -70,8 +74,8 @@ def test_scale_reaches_the_run_and_the_data_are_shown_and_measured_scaled():
     np.testing.assert_array_equal(scaled.xy, expected)  # 2-D: drawn as scaled
     assert scaled.axis_labels() == ("x0 (standard-scaled)", "x1 (standard-scaled)")
     assert "standard-scaled" in scaled.describe() and "standard-scaled" in scaled.projection_note
-    # the sliders moved to the rule suggested for the scaled points
-    assert s.graph.threshold_sqdist == pytest.approx(scaled.rule.threshold)
+    # the sliders moved to the library's ε rule for the scaled points
+    assert s.graph.threshold_sqdist == pytest.approx(scaled.epsilon_rule.threshold)
     assert _estimator(s)["scale"] == "standard"
     assert s.refresh_stats(), s.graph.error
     library = explorer.graph_stats(expected, s.graph.rule)
@@ -148,6 +152,7 @@ def test_knn_controls_replace_the_epsilon_controls_and_update_the_card():
     s.data.n_samples = 500
     app = ExplorerApp(state=s)
     g = app.graph_controls
+    _act(lambda: setattr(g.graph, "value", "epsilon"))
     assert g.sqdist.widget.visible and not g.n_neighbors.visible
     _act(lambda: setattr(g.graph, "value", "knn"))
     assert s.graph.graph == "knn"
@@ -161,17 +166,17 @@ def test_knn_controls_replace_the_epsilon_controls_and_update_the_card():
     assert s.graph.local_sigma and g.local_neighbor.visible and not g.sigma.widget.visible
 
 
-def test_affinity_auto_lets_the_library_choose_and_says_what_it_chose():
-    s = _state("moons", 400, random_state=1)
-    s.graph.auto_affinity = True
+def test_the_run_builds_the_graph_the_sidebar_shows():
+    # The sidebar opens on the library's choice; a run passes the sidebar's graph as
+    # given, so the run's graph and the live statistics are of one rule.
+    s = _state("moons", 400, graph=None, random_state=1)
     kw = _estimator(s)
-    assert kw["affinity"] == "auto" and kw["sigma"] == "auto"
-    assert kw["threshold_sqdist"] is None and kw["threshold_sim"] is None
+    assert kw["affinity"] == s.graph.graph
     assert s.run(), s.run_state.error
-    est = explorer.SpectralClustering(**kw).fit(s.dataset.X)
     r = s.result
-    assert (r.affinity, r.affinity_why) == (est.affinity_, est.affinity_why_)
-    assert r.affinity_why and r.affinity_why in mode_markdown(r)
+    assert r.params["edge_rule"] == s.graph.rule.describe()
+    assert s.refresh_stats() and r.graph_stats.nnz == s.graph.stats.nnz
+    assert r.affinity_why == "given" and r.affinity_why in mode_markdown(r)
 
 
 # --------------------------------------------------------------------------- modes
@@ -184,8 +189,10 @@ def test_mode_and_its_sizes_reach_the_estimator():
     s.run_state.param.update(mode="representatives", n_representatives=50)
     kw = _estimator(s)
     assert (kw["mode"], kw["n_representatives"]) == ("representatives", 50)
-    # the representatives' ε rule is chosen from them (the sidebar's is the points')
-    assert kw["threshold_sqdist"] is None and kw["sigma"] == "auto"
+    # the sidebar's graph reaches the run as it is, in every mode (the statistics
+    # describe the graph of the points the run joins)
+    assert kw["threshold_sqdist"] == s.graph.threshold_sqdist
+    assert kw["sigma"] == s.graph.sigma
     s.run_state.param.update(mode="landmarks", n_landmarks=40)
     kw = _estimator(s)
     assert (kw["mode"], kw["n_landmarks"], kw["affinity"]) == ("landmarks", 40, "epsilon")
@@ -254,8 +261,8 @@ def test_landmark_run_draws_its_landmarks_and_has_no_graph_views():
 
 
 def test_high_dimensional_representatives_are_projected_like_the_points():
-    s = _state("digits", 400, random_state=0)
-    _ = s.graph.rule  # the suggested rule stands
+    s = _state("digits", 400, graph=None, random_state=0)
+    _ = s.graph.rule  # the library's rule stands
     s.run_state.param.update(mode="representatives", n_representatives=40, auto_k=False,
                              n_clusters=10)
     assert s.run(), s.run_state.error

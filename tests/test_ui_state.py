@@ -33,7 +33,6 @@ import explorer  # noqa: E402
 from explorer._backend import gpu_status  # noqa: E402
 from explorer.ui import _export  # noqa: E402
 from explorer.ui._errors import describe_error  # noqa: E402
-from explorer.ui._graph import CPU_EPSILON_MAX_N, opening_graph  # noqa: E402
 from explorer.ui._jobs import (  # noqa: E402
     RUN_NICENESS,
     in_process,
@@ -54,10 +53,14 @@ from explorer.ui.state import (  # noqa: E402
 )
 
 
-def _state(dataset="moons", n=400, **data) -> ExplorerState:
+def _state(dataset="moons", n=400, graph="epsilon", **data) -> ExplorerState:
+    """A loaded state; on the ε-graph the sidebar is centred on (the tests of ε
+    behaviour), or with ``graph=None`` on the library's choice the app opens on."""
     s = ExplorerState()
     s.data.param.update(dataset=dataset, n_samples=n, **data)
     assert s.load(), s.data.error
+    if graph is not None:
+        s.graph.graph = graph
     return s
 
 
@@ -87,67 +90,67 @@ def test_state_imports_neither_panel_nor_holoviews():
 # --------------------------------------------------------------------------- data
 
 
-def test_load_builtin_adopts_suggested_parameters():
-    s = _state("blobs", 600, random_state=3)
+def test_load_builtin_adopts_the_librarys_choice():
+    # New data open on what a default fit would build (the library's plan), with the
+    # σ and threshold sliders centred on the library's ε rule for the same points.
+    s = _state("blobs", 600, graph=None, random_state=3)
     ds = s.dataset
     assert (ds.n, ds.d) == (600, 2) and ds.n_classes == 3
     assert s.data.xy.shape == (600, 2) and s.data.projection_note == ""
-    assert s.graph.metric == ds.suggested["metric"]
-    assert s.graph.threshold_sqdist == pytest.approx(ds.suggested["threshold_sqdist"])
-    assert s.graph.sigma == pytest.approx(ds.suggested["sigma"])
+    plan = explorer.SpectralClustering(3, random_state=0).plan(ds.X)
+    assert s.graph.graph == plan.rule.graph and s.graph.rule == plan.rule
+    eps = explorer.EdgeRule.suggest(ds.X, n_clusters=3) if plan.rule.graph != "epsilon" \
+        else plan.rule
+    assert s.graph.threshold_sqdist == pytest.approx(eps.threshold_sqdist)
+    assert s.graph.sigma == pytest.approx(eps.sigma)
+    assert plan.affinity_why in s.graph.graph_note
     assert s.run_state.n_clusters == 3 and not s.run_state.auto_k
     lo, hi = s.graph.log_sqdist_range
     assert lo < np.log10(s.graph.threshold_sqdist) < hi
 
 
-def test_many_points_on_the_cpu_open_on_the_knn_graph_until_one_is_picked():
-    # Issue 22: the suggested ε-graph of 10⁵ points takes seconds to Run on the CPU;
-    # the app opens such data on the kNN graph, says why, and stops choosing once
-    # the graph kind is picked by hand.
-    s = ExplorerState()
-    s.graph.backend = "cpu"
-    small, large = CPU_EPSILON_MAX_N, CPU_EPSILON_MAX_N + 1
-    s.data.param.update(dataset="moons", n_samples=small)
-    assert s.load() and s.graph.graph == "epsilon" and s.graph.graph_note == ""
-    assert not s.graph.local_sigma
-    s.data.n_samples = large
-    assert s.load()
+def test_digits_open_on_the_librarys_graph_not_the_data_sets_preset():
+    # The teacher's "spectral beats k-means" demo: the app's first Run is the library's
+    # default fit (a kNN graph on 64 features), not the data set's cosine preset.
+    s = _state("digits", 1797, graph=None)
     assert s.graph.graph == "knn" and s.graph.local_sigma
-    assert f"n = {large:,} > {small:,} points on the CPU" in s.graph.graph_note
-    # the ε sliders stay centred on the ε suggestion, for when the ε-graph is picked
-    assert s.graph.threshold_sqdist == pytest.approx(s.data.result.rule.threshold)
-    params = s.graph.estimator_params()
-    assert params["affinity"] == "knn" and params["sigma"] == "local"
-    s.data.n_samples = small  # back to few points: back to the ε-graph and its σ
-    assert s.load() and s.graph.graph == "epsilon" and not s.graph.local_sigma
-    s.data.n_samples = large
-    assert s.load() and s.graph.graph == "knn"
-    s.graph.backend = "gpu"  # the choice follows the backend while nothing was picked
-    assert s.graph.graph == "epsilon" and s.graph.graph_note == ""
-    s.graph.backend = "cpu"
-    assert s.graph.graph == "knn" and s.graph.graph_note
-    # a run of representatives builds no graph of every point: the ε-graph stays
-    s.run_state.mode = "representatives"
-    assert s.graph.graph == "epsilon" and s.graph.graph_note == ""
-    s.run_state.mode = "auto"
-    assert s.graph.graph == "knn"
-    s.graph.graph = "epsilon"  # picked by hand: the σ the app changed comes back
-    assert not s.graph.local_sigma and s.graph.graph_note == ""
-    s.data.n_samples = large + 1
-    assert s.load() and s.graph.graph == "epsilon"
+    assert s.run(), s.run_state.error
+    want = explorer.SpectralClustering(10, random_state=0).fit(s.dataset.X)
+    assert explorer.metrics.adjusted_rand_score(want.labels_, s.result.labels) > 0.95
+    assert s.result.scores["spectral"]["ari"] > s.result.scores["kmeans"]["ari"]
 
 
-def test_the_gpu_and_the_approximate_pipelines_open_on_the_epsilon_graph():
-    assert opening_graph(10**7, "gpu") == ("epsilon", "")
-    assert opening_graph(CPU_EPSILON_MAX_N, "cpu") == ("epsilon", "")
-    assert opening_graph(CPU_EPSILON_MAX_N + 1, "cpu")[0] == "knn"
-    for pipeline in ("representatives", "landmarks"):
-        assert opening_graph(10**6, "cpu", pipeline) == ("epsilon", "")
-    # mode="auto" clusters representatives beyond 10⁵ 2-D points on the CPU
+def test_sliders_drive_the_graph_of_the_representatives():
+    # Representatives mode (given, or mode="auto"'s choice on many points): the
+    # statistics describe the representatives' graph, the sliders' σ and threshold
+    # reach the run as given, and the run's graph is the one the statistics describe.
     s = ExplorerState()
     s.graph.backend = "cpu"
-    assert s.run_state.pipeline(100_000, 2) == "exact"
-    assert s.run_state.pipeline(100_001, 2) == "representatives"
+    s.data.param.update(dataset="moons", n_samples=6000)
+    assert s.load() and s.data.result.representatives is None  # auto: every point
+    assert s.graph.representatives is None
+    s.run_state.param.update(mode="representatives", n_representatives=400)
+    assert s.graph.representatives == {"n_representatives": 400, "random_state": 0,
+                                       "n_clusters": 2}
+    for big in (False, True):
+        if big:  # mode="auto" on many points: the data's plan has representatives
+            s.data.n_samples = 120_000
+            s.run_state.param.update(mode="auto", n_representatives=None)
+            assert s.load() and s.data.result.representatives is not None
+            assert s.graph.representatives["n_representatives"] == "auto"
+        s.graph.param.update(graph="epsilon", local_sigma=False, metric="gaussian",
+                             threshold_kind="sqdist")
+        s.graph.threshold_sqdist = s.graph.threshold_sqdist * 2
+        assert s.refresh_stats(), s.graph.error
+        stats = s.graph.stats
+        assert stats.n == (400 if not big else s.data.result.representatives.shape[0])
+        kw = s.run_state.estimator_params(s.run_state.snapshot())
+        assert kw["threshold_sqdist"] == s.graph.threshold_sqdist
+        assert s.run(), s.run_state.error
+        r = s.result
+        assert r.mode == "representatives"
+        assert r.graph_stats.nnz == stats.nnz and r.graph_stats.n == stats.n
+        assert f"{s.graph.threshold_sqdist:g}" in r.params["edge_rule"]
 
 
 def test_noise_drives_the_option_each_generator_has():

@@ -42,7 +42,11 @@ def app():
     state = ExplorerState()
     state.data.param.update(dataset="moons")
     state.data.n_samples = 400
-    return ExplorerApp(state=state)
+    app = ExplorerApp(state=state)
+    # The ε-graph the sidebar is centred on (the app opens on the library's choice, a
+    # kNN graph for the moons), picked as a user who tunes ε does.
+    _act(lambda: setattr(app.graph_controls.graph, "value", "epsilon"))
+    return app
 
 
 def _connect(state, factor=6.0):
@@ -149,21 +153,16 @@ def test_metric_controls(app):
     assert app.state.graph.stats is not None
 
 
-def test_the_note_under_the_graph_kind_says_why_the_app_chose_knn(app):
-    # The sidebar shows why many points on the CPU opened on the kNN graph, and the
-    # note goes once a graph kind is picked (the button the browser clicks).
-    from explorer.ui._graph import CPU_EPSILON_MAX_N
-
+def test_the_sidebar_says_the_librarys_choice_and_takes_it_back(app):
+    # New data open on the library's choice of graph, with its reason under the graph
+    # kind; after a change by hand, the button takes the library's choice back.
     s, gc = app.state, app.graph_controls
-    s.graph.backend = "cpu"
-    assert not gc.graph_note.visible
-    s.data.n_samples = CPU_EPSILON_MAX_N + 1
-    _act(s.load)
-    assert gc.graph.value == "knn" and gc.n_neighbors.visible and not gc.sqdist.widget.visible
-    assert gc.graph_note.visible and "Opened on the kNN graph" in gc.graph_note.object
-    _act(lambda: setattr(gc.graph, "value", "epsilon"))
-    assert not gc.graph_note.visible and gc.sqdist.widget.visible
-    assert s.graph.graph == "epsilon" and not s.graph.local_sigma
+    plan_kind = dict(s.data.result.plan_lines)["graph kind"]
+    assert gc.graph_note.visible and plan_kind in gc.graph_note.object
+    chosen = s.data.result.rule  # the library's (the fixture picked the ε-graph since)
+    assert chosen.graph == "knn" and s.graph.rule != chosen
+    _act(lambda: setattr(gc.library_choice, "clicks", gc.library_choice.clicks + 1))
+    assert s.graph.rule == chosen and gc.graph.value == chosen.graph
 
 
 def test_gpu_choice_is_disabled_with_a_reason_when_there_is_none(app):
@@ -190,7 +189,7 @@ def test_dataset_widgets_load_data(app):
     assert app.state.dataset.n == 1000
     _act(lambda: setattr(dc.dataset, "value", "digits"))
     assert app.state.dataset.d == 64 and "PCA" in dc.summary.object
-    assert app.state.graph.metric == "cosine"
+    assert app.state.graph.graph == "knn"  # the library's choice for 64 features
 
 
 def test_upload_widget_reads_the_file_and_bad_files_alert(app, rng):

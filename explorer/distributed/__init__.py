@@ -13,14 +13,17 @@ the workers:
   blocks (:mod:`._components`), the components embedding per row block
   (:mod:`._embedding`) and products whose vectors stay on the workers, each block
   fetching its halo rows from the others (:mod:`._halo`);
-- :func:`fit_spectral`: the whole :class:`explorer.SpectralClustering` fit on a Dask
-  array, which ``SpectralClustering(...).fit(dask_array)`` dispatches to (:mod:`._fit`).
+- :func:`plan_fit` and :func:`run_fit`: the whole :class:`explorer.SpectralClustering`
+  fit on a Dask array (:mod:`._fit`).
 
-Importing this package imports Dask; ``import explorer`` does not.
+Importing this package registers the Dask engine (:func:`explorer.engines.register_engine`):
+``SpectralClustering(...).fit(dask_array)`` and ``KMeans(...).fit(dask_array)`` import it
+by name on their first Dask array. It imports Dask; ``import explorer`` does not.
 """
 
+from ..engines import Engine, register_engine
 from ._blocks import RowBlocks, get_client, is_dask_array, n_workers
-from ._fit import DISTRIBUTED_SOLVERS, distributed_embedding, fit_spectral
+from ._fit import DISTRIBUTED_SOLVERS, distributed_embedding, engine_kmeans, plan_fit, run_fit
 from ._graph import RowBlockGraph, build_row_blocks
 from ._kmeans import DistributedKMeansResult, kmeans_fit
 from ._operator import RowBlockOperator
@@ -33,9 +36,12 @@ __all__ = [
     "RowBlocks",
     "build_row_blocks",
     "distributed_embedding",
-    "fit_spectral",
+    "plan_fit",
+    "run_fit",
     "get_client",
     "is_dask_array",
     "kmeans_fit",
     "n_workers",
 ]
+
+register_engine(Engine(name="dask", plan=plan_fit, run=run_fit, kmeans=engine_kmeans))

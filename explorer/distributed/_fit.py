@@ -14,6 +14,8 @@ from ..embedding import EIGENGAP_TOL, Embedding, auto_k_max, eigengap_k, solvers
 from ..embedding.components import indicator_vectors
 from ..embedding.embed import finish_eigenvectors
 from ..graph.rule import EdgeRule
+from ..partition import STRAY_SHARE, warn_components
+from ..pipeline import FitResult
 from ._blocks import RowBlocks, get_client, n_workers
 from ._components import block_components, largest_components
 from ._embedding import components_embedding
@@ -21,13 +23,7 @@ from ._graph import METHODS, build_row_blocks, gather_points
 from ._kmeans import kmeans_fit, label_meta
 from ._operator import RowBlockOperator, normalised_blocks
 
-
-def _warn_components(n_components, n_isolated, k, n_dropped, **strays):
-    from ..spectral import warn_components as warn
-
-    warn(n_components, n_isolated, k, n_dropped, **strays)
-
-__all__ = ["DISTRIBUTED_SOLVERS", "distributed_embedding", "fit_spectral"]
+__all__ = ["DISTRIBUTED_SOLVERS", "distributed_embedding", "engine_kmeans", "plan_fit", "run_fit"]
 
 #: Eigensolvers that run on the row-block operator (``"dense"`` gathers A: small
 #: graphs only, as in the single-process path; ``"components"`` needs no product).
@@ -128,15 +124,15 @@ def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_i
     return emb, op
 
 
-def _kmeans(E, k, estimator, rng, client, on_gpu):
+def _kmeans(E, k, params, rng, client, on_gpu):
     """k-means of the embedding's kept rows `E` (a Dask array) on the workers."""
     if on_gpu:  # CuPy chunks: k-means on the workers' GPUs
         import cupy
 
         E = E.map_blocks(cupy.asarray, meta=cupy.empty((0, 0)))
     # Numbered by first point, as the single-process partition is.
-    return kmeans_fit(E, k, n_init=estimator.n_init, tol=estimator.kmeans_tol,
-                      max_iter=estimator.kmeans_max_iter, random_state=rng,
+    return kmeans_fit(E, k, n_init=params["n_init"], tol=params["kmeans_tol"],
+                      max_iter=params["kmeans_max_iter"], random_state=rng,
                       client=client).number_by_first_point()
 
 
@@ -180,89 +176,112 @@ def place_labels(columns, labels, on_gpu):
     return out
 
 
-def fit_spectral(estimator, X, client=None):
-    """Fit a :class:`explorer.SpectralClustering` on the Dask array `X` (n × d, NumPy
-    or CuPy chunks, chunked by rows) on the cluster of `client` (default: the Client
-    in scope). Sets the estimator's attributes and returns it.
+def plan_fit(data, params, client=None):
+    """The :class:`~explorer.pipeline.FitPlan` of a spectral fit of the Dask array
+    ``data.X`` (the input stage's float32 blocks): the checks of what the Dask engine
+    runs, the row blocks placed on the workers, and the edge rule chosen on a worker
+    from all points when parameters are missing (:meth:`explorer.EdgeRule.suggest`,
+    which samples at most 20 000 rows)."""
+    from ..pipeline import FitPlan
+
+    if params["scale"] is not None:
+        raise ValueError(
+            f"scale={params['scale']!r} is not available on a Dask array (the distributed "
+            "fit takes the points as given); scale the array first, e.g. "
+            "(X - X.mean(axis=0)) / X.std(axis=0), and use scale=None")
+    if params["reorder"] is not None:
+        raise ValueError(
+            f"reorder={params['reorder']!r} is for a single-process fit; a Dask array is "
+            "embedded in its row blocks as built (use reorder=None)")
+    if params["mode"] in ("representatives", "landmarks"):
+        raise ValueError(f"mode={params['mode']!r} is not available on Dask arrays (the "
+                         "distributed fit builds the exact graph); allowed there: "
+                         "mode='auto' or 'exact'")
+    # affinity="auto" (the default) is the ε-graph here: the only kind row blocks build.
+    if params["affinity"] not in ("epsilon", "auto") or params["sigma"] == "local":
+        what = (f"affinity={params['affinity']!r}"
+                if params["affinity"] not in ("epsilon", "auto") else "sigma='local'")
+        raise ValueError(f"{what} is not available for a Dask array yet (the row blocks "
+                         "build ε graphs with a fixed σ); use affinity='epsilon' with a "
+                         "numeric or 'auto' sigma, or fit the points as a NumPy or CuPy array")
+    check_choice(params["eigen_solver"], "eigen_solver", DISTRIBUTED_SOLVERS)
+    check_choice(params["method"], "method", METHODS)
+    client = get_client(client)
+    t0 = time.perf_counter()
+    blocks = RowBlocks.from_dask(client, data.X)
+    points = client.submit(gather_points, blocks.futures)
+    sigma, t_sq = params["sigma"], params["threshold_sqdist"]
+    if data.unit != 1.0:  # given lengths in the units the graph is built in
+        sigma = sigma * data.unit if not isinstance(sigma, str) else sigma
+        t_sq = None if t_sq is None else t_sq * data.unit**2
+    rule = client.submit(EdgeRule.suggest, points, params["metric"], sigma, t_sq,
+                         params["threshold_sim"], n_clusters=params["n_clusters"]).result()
+    timings = {"suggest": time.perf_counter() - t0} if rule.suggested else {}
+    solver = params["eigen_solver"]
+    return FitPlan(
+        params=params, data=data, engine="dask",
+        engine_why=f"a Dask array: {n_workers(client)} workers of "
+                   f"{client.scheduler.address}, {blocks.n_blocks} row blocks",
+        backend="dask", backend_why="the work runs where the chunks are (NumPy chunks on "
+        "the workers' CPUs, CuPy chunks on their GPUs)",
+        mode="exact", mode_why="a Dask array: the distributed exact pipeline",
+        affinity="epsilon", affinity_why=("given" if params["affinity"] == "epsilon" else
+                                          "a Dask array: the distributed fit builds "
+                                          "ε-graphs only"),
+        rule=rule, eigen_solver=solver,
+        eigen_solver_why=("given" if solver != "auto" else "auto, distributed: the "
+                          "components' indicators with exactly k components, else dense up "
+                          f"to {solvers.DENSE_MAX_N} vertices and LOBPCG beyond"),
+        points=data.X, timings=timings, rng=check_random_state(params["random_state"]),
+        engine_state={"client": client, "blocks": blocks, "points": points},
+    )
+
+
+def run_fit(plan):
+    """Run a Dask engine plan (:func:`plan_fit`): the distributed exact pipeline.
+
+    Returns
+    -------
+    explorer.pipeline.FitResult
 
     Notes
     -----
     The stages of the single-process fit, each on the workers where it is O(n·…):
 
-    1. the edge rule, chosen on a worker from all points when parameters are missing
-       (:meth:`explorer.EdgeRule.suggest`, which samples at most 20 000 rows);
-    2. the graph as CSR row blocks (:func:`~explorer.distributed.build_row_blocks`;
+    1. the graph as CSR row blocks (:func:`~explorer.distributed.build_row_blocks`;
        ``method`` must be one of its builders or ``"auto"``);
-    3. with a fixed k, the connected components, labelled per row block with only the
+    2. with a fixed k, the connected components, labelled per row block with only the
        links between blocks merged on the client
        (:func:`~explorer.distributed._components.block_components`), and the
        single-process components rule: stray pieces out, then the k largest;
-    4. the embedding: with exactly k components left (solver ``"auto"`` or
+    3. the embedding: with exactly k components left (solver ``"auto"`` or
        ``"components"``) their indicator vectors, row block by row block on the
        workers (:func:`~explorer.distributed._embedding.components_embedding`);
        otherwise :func:`distributed_embedding` (``"dense"``, ``"lobpcg"`` or
        ``"lanczos"``, the solver on the client against the row-block operator);
-    5. k-means of the embedding's rows, distributed with the row blocks
-       (:func:`~explorer.distributed.kmeans_fit`); the components embedding's rows
-       never leave their workers, nor do the labels.
+    4. k-means of the embedding's rows, distributed with the row blocks
+       (:func:`~explorer.distributed.kmeans_fit`).
 
     The random stream is the single-process one: the eigensolver draws its seed, then
-    k-means seeds from the same `random_state`. With the same solver, the distributed
+    k-means seeds from the same stream. With the same solver, the distributed
     products equal the single-process ones bit for bit on the CPU, so the embedding
     is the same and the labels are those of the single-process fit (see
     :func:`~explorer.distributed.kmeans_fit` for the k-means rounding caveat).
 
-    `backend` is not used: the work runs where the chunks are (NumPy chunks on the
-    workers' CPUs, CuPy chunks on their GPUs). Attributes differ from the
-    single-process fit in kind: `labels_`, `embedding_` and `eigenvectors_` are Dask
-    arrays with X's row chunks (``.compute()`` gathers them; the embedding's chunks are
-    NumPy, the labels' those of X); `isolated_` is a NumPy array on the client;
-    `affinity_matrix_` and `graph_` are the
-    :class:`~explorer.distributed.RowBlockGraph` (its ``to_csr()`` gathers it);
-    `backend_` is ``"dask"``.
-
-    Connected components follow the single-process rules (stray pieces, the k largest
-    with a warning and label −1 for the rest, the ``"components"`` solver under
-    ``"auto"`` when exactly k are left). On the CPU the components embedding equals
-    the single-process one (the one-hot rows exactly, U to float64 rounding: the
-    column norms are summed per block). From 10⁵ rows k-means|| draws per block, so
-    the labels are the single-process clusters, possibly numbered otherwise. Not
-    distributed (yet): the ``"chebyshev"`` solver (``"auto"`` takes LOBPCG past
-    :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices when the components do
-    not give the embedding), and the iterative solvers' dense algebra, which runs on
-    the client with a round trip per product.
+    `labels`, `embedding` and `eigenvectors` are Dask arrays with X's row chunks
+    (``.compute()`` gathers them, while the client is open; the labels' chunks are of
+    X's array kind, the embedding's NumPy); `graph` is the
+    :class:`~explorer.distributed.RowBlockGraph` (its ``to_csr()`` gathers it).
+    Not distributed (yet): the ``"chebyshev"`` solver, and the iterative solvers'
+    dense algebra, which runs on the client with a round trip per product.
     """
     import dask.array as da
 
-    t_start = time.perf_counter()
-    from ..spectral import STRAY_SHARE, check_params
-
-    options = check_params(estimator)
-    del options  # the CSR-2/3 knobs have no row-block counterpart
-    if estimator.affinity == "precomputed":
-        raise ValueError("affinity='precomputed' is not available for a Dask array; pass "
-                         "the points (affinity='epsilon') or a SciPy/NumPy affinity matrix")
-    # affinity="auto" (the default) is the ε-graph here: the only kind row blocks build.
-    if estimator.affinity not in ("epsilon", "auto") or isinstance(estimator.sigma, str) and (
-            estimator.sigma == "local"):
-        what = (f"affinity={estimator.affinity!r}"
-                if estimator.affinity not in ("epsilon", "auto") else "sigma='local'")
-        raise ValueError(f"{what} is not available for a Dask array yet (the row blocks "
-                         "build ε graphs with a fixed σ); use affinity='epsilon' with a "
-                         "numeric or 'auto' sigma, or fit the points as a NumPy or CuPy array")
-    check_choice(estimator.eigen_solver, "eigen_solver", DISTRIBUTED_SOLVERS)
-    method = check_choice(estimator.method, "method", METHODS)
-    client = get_client(client)
-    rng = check_random_state(estimator.random_state)
-
-    t0 = time.perf_counter()
-    blocks = RowBlocks.from_dask(client, X)
-    points = client.submit(gather_points, blocks.futures)
-    rule = client.submit(EdgeRule.suggest, points, estimator.metric, estimator.sigma,
-                         estimator.threshold_sqdist, estimator.threshold_sim,
-                         n_clusters=estimator.n_clusters).result()
+    params, rule, rng = plan.params, plan.rule, plan.rng
+    X = plan.points
+    client, blocks, points = (plan.engine_state[k] for k in ("client", "blocks", "points"))
     t1 = time.perf_counter()
-    graph = build_row_blocks(X, rule, method=method, client=client, blocks=blocks,
+    graph = build_row_blocks(X, rule, method=params["method"], client=client, blocks=blocks,
                              points=points)
     t2 = time.perf_counter()
     n = graph.n
@@ -272,10 +291,10 @@ def fit_spectral(estimator, X, client=None):
             f"(now {rule.describe()}) until points have neighbours"
         )
 
-    auto = estimator.n_clusters == "auto"
+    auto = params["n_clusters"] == "auto"
     in_graph = graph.degrees > 0
     n_kept = int(np.count_nonzero(in_graph))
-    solver = estimator.eigen_solver
+    solver = params["eigen_solver"]
     if auto and solver == "components":
         raise ValueError(
             "eigen_solver='components' needs a fixed n_clusters (it gives exactly k "
@@ -285,7 +304,7 @@ def fit_spectral(estimator, X, client=None):
     comps = kept_labels = None
     stages = {}
     if not auto:
-        k = check_int(estimator.n_clusters, "n_clusters", low=1)
+        k = params["n_clusters"]
         if k > n_kept:
             raise ValueError(
                 f"n_clusters={k} is out of range: only {n_kept} of the n={n} points have an "
@@ -299,7 +318,7 @@ def fit_spectral(estimator, X, client=None):
                                     STRAY_SHARE)
         kept_labels = choice.kept
         if choice.n_dropped:
-            _warn_components(choice.n_components, n - n_kept, k, choice.n_dropped,
+            warn_components(choice.n_components, n - n_kept, k, choice.n_dropped,
                              n_stray=choice.n_stray, stray_pieces=choice.stray_pieces,
                              stray_size=choice.stray_size)
         if solver == "auto" and choice.n_left >= k:
@@ -318,7 +337,7 @@ def fit_spectral(estimator, X, client=None):
         stages.update({f"embedding.{key}": v for key, v in bemb.timings.items()})
         t3 = time.perf_counter()
         E = _blocks_array(bemb.kept, bemb.n_kept, k)
-        km = _kmeans(E, k, estimator, rng, client, on_gpu)
+        km = _kmeans(E, k, params, rng, client, on_gpu)
         labels = _place_labels(blocks, bemb.columns, bemb.n_kept, km.labels, X)
         embedding = bemb.dask_array("embedding", row_chunks)
         vectors = bemb.dask_array("vectors", row_chunks)
@@ -332,9 +351,9 @@ def fit_spectral(estimator, X, client=None):
             components = comps.gather()
             dropped = in_graph & ~np.isin(components, kept_labels)
         n_eig = auto_k_max(n_kept) if auto else k
-        tol = EIGENGAP_TOL if auto and estimator.eigen_tol is None else estimator.eigen_tol
+        tol = EIGENGAP_TOL if auto and params["eigen_tol"] is None else params["eigen_tol"]
         emb, _ = distributed_embedding(graph, n_eig, solver=solver, tol=tol,
-                                       max_iter=estimator.eigen_max_iter, random_state=rng,
+                                       max_iter=params["eigen_max_iter"], random_state=rng,
                                        exclude=dropped, components=components)
         k = eigengap_k(emb.eigenvalues) if auto else k
         used = emb.truncate(k)
@@ -345,7 +364,7 @@ def fit_spectral(estimator, X, client=None):
                                             strict=True)]
         chunks = tuple(c for c in kept_per_block if c) or (keep.shape[0],)
         E = da.from_array(used.embedding[keep], chunks=(chunks, -1))
-        km = _kmeans(E, k, estimator, rng, client, on_gpu)
+        km = _kmeans(E, k, params, rng, client, on_gpu)
         full = np.full(n, -1, dtype=np.int32)
         full[keep] = km.labels_numpy()
         labels = da.from_array(full, chunks=(row_chunks,))
@@ -359,38 +378,24 @@ def fit_spectral(estimator, X, client=None):
         iterations, residuals = emb.iterations, emb.residual_norms
     t4 = time.perf_counter()
 
-    estimator.n_features_in_ = int(X.shape[1])
-    # The array kind of the input, as the single-process fit: CuPy chunks in, CuPy out.
-    estimator.labels_ = labels
-    estimator.n_clusters_ = int(k)
-    estimator.eigenvalues_ = eigenvalues
-    estimator.embedding_ = embedding
-    estimator.eigenvectors_ = vectors
-    estimator.isolated_ = ~in_graph
-    estimator.affinity_matrix_ = graph
-    estimator.graph_ = graph
-    estimator.graph_stats_ = graph.stats
-    estimator.edge_rule_ = rule
-    estimator.affinity_ = "epsilon"
-    estimator.affinity_why_ = ("given" if estimator.affinity == "epsilon" else
-                               "a Dask array: the distributed fit builds ε-graphs only")
-    estimator.metric_ = rule.metric
-    estimator.sigma_ = rule.sigma
-    estimator.threshold_sqdist_ = rule.threshold_sqdist
-    estimator.threshold_sim_ = rule.threshold_sim
-    estimator.suggested_params_ = rule.suggested
-    estimator.eigen_solver_ = used_solver
-    estimator.eigen_solver_why_ = _solver_why(estimator.eigen_solver, used_solver, k)
-    estimator.eigen_iterations_ = iterations
-    estimator.eigen_residuals_ = residuals
-    estimator.backend_ = "dask"
-    estimator.backend_reason_ = (
-        f"a Dask array: {n_workers(client)} workers of "
-        f"{client.scheduler.address}, {blocks.n_blocks} row blocks"
+    plan.engine_state = None  # the client and its futures are not kept with the fit
+    return FitResult(
+        labels=labels, n_clusters=int(k), eigenvalues=eigenvalues, embedding=embedding,
+        eigenvectors=vectors, isolated=~in_graph,
+        eigen_solver=used_solver,
+        eigen_solver_why=_solver_why(params["eigen_solver"], used_solver, k),
+        eigen_iterations=iterations, eigen_residuals=residuals, backend="dask",
+        backend_why=plan.engine_why, graph=graph, affinity_matrix=graph,
+        timings={"graph": t2 - t1, "embedding": t3 - t2, "kmeans": t4 - t3, **stages},
     )
-    estimator.timings_ = {
-        **({"suggest": t1 - t0} if rule.suggested else {}),
-        "graph": t2 - t1, "embedding": t3 - t2, "kmeans": t4 - t3, **stages,
-        "total": time.perf_counter() - t_start,
-    }
-    return estimator
+
+
+def engine_kmeans(data, params):
+    """:class:`explorer.KMeans` on the Dask array ``data.X`` (the engine's k-means):
+    ``(centres, labels, inertia, n_iter)``, the centres in ``data.X``'s space and the
+    labels a Dask array with X's row chunks."""
+    result = kmeans_fit(data.X, params["n_clusters"], init=params["init"],
+                        n_init=params["n_init"], max_iter=params["max_iter"],
+                        tol=params["tol"], random_state=params["random_state"])
+    return (result.cluster_centers.astype(np.float64), result.labels_array(),
+            result.inertia, result.n_iter)

@@ -315,6 +315,7 @@ def spectral_embedding(
     # model's choice; solvers.resolve_solver, Notes).
     used, fallback = solvers.plan_solver(solver, A, n_components, xp, points_dim=points_dim,
                                          n_components=found)
+    solvers.check_memory(used, m, n_components, xp)
     start = None
     if found is not None and found <= n_components:  # more would not fit the block
         start = indicator_vectors(components[keep], found, degree, xp)[1]

@@ -270,6 +270,43 @@ def plan_solver(solver: str, A, k: int, xp=np, points_dim: int | None = None,
     return tried, (used if tried != used else None)
 
 
+#: Vectors of m float64 values an iterative solver holds per eigenpair asked for, at
+#: most: LOBPCG keeps X, AX, P, AP, R, AR and the Rayleigh-Ritz blocks; Chebyshev its
+#: filtered block, the product and the basis; ARPACK about 2k + 1 Lanczos vectors.
+ITERATIVE_VECTORS_PER_PAIR = 8
+
+
+def estimate_bytes(solver: str, m: int, k: int) -> float:
+    """Peak bytes of solving for k eigenpairs of an m × m matrix with `solver` (what
+    ``solve`` allocates besides the matrix): the dense matrix, its eigenvectors and
+    LAPACK's workspace for ``"dense"``; blocks of m-vectors for the iterative ones."""
+    if solver == "dense":
+        return 3.0 * m * m * 8
+    if solver == "components":
+        return 2.0 * m * k * 8
+    return ITERATIVE_VECTORS_PER_PAIR * float(m) * k * 8 + 4.0 * (3 * k) ** 2 * 8
+
+
+def check_memory(solver: str, m: int, k: int, xp) -> None:
+    """Refuse, before allocating, an eigensolve that will not fit in the memory of the
+    device the graph is on (:func:`estimate_bytes`).
+
+    Raises
+    ------
+    explorer.memory.MemoryEstimateError
+    """
+    from .. import memory
+
+    need = estimate_bytes(solver, m, k)
+    what = f"the {solver} eigensolver for {k} eigenpairs of {m:,} vertices"
+    advice = ("ask for fewer eigenpairs (n_clusters, n_eigenpairs)"
+              + (" or an iterative solver (eigen_solver='lobpcg')" if solver == "dense" else ""))
+    if xp is np:
+        memory.check_allocation(need, what, advice)
+    else:
+        memory.check_gpu_allocation(need, what, advice)
+
+
 def check_solver_backend(solver: str, xp) -> None:
     """Raise a ValueError for a solver the backend of `xp` does not have ("lu" and
     "amg": the CPU)."""

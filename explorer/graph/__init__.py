@@ -29,6 +29,7 @@ from .rule import (
     EdgeRule,
     default_hypo_max_nnz_row,
 )
+from .suggest import dataset_params, suggest_params
 
 __all__ = [
     "BUILD_FIELDS",
@@ -49,4 +50,6 @@ __all__ = [
     "graph_stats",
     "stats_from_counts",
     "suggest_hypo",
+    "suggest_params",
+    "dataset_params",
 ]

@@ -44,25 +44,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validation import check_choice, check_float, check_int, check_limit
-
-METRICS = ("gaussian", "cosine", "uniform")
-
-#: Graph kinds (docs/architecture.md "Semantics"): the ε-neighbourhood graph, the kNN
-#: graph symmetrised as the union, and the mutual kNN graph (the intersection).
-GRAPHS = ("epsilon", "knn", "mutual_knn")
-
-#: The word that asks for self-tuning σ (local scaling) instead of a number.
-LOCAL_SIGMA = "local"
-
-#: Defaults of the kNN fields: scikit-learn's ``n_neighbors`` and Zelnik-Manor &
-#: Perona's m = 7 for local scaling.
-DEFAULT_N_NEIGHBORS = 10
-DEFAULT_LOCAL_NEIGHBOR = 7
-
-#: Practical limit of ``n_neighbors`` and ``local_neighbor``: the GPU kernels keep each
-#: point's best k in registers and local memory (``kernels.knn.MAX_K``).
-MAX_NEIGHBORS = 256
+from .._validation import check_choice, check_float
+from ..inputs import prepare_input
+from ..params import (  # noqa: F401  (the declarations, re-exported for the graph layer)
+    BUILD_FIELDS,
+    DEFAULT_LOCAL_NEIGHBOR,
+    DEFAULT_N_NEIGHBORS,
+    EDGE_FIELDS,
+    GRAPHS,
+    LOCAL_SIGMA,
+    MAX_NEIGHBORS,
+    METRICS,
+    SPECTRAL_PARAMS,
+    Field,
+)
 
 #: Threshold kinds each metric takes (docs/architecture.md "Semantics"), the first its default.
 THRESHOLD_KINDS = {"gaussian": ("sqdist", "sim"), "cosine": ("sim",), "uniform": ("sqdist",)}
@@ -103,112 +98,6 @@ def default_hypo_max_nnz_row(d: int) -> int:
     :class:`~explorer.Graph` it returns records it (``graph.options``).
     """
     return DEFAULT_HYPO_HIGH_D if int(d) >= HYPO_HIGH_D else DEFAULT_HYPO_LOW_D
-
-
-# --- the declarations ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Field:
-    """One parameter of an edge rule or of the build options, declared once.
-
-    Attributes
-    ----------
-    name : str
-        The keyword (``threshold_sqdist``); the command-line flag is
-        ``--threshold-sqdist``.
-    type : {str, int, float}
-    help : str
-        One line for ``--help`` and the app's parameter docs.
-    choices : tuple
-        Allowed values of a ``str`` field.
-    low, high : float or None
-        Bounds of a number, ``None`` for unbounded.
-    low_inclusive, high_inclusive : bool
-    limit : float or None
-        A practical limit of an int, past the bounds (see ``check_limit``).
-    limit_why : str
-    words : tuple of str
-        Words a number field accepts besides numbers (``sigma="local"``).
-    """
-
-    name: str
-    type: type
-    help: str
-    choices: tuple = ()
-    low: float | None = None
-    high: float | None = None
-    low_inclusive: bool = True
-    high_inclusive: bool = True
-    limit: float | None = None
-    limit_why: str = ""
-    words: tuple = ()
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
-
-    @property
-    def bounds(self) -> tuple:
-        return (self.low, self.high)
-
-    @property
-    def inclusive_bounds(self) -> tuple:
-        return (self.low_inclusive, self.high_inclusive)
-
-    def check(self, value, *, allow_none: bool = False):
-        """Validate `value` against the declaration (the messages name the keyword)."""
-        if self.words and isinstance(value, str) and value in self.words:
-            return value
-        if self.type is str:
-            if value is None and allow_none:
-                return None
-            return check_choice(value, self.name, self.choices)
-        if self.type is int:
-            value = check_int(value, self.name, low=self.low, high=self.high,
-                              allow_none=allow_none)
-            return check_limit(value, self.name, self.limit, self.limit_why)
-        return check_float(value, self.name, low=self.low, high=self.high,
-                           low_inclusive=self.low_inclusive, high_inclusive=self.high_inclusive,
-                           allow_none=allow_none)
-
-
-#: The edge rule's keywords. ``threshold_sim``'s range depends on the metric:
-#: cosine [-1, 1), gaussian (0, 1); the declaration holds the union.
-EDGE_FIELDS = {
-    f.name: f for f in (
-        Field("graph", str, "epsilon (threshold), knn (union) or mutual_knn (intersection)",
-              choices=GRAPHS),
-        Field("n_neighbors", int, "neighbours per point of the knn and mutual_knn graphs",
-              low=1, limit=MAX_NEIGHBORS, limit_why="the GPU kernels keep a point's best k "
-              "in registers"),
-        Field("metric", str, "gaussian, cosine or uniform", choices=METRICS),
-        Field("sigma", float, "gaussian width σ, or 'local': σi = distance to the "
-              "local_neighbor-th neighbour, weight exp(-d²/(σiσj))", low=0.0,
-              low_inclusive=False, words=(LOCAL_SIGMA,)),
-        Field("local_neighbor", int, "m of sigma='local' (σi: distance to the m-th neighbour)",
-              low=1, limit=MAX_NEIGHBORS, limit_why="the GPU kernels keep a point's best k "
-              "in registers"),
-        Field("threshold_sqdist", float, "edge iff squared distance ‖xi−xj‖² < t (ε = √t)",
-              low=0.0, low_inclusive=False),
-        Field("threshold_sim", float,
-              "edge iff similarity > t (cosine: [-1, 1); gaussian: (0, 1))",
-              low=-1.0, high=1.0, high_inclusive=False),
-    )
-}
-
-#: The builders' knobs (the core paper's CSR-2 and CSR-3 parameters).
-BUILD_FIELDS = {
-    f.name: f for f in (
-        Field("hypo_max_nnz_row", int,
-              "CSR-2's ELLPACK width hypoMaxNnzRow (default: 32 for d < 64, else 512)", low=1,
-              limit=2**31 - 1, limit_why="the kernels index a row's slots with int32"),
-        Field("sp_max_nz_pct", float, "CSR-3's bound on the % of nonzeros (GPU only)",
-              low=0.0, high=100.0, low_inclusive=False),
-        Field("mem_use_rate", float, "CSR-3's share of free GPU memory (GPU only; default 0.8)",
-              low=0.0, high=1.0, low_inclusive=False),
-    )
-}
 
 
 # --- the edge rule ---------------------------------------------------------------------
@@ -460,7 +349,7 @@ class EdgeRule:
         """The edge rule of the given keywords, with what is left out chosen from `X`.
 
         Explicit values always win; ``"auto"`` (or no threshold at all) is filled in
-        by the rule of :func:`explorer.data.suggest_params` (see Notes there and in
+        by the rule of :func:`explorer.graph.suggest_params` (see Notes there and in
         :class:`explorer.SpectralClustering`). :class:`explorer.SpectralClustering`,
         the command line and the app all come here.
 
@@ -483,8 +372,8 @@ class EdgeRule:
             The k the graph is for: no more components than k is one of the
             threshold search's tests.
         suggestion : dict, optional
-            A ready suggestion (:attr:`explorer.data.Dataset.suggested`) to take the
-            missing values from instead of computing them.
+            Graph keywords to take the missing values from instead of computing them
+            (a data set's ``preset``: the paper's settings).
         n_neighbors : int
             The neighbour count the threshold is measured in, and k of a kNN graph.
         random_state : int
@@ -520,12 +409,36 @@ class EdgeRule:
             EDGE_FIELDS[name].check(value, allow_none=True)
         if sigma is not None and not (isinstance(sigma, str) and sigma == "auto"):
             EDGE_FIELDS["sigma"].check(sigma)
+        if n_clusters is not None:
+            SPECTRAL_PARAMS["n_clusters"].check(n_clusters)
         knn = {"graph": graph, "n_neighbors": n_neighbors, "local_neighbor": local_neighbor}
-        if graph != "epsilon":
+        # The one input stage: validated, a large offset taken off for distance rules,
+        # data of extreme magnitude brought into float32's range (given lengths with it).
+        data = prepare_input(X, center=metric != "cosine")
+        unit = data.unit
+        if unit != 1.0:
+            if isinstance(sigma, numbers.Real) and not isinstance(sigma, bool):
+                sigma = float(sigma) * unit
+            if threshold_sqdist is not None:
+                threshold_sqdist = float(threshold_sqdist) * unit * unit
+        args = (metric, sigma, threshold_sqdist, threshold_sim, n_clusters, suggestion,
+                n_neighbors, random_state, knn)
+        rule = cls._suggest_prepared(data.X, *args)
+        if rule.compares == "cosine" and data.shift is not None:
+            # "auto" chose the cosine, which is not translation invariant: the data as
+            # given, not centred.
+            rule = cls._suggest_prepared(prepare_input(X, center=False).X, *args)
+        return rule.rescaled(1.0 / unit)
+
+    @classmethod
+    def _suggest_prepared(cls, X, metric, sigma, threshold_sqdist, threshold_sim, n_clusters,
+                          suggestion, n_neighbors, random_state, knn) -> EdgeRule:
+        """:meth:`suggest` on validated float32 points, the keywords checked."""
+        if knn["graph"] != "epsilon":
             return cls._suggest_knn(X, metric, sigma, threshold_sqdist, threshold_sim,
                                     suggestion, knn)
         from .._backend import to_numpy
-        from ..data import suggest as data_suggest
+        from . import suggest as data_suggest
 
         d = int(X.shape[1])
         host = []  # X on the host, converted once if a search needs it
@@ -622,7 +535,7 @@ class EdgeRule:
                 sigma = LOCAL_SIGMA
                 if threshold_sim is not None:  # a similarity cutoff needs one σ
                     from .._backend import to_numpy
-                    from ..data import suggest as data_suggest
+                    from . import suggest as data_suggest
 
                     host = np.ascontiguousarray(to_numpy(X), dtype=np.float32)
                     sigma = base.get("sigma") or data_suggest.sigma_for(
@@ -631,6 +544,24 @@ class EdgeRule:
         rule = cls.from_args(metric, sigma, threshold_sqdist, threshold_sim, **knn)
         return cls(rule.metric, rule.sigma, rule.threshold_kind, rule.threshold,
                    suggested=tuple(chosen), **knn)
+
+    def rescaled(self, factor: float) -> EdgeRule:
+        """The same rule for points multiplied by `factor`: σ times `factor`, a
+        squared-distance threshold times its square (similarity thresholds, cosines and
+        self-tuning σ do not change). The input stage brings data of extreme magnitude
+        into float32's range this way, and reports rules in the input's units."""
+        if factor == 1.0:
+            return self
+        sigma = self.sigma * factor if isinstance(self.sigma, float) else self.sigma
+        threshold = self.threshold
+        if self.threshold_kind == "sqdist":
+            threshold = self.threshold * factor * factor
+        out = object.__new__(type(self))
+        for name, value in self.__dict__.items():
+            object.__setattr__(out, name, value)
+        object.__setattr__(out, "sigma", sigma)
+        object.__setattr__(out, "threshold", threshold)
+        return out
 
     @property
     def compares(self) -> str:

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import param
 
+from explorer import SpectralClustering, memory
 from explorer import data as datasets
-from explorer import memory
+from explorer._backend import to_numpy
 from explorer.graph import EdgeRule
 from explorer.preprocessing import SCALINGS, check_feature_scales, fit_scaler
 
@@ -67,7 +68,17 @@ class LoadResult:
         The map from `X`'s space to `xy` (representatives and landmarks are drawn
         through it).
     rule : explorer.EdgeRule or None
-        The edge rule suggested for `X` (the sliders centre on it).
+        The library's choice of graph for `X` (:meth:`explorer.SpectralClustering.plan`
+        with its defaults: the graph kind, σ and threshold a default fit would take),
+        which the sidebar adopts.
+    epsilon_rule : explorer.EdgeRule or None
+        The library's ε-graph rule for the same points (the sliders of σ and the
+        threshold centre on it, whatever kind `rule` is).
+    plan_lines : tuple of (str, str)
+        The plan behind `rule`, as the library words it.
+    representatives : ndarray of float32, shape (m, d), or None
+        When that plan clusters k-means representatives (``mode="auto"`` on many
+        points): the representatives, whose graph the live statistics describe.
     """
 
     dataset: object
@@ -82,6 +93,9 @@ class LoadResult:
     scale_warning: str = ""
     projection: object = None
     rule: object = None
+    epsilon_rule: object = None
+    plan_lines: tuple = ()
+    representatives: np.ndarray | None = None
 
     def __post_init__(self):
         if self.X is None:
@@ -194,15 +208,34 @@ def with_scale(result: LoadResult, scale: str | None) -> LoadResult:
         note = f"{note} Centred by ({shift}): float32 could not carry the offset.".strip()
     if scale is not None:
         note = f"{note} Drawn, measured and clustered {scale}-scaled.".strip()
-    if scale is None:
-        rule = EdgeRule.suggest(X, suggestion=ds.suggested)
-    else:  # the data set's suggestion is for its own units: search the scaled data
-        rule = EdgeRule.suggest(X, n_clusters=ds.suggested.get("n_clusters"))
+    plan, epsilon_rule = library_choice(X, ds)
+    reps = plan.representatives
     return dataclasses.replace(
         result, scale=scale, X=X, scaler=scaler, xy=projection(X), projection=projection,
-        projection_note=note, rule=rule,
+        projection_note=note, rule=plan.user_rule, epsilon_rule=epsilon_rule,
+        plan_lines=tuple(plan.lines()),
+        representatives=None if reps is None else np.asarray(to_numpy(plan.points)),
         scale_warning="  \n".join(str(w.message) for w in caught),
     )
+
+
+#: The seed of the plan a new data set opens on: the run's default ``random_state``,
+#: so the representatives the statistics describe are those a default Run clusters.
+PLAN_SEED = 0
+
+
+def library_choice(X, ds):
+    """What a default fit of `X` would do (:meth:`explorer.SpectralClustering.plan`, k the
+    data set's classes or "auto"), and the library's ε-graph rule for the same points
+    (the points the plan's graph joins: the representatives in that mode)."""
+    k = "auto" if ds.y is None else int(ds.n_classes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the scale warning is recorded once, above
+        plan = SpectralClustering(n_clusters=k, random_state=PLAN_SEED).plan(X)
+        epsilon = plan.rule
+        if plan.rule.graph != "epsilon":
+            epsilon = EdgeRule.suggest(plan.points, n_clusters=k)
+    return plan, epsilon
 
 
 def _label_options(columns) -> dict:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import param
 
 import explorer
-from explorer._backend import gpu_status
+from explorer._backend import gpu_status, to_numpy
 from explorer.graph import CPU_METHODS
 from explorer.graph.rule import (
     BUILD_FIELDS,
@@ -29,15 +30,19 @@ from explorer.graph.rule import (
     Field,
     default_hypo_max_nnz_row,
 )
+from explorer.params import SPECTRAL_PARAMS, check_params
+from explorer.pipeline import plan_points
 
+from ._data import PLAN_SEED
 from ._stage import Inputs, Stage
 
 #: The GraphState parameters the statistics depend on.
-STATS_PARAMS = (*EDGE_FIELDS, "threshold_kind", "local_sigma", "hypo_max_nnz_row", "backend")
+STATS_PARAMS = (*EDGE_FIELDS, "threshold_kind", "local_sigma", "hypo_max_nnz_row", "backend",
+                "representatives")
 
 #: The GraphState parameters a run depends on (the graph it builds).
-RUN_PARAMS = (*EDGE_FIELDS, "threshold_kind", "local_sigma", "auto_affinity", *BUILD_FIELDS,
-              "method", "backend")
+RUN_PARAMS = (*EDGE_FIELDS, "threshold_kind", "local_sigma", *BUILD_FIELDS, "method",
+              "backend")
 
 #: The graph kinds of the ``graph`` field and the estimator's ``affinity`` that builds
 #: each (the estimator names the kNN union scikit-learn's way too, "nearest_neighbors").
@@ -49,7 +54,7 @@ def estimator_defaults() -> dict:
     return explorer.SpectralClustering().get_params()
 
 
-def _param(f: Field, default, doc: str | None = None, **extra):
+def field_param(f: Field, default, doc: str | None = None, **extra):
     """The param.Parameter of a declared field: its type, bounds and help."""
     doc = doc or f.help[0].upper() + f.help[1:] + "."
     if f.type is str:
@@ -65,41 +70,6 @@ def _param(f: Field, default, doc: str | None = None, **extra):
 #: Decades either side of the suggested σ and squared-distance threshold that the
 #: log sliders span.
 LOG_SPAN = 2.0
-
-
-#: A session on the CPU backend opens new data on the ε-graph up to this many points and
-#: on the kNN graph (self-tuning σ) beyond, where a run builds the graph of every point.
-#: The suggested ε-graph of the built-in 2-D shapes is connected with a mean degree of
-#: 50-270, and on two cores its Run took 0.4-0.6 s at 5,000 points, 0.9-1.8 s at 8,000,
-#: 2.9-4.9 s at 14,000 and 4.4-9 s at 10⁵ (mostly the eigensolver); the kNN graph splits
-#: the clusters apart, and its Run at 10⁵ takes under a second (benchmarks/results/
-#: cpu.json, app-run). Where the run clusters representatives or landmarks instead
-#: (beyond 10⁵ 2-D points) the ε-graph stays: its statistics are sampled (1-3 s at
-#: 10⁶-5·10⁶ points), a kNN graph's come from building it (12 and 68 s there). The GPU
-#: opens on the ε-graph whatever n.
-CPU_EPSILON_MAX_N = 5_000
-
-
-def opening_graph(n: int, backend: str, pipeline: str = "exact") -> tuple[str, str]:
-    """The graph kind the app opens `n` points on, and why ("" for the ε-graph, the
-    app's subject).
-
-    Parameters
-    ----------
-    n : int
-    backend : {"cpu", "gpu"}
-    pipeline : {"exact", "representatives", "landmarks"}
-        What a run of these points takes (:meth:`RunState.pipeline`): only "exact"
-        builds the graph of every point.
-    """
-    if backend == "gpu" or n <= CPU_EPSILON_MAX_N or pipeline != "exact":
-        return "epsilon", ""
-    return "knn", (
-        f"Opened on the kNN graph: n = {n:,} > {CPU_EPSILON_MAX_N:,} points on the CPU, where "
-        "a Run builds the graph of every point and the suggested ε-graph takes seconds (it "
-        "is connected and dense; the eigensolver needs many steps); the kNN graph with "
-        "self-tuning σ runs in about a second. Pick ε-graph to tune ε: its sliders are "
-        "centred on the suggestion.")
 
 
 def gpu_methods() -> tuple[str, ...]:
@@ -123,43 +93,41 @@ class GraphState(Stage):
     times slower).
     """
 
-    graph = _param(EDGE_FIELDS["graph"], "epsilon")
-    n_neighbors = _param(EDGE_FIELDS["n_neighbors"], 10)
-    local_neighbor = _param(EDGE_FIELDS["local_neighbor"], 7)
-    metric = _param(EDGE_FIELDS["metric"], "gaussian")
-    sigma = _param(EDGE_FIELDS["sigma"], 0.05)
+    graph = field_param(EDGE_FIELDS["graph"], "epsilon")
+    n_neighbors = field_param(EDGE_FIELDS["n_neighbors"], 10)
+    local_neighbor = field_param(EDGE_FIELDS["local_neighbor"], 7)
+    metric = field_param(EDGE_FIELDS["metric"], "gaussian")
+    sigma = field_param(EDGE_FIELDS["sigma"], 0.05)
     local_sigma = param.Boolean(
         default=False,
         doc="Self-tuning σ (sigma='local'): σi = the distance from i to its "
             "local_neighbor-th nearest other point, weight exp(-d²/(σiσj)); gaussian only.",
     )
-    auto_affinity = param.Boolean(
-        default=False,
-        doc="Let the library choose the graph of a run (affinity='auto', "
-            "explorer.affinity.choose_affinity): the run then passes no σ or threshold, and "
-            "the estimator records the graph it chose (affinity_, affinity_why_). The "
-            "statistics stay those of the graph set here.",
-    )
     graph_note = param.String(
         default="",
-        doc="Why the app chose the graph kind for the data loaded ('' when it did not, or "
-            "chose the ε-graph): see opening_graph. The app chooses until the graph kind "
-            "is picked by hand.",
+        doc="The library's choice of graph for the data loaded and why (its plan), which "
+            "the sidebar adopted on loading; '' before any data.",
+    )
+    representatives = param.Dict(
+        default=None, allow_None=True,
+        doc="None when a run builds the graph of the points; in representatives mode the "
+            "keywords of the representatives it extracts (n_representatives, "
+            "random_state, n_clusters): the statistics then describe their graph.",
     )
     threshold_kind = param.Selector(default="sqdist", objects=["sqdist", "sim"],
                                     doc="Threshold on the squared distance or on the similarity.")
-    threshold_sqdist = _param(EDGE_FIELDS["threshold_sqdist"], 0.01)
-    threshold_sim = _param(EDGE_FIELDS["threshold_sim"], 0.5)
+    threshold_sqdist = field_param(EDGE_FIELDS["threshold_sqdist"], 0.01)
+    threshold_sim = field_param(EDGE_FIELDS["threshold_sim"], 0.5)
     method = param.Selector(default="auto", objects=["auto", *CPU_METHODS])
-    hypo_max_nnz_row = _param(
+    hypo_max_nnz_row = field_param(
         BUILD_FIELDS["hypo_max_nnz_row"], None, allow_None=True,
         doc="CSR-2's ELLPACK width hypoMaxNnzRow. None: a CSR-2 run takes its default "
             f"({DEFAULT_HYPO_LOW_D} for d < {HYPO_HIGH_D}, else {DEFAULT_HYPO_HIGH_D}) and "
             "the statistics show the suggested width (explorer.graph.suggest_hypo).",
     )
-    sp_max_nz_pct = _param(BUILD_FIELDS["sp_max_nz_pct"], None, allow_None=True,
+    sp_max_nz_pct = field_param(BUILD_FIELDS["sp_max_nz_pct"], None, allow_None=True,
                            doc="CSR-3's bound on the % of nonzeros; None: estimated.")
-    mem_use_rate = _param(BUILD_FIELDS["mem_use_rate"], None, allow_None=True,
+    mem_use_rate = field_param(BUILD_FIELDS["mem_use_rate"], None, allow_None=True,
                           doc="CSR-3's share of free GPU memory; None: 0.8.")
     backend = param.Selector(default="auto", objects=["auto", "cpu", "gpu"])
 
@@ -178,11 +146,11 @@ class GraphState(Stage):
     def __init__(self, data=None, **params):
         super().__init__(**params)
         self.data = data  # the DataState upstream (None: statistics wait for data)
-        # The app chooses the graph kind (open_on) until it is picked by hand.
-        self._graph_picked = False
-        self._opening = False
-        self._local_sigma_before_knn = None  # restored when the app goes back to ε
-        self.param.watch(self._graph_set, "graph")
+        # σ = local goes with the library's kNN graphs, a number with its ε rule: the
+        # weights follow a change of graph kind, as they would in the library.
+        self._epsilon_local = False
+        self._reps_cache = None  # (key, representatives) of representatives_of
+        self.param.watch(self._kind_changed, "graph")
         if data is not None:
             self.follow(data)
         self._methods_for_backend()
@@ -288,60 +256,42 @@ class GraphState(Stage):
             kind = f"threshold_{self.threshold_kind}"
             return {"metric": self.metric, "sigma": self.sigma, kind: getattr(self, kind)}
 
-    def adopt(self, rule: EdgeRule) -> None:
-        """Take an edge rule (a data set's suggestion) and centre the sliders on it."""
+    def adopt(self, rule: EdgeRule, epsilon: EdgeRule | None = None) -> None:
+        """Take an edge rule (the library's choice for the data) and centre the σ and
+        threshold sliders on `epsilon` (the library's ε-graph rule for the same points;
+        `rule` itself when it is one)."""
+        epsilon = rule if epsilon is None else epsilon
+        self._epsilon_local = epsilon.local_sigma
         with param.parameterized.batch_call_watchers(self):
-            self.metric = rule.metric
-            if rule.sigma is not None:
-                self.sigma = rule.sigma
-                c = math.log10(self.sigma)
-                self.log_sigma_range = (c - LOG_SPAN, c + LOG_SPAN)
-            self.threshold_kind = rule.threshold_kind
-            if rule.threshold_kind == "sqdist":
-                self.threshold_sqdist = rule.threshold
-                c = math.log10(self.threshold_sqdist)
-                self.log_sqdist_range = (c - LOG_SPAN, c + LOG_SPAN)
-            else:
-                self.threshold_sim = rule.threshold
+            if epsilon.graph == "epsilon":
+                self.metric = epsilon.metric
+                if isinstance(epsilon.sigma, float):
+                    self.sigma = epsilon.sigma
+                    c = math.log10(self.sigma)
+                    self.log_sigma_range = (c - LOG_SPAN, c + LOG_SPAN)
+                self.threshold_kind = epsilon.threshold_kind
+                if epsilon.threshold_kind == "sqdist":
+                    self.threshold_sqdist = epsilon.threshold
+                    c = math.log10(self.threshold_sqdist)
+                    self.log_sqdist_range = (c - LOG_SPAN, c + LOG_SPAN)
+                else:
+                    self.threshold_sim = epsilon.threshold
+            self.graph = rule.graph
+            if rule.is_knn:
+                self.metric = rule.metric
+                self.n_neighbors = rule.n_neighbors
+            self.local_sigma = rule.local_sigma
+            if rule.local_sigma:
+                self.local_neighbor = rule.local_neighbor
             self.hypo_max_nnz_row = None
 
-    def open_on(self, n: int, pipeline: str = "exact") -> None:
-        """Choose the graph kind for `n` points run through `pipeline` on the current
-        backend (:func:`opening_graph`), unless it was picked by hand;
-        :attr:`graph_note` says why. Going to the kNN graph turns on self-tuning σ,
-        going back restores it."""
-        if self._graph_picked:
+    def _kind_changed(self, event) -> None:
+        """ε ↔ kNN by hand: the weights the library takes for that kind (σ = local for
+        a kNN graph, the ε rule's σ for the ε-graph)."""
+        if (event.old == "epsilon") == (event.new == "epsilon"):
             return
-        graph, why = opening_graph(n, self.backend_name, pipeline)
-        self._opening = True
-        try:
-            with param.parameterized.batch_call_watchers(self):
-                if graph != self.graph:
-                    if graph == "epsilon":
-                        self._restore_local_sigma()
-                    else:
-                        self._local_sigma_before_knn = self.local_sigma
-                        self.local_sigma = True
-                    self.graph = graph
-                self.graph_note = why
-        finally:
-            self._opening = False
-
-    def _graph_set(self, event) -> None:
-        if self._opening:
-            return
-        self._graph_picked = True
-        self.graph_note = ""
-        if event.new == "epsilon":
-            self._restore_local_sigma()
-        self._local_sigma_before_knn = None
-
-    def _restore_local_sigma(self) -> None:
-        """Undo the self-tuning σ the app turned on with its kNN choice: an ε-graph
-        gets the σ the sliders were centred on, as on smaller data."""
-        if self._local_sigma_before_knn is not None:
-            self.local_sigma = self._local_sigma_before_knn
-        self._local_sigma_before_knn = None
+        self.local_sigma = self._epsilon_local if event.new == "epsilon" else (
+            self.metric == "gaussian")
 
     # -- statistics ----------------------------------------------------------------
     def stats_policy(self, n: int) -> dict:
@@ -369,7 +319,9 @@ class GraphState(Stage):
         point's degree depends on who lists it, so :func:`explorer.graph_stats`
         builds it (exact, components counted, sampling notwithstanding).
         """
-        X = inputs.upstream[0].X
+        load = inputs.upstream[0]
+        X = load.X if inputs["representatives"] is None else self.representatives_of(
+            load, inputs["representatives"], inputs["backend"])
         try:
             rule, invalid = self.rule, None
         except ValueError as exc:
@@ -398,6 +350,25 @@ class GraphState(Stage):
             steps.append(lambda report: stats(report, True))
         return steps
 
+    def representatives_of(self, load, keywords: dict, backend: str):
+        """The representatives a run of `keywords` extracts from the loaded points
+        (:func:`explorer.pipeline.plan_points`, the run's own first step), on the host;
+        kept while the data and the keywords stay (the data's plan extracted those of
+        the defaults already)."""
+        key = (id(load), tuple(sorted(keywords.items())), backend)
+        if self._reps_cache is not None and self._reps_cache[0] == key:
+            return self._reps_cache[1]
+        defaults = {"n_representatives": "auto", "random_state": PLAN_SEED}
+        if load.representatives is not None and backend == "auto" and all(
+                keywords.get(k) == v for k, v in defaults.items()):
+            reps = load.representatives
+        else:
+            params = check_params(SPECTRAL_PARAMS, {
+                **keywords, "mode": "representatives", "backend": backend})
+            reps = np.asarray(to_numpy(plan_points(load.X, params).points))
+        self._reps_cache = (key, reps)
+        return reps
+
     def refresh_stats(self) -> bool:
         """Compute and publish the complete statistics here (what the app does in the
         background); True when they were published, False on an error."""
@@ -418,13 +389,7 @@ class GraphState(Stage):
         rule = self.rule.to_kwargs()
         rule.pop("graph", None)  # the estimator's name for the graph kind is `affinity`
         params.update(rule)
-        if self.auto_affinity:
-            # The library chooses the graph and its σ / threshold from the data: what is
-            # given would decide for it ("threshold_sqdist given: the ε-graph").
-            params.update(affinity="auto", sigma="auto", threshold_sqdist=None,
-                          threshold_sim=None)
-        else:
-            params["affinity"] = GRAPH_AFFINITY[self.graph]
+        params["affinity"] = GRAPH_AFFINITY[self.graph]
         return params
 
 
@@ -440,7 +405,8 @@ def _declare_new_fields() -> None:
             default = defaults.get(name)
             if f.type is str and default not in f.choices:
                 default = f.choices[0]
-            GraphState.param.add_parameter(name, _param(f, default, allow_None=default is None))
+            GraphState.param.add_parameter(
+                name, field_param(f, default, allow_None=default is None))
 
 
 _declare_new_fields()

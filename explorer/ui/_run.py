@@ -24,10 +24,11 @@ import explorer
 from explorer import metrics
 from explorer._backend import array_module, to_numpy
 from explorer.components import components_besides_isolated
-from explorer.embedding import SOLVERS, eigengap_k
-from explorer.representatives import MODES, choose_mode
+from explorer.embedding import eigengap_k
+from explorer.params import SPECTRAL_PARAMS
+from explorer.representatives import choose_mode
 
-from ._graph import RUN_PARAMS, estimator_defaults
+from ._graph import RUN_PARAMS, estimator_defaults, field_param
 from ._stage import Inputs, Stage
 
 #: The stages a run goes through, in order, with what the progress text says.
@@ -280,7 +281,7 @@ def execute(spec: RunSpec, report: Callable) -> RunResult:
         scores["kmeans"] = _scores(None if reps else host_csr, kmeans_labels, kmeans_labels, y)
     timings["scores"] = time.perf_counter() - t0
     n_isolated = int(to_numpy(est.isolated_).sum())
-    rule = "" if graph is None else graph.rule.describe()
+    rule = "" if est.edge_rule_ is None else est.edge_rule_.describe()
     return RunResult(
         dataset=dataset.name, labels=labels, kmeans_labels=kmeans_labels, y_true=y,
         n_clusters=k, k_suggested=int(eigengap_k(eigenvalues)),
@@ -360,36 +361,22 @@ class RunState(Stage):
 
     n_clusters = param.Integer(default=2, bounds=(1, 64), doc="k, when not chosen automatically.")
     auto_k = param.Boolean(default=False, doc="Let the eigengap heuristic choose k.")
-    eigen_solver = param.Selector(default="auto", objects=list(SOLVERS))
-    eigen_tol = param.Number(default=None, allow_None=True, bounds=(0, 1),
-                             inclusive_bounds=(False, True),
-                             doc="Eigensolver tolerance; None: the solver's default.")
-    eigen_max_iter = param.Integer(default=None, allow_None=True, bounds=(1, None))
-    n_eigenpairs = param.Integer(
-        default=None, allow_None=True, bounds=(1, 64),
+    # The estimator's keywords, declared by its parameter table (type, bounds, help);
+    # None stands for a default the library works out ("auto" for n_representatives).
+    eigen_solver = field_param(SPECTRAL_PARAMS["eigen_solver"], "auto")
+    eigen_tol = field_param(SPECTRAL_PARAMS["eigen_tol"], None, allow_None=True)
+    eigen_max_iter = field_param(SPECTRAL_PARAMS["eigen_max_iter"], None, allow_None=True)
+    n_eigenpairs = field_param(
+        SPECTRAL_PARAMS["n_eigenpairs"], None, allow_None=True,
         doc="Eigenpairs to compute at least (spectrum and eigenvector views); k when "
-            "larger. None: 10 up to 20,000 points, else k.",
-    )
-    n_init = param.Integer(default=10, bounds=(1, 100), doc="k-means restarts.")
-    random_state = param.Integer(default=0, bounds=(0, 2**31 - 1))
+            "larger. None: 10 up to 20,000 points, else k.")
+    n_init = field_param(SPECTRAL_PARAMS["n_init"], 10)
+    random_state = param.Integer(default=0, bounds=(0, 2**31 - 1),
+                                 doc="Seed of the run (the eigensolver's start, k-means).")
     compare_kmeans = param.Boolean(default=True, doc="Also run k-means on the raw data.")
-    mode = param.Selector(
-        default="auto", objects=list(MODES),
-        doc="The pipeline (the estimator's mode): exact (the graph of all points), "
-            "representatives (k-means centres, papers/004), landmarks (papers/002), or "
-            "auto (explorer.representatives.choose_mode).",
-    )
-    # Bounds of their own only where no data can make a value valid: the library
-    # words the rest (m >= max(2, k), m <= n; p <= n).
-    n_representatives = param.Integer(
-        default=None, allow_None=True, bounds=(1, None),
-        doc="m, the representatives of mode='representatives'; None: 'auto' (4096 on the GPU, "
-        "2048 on the CPU, or n).",
-    )
-    n_landmarks = param.Integer(
-        default=None, allow_None=True, bounds=(1, None),
-        doc="p, the landmarks of mode='landmarks'; None: min(1000, n).",
-    )
+    mode = field_param(SPECTRAL_PARAMS["mode"], "auto")
+    n_representatives = field_param(SPECTRAL_PARAMS["n_representatives"], None, allow_None=True)
+    n_landmarks = field_param(SPECTRAL_PARAMS["n_landmarks"], None, allow_None=True)
 
     stage = param.String(default="", doc="Key of the stage in flight ('' when idle).")
     stages_done = param.Integer(default=0, bounds=(0, len(STAGES)))
@@ -437,19 +424,11 @@ class RunState(Stage):
         if params.get("n_representatives", "auto") is None:
             params["n_representatives"] = "auto"
         if inputs.params.get("mode") == "landmarks":
-            # No graph of the points: the graph kind and thresholds do not apply, and σ
-            # is measured to the landmarks (their "auto": the mean distance of a point
-            # to its nearest landmarks), not between points.
+            # No graph of the points (the plan says what is built instead): the graph
+            # kind and thresholds do not apply, and σ is measured to the landmarks
+            # (their "auto": the mean distance of a point to its nearest landmarks).
             params.update(affinity="epsilon", sigma="auto", threshold_sqdist=None,
                           threshold_sim=None)
-        reps = self.mode_now(inputs, params) == "representatives"
-        if reps and params.get("affinity") == "epsilon":
-            # The sidebar's σ and threshold are measured on the points; the m
-            # representatives lie far wider apart, so the library chooses their ε rule
-            # from them (its suggestion; the run records the rule it used).
-            params.update(threshold_sqdist=None, threshold_sim=None)
-            if params.get("sigma") != "local":
-                params["sigma"] = "auto"
         scale = inputs.upstream[0].scale  # the data as the app shows and measures them
         if "scale" in known and scale is not None:
             params["scale"] = scale

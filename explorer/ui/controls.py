@@ -364,12 +364,15 @@ class GraphControls(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         g = self.state.graph
-        self.auto_affinity = LabelledCheckbox(g, "auto_affinity",
-                                              "let the library choose the graph (affinity auto)")
+        # The sidebar opens on the library's choice for the data; this takes it back.
+        self.library_choice = pn.widgets.Button(
+            name="Use the library's choice of graph", button_type="light",
+            css_classes=["library-choice"], **_WIDE)
+        self.library_choice.on_click(lambda event: self.state.use_library_choice())
         self.graph = pn.widgets.RadioButtonGroup.from_param(
             g.param.graph, name="", options=GRAPH_OPTIONS, button_style="outline",
             css_classes=["graph-kind"], **_WIDE)
-        # Why the app opened these data on the graph kind it did (CPU, many points).
+        # The library's choice of graph for these data, and why.
         self.graph_note = pn.pane.Markdown("", margin=(0, 10), css_classes=["graph-note"])
         self.n_neighbors = pn.widgets.IntSlider.from_param(
             g.param.n_neighbors, name="k, neighbours per point (n_neighbors)", start=1, end=100,
@@ -473,7 +476,7 @@ class GraphControls(pn.viewable.Viewer):
 
     def __panel__(self):
         return pn.Column(
-            self.auto_affinity, self.graph, self.graph_note, self.n_neighbors, self.metric,
+            self.library_choice, self.graph, self.graph_note, self.n_neighbors, self.metric,
             self.local_sigma, self.local_neighbor, self.kind, self.sigma.widget,
             self.sqdist.widget, self.sim, self.epsilon, self.method, self.hypo.widget,
             self.hypo_note, self.sp_pct.widget, self.mem_rate.widget, self.backend,

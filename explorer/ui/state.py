@@ -224,8 +224,8 @@ class TourState(Stage):
 class ExplorerState(param.Parameterized):
     """One session of the explorer: the stages data -> graph -> run -> views, and the tour.
 
-    New data adopts its suggested graph parameters and k (the rule the command line
-    takes too, :meth:`explorer.EdgeRule.suggest`); the last run stays, stale.
+    New data adopts the library's choice of graph (the plan of a default
+    :class:`explorer.SpectralClustering` fit) and k; the last run stays, stale.
     """
 
     data = param.ClassSelector(class_=DataState, instantiate=False)
@@ -244,8 +244,9 @@ class ExplorerState(param.Parameterized):
         params.setdefault("tour", TourState(data, graph, run, teaching))
         super().__init__(**params)
         self.data.param.watch(self._new_data, "result")
-        self.graph.param.watch(self._open_graph, "backend")
-        self.run_state.param.watch(self._open_graph, ["mode", "n_representatives"])
+        self.graph.param.watch(self._open_graph, ["backend", "metric"])
+        self.run_state.param.watch(self._open_graph, ["mode", "n_representatives",
+                                                      "random_state", "n_clusters", "auto_k"])
         for stage in self.stages:
             stage.executor = _jobs.in_threads
         self.run_state.executor = _jobs.in_process
@@ -260,26 +261,31 @@ class ExplorerState(param.Parameterized):
         return (self.data, self.graph, self.run_state, self.views, self.tour)
 
     def _open_graph(self, *events) -> None:
-        """Let the graph stage choose the graph kind for the data, the backend and the
-        pipeline a run would take (:meth:`GraphState.open_on`)."""
-        ds = self.dataset
-        if ds is None:
+        """Point the statistics at what a run's graph joins: the points, or in
+        representatives mode (the mode given, or ``mode="auto"``'s choice for these data)
+        the representatives of the library's plan."""
+        load = self.data.result
+        if load is None:
             return
         run = self.run_state
-        pipeline = run.pipeline(ds.n, ds.d, mode=run.mode, metric=self.graph.metric,
+        pipeline = run.pipeline(load.n, load.dataset.d, mode=run.mode,
+                                metric=self.graph.metric,
                                 n_representatives=run.n_representatives)
-        self.graph.open_on(ds.n, pipeline)
+        self.graph.representatives = None if pipeline != "representatives" else {
+            "n_representatives": run.n_representatives or "auto",
+            "random_state": run.random_state,
+            "n_clusters": "auto" if run.auto_k else run.n_clusters}
 
     def _new_data(self, event) -> None:
-        """New data: adopt its suggested parameters."""
+        """New data: adopt the library's choice of graph for them (its plan) and k."""
         ds = None if event.new is None else event.new.dataset
         if ds is None:
             return
-        # Suggested for the points as the graph sees them (scaled, when chosen), in the
+        # Chosen for the points as the graph sees them (scaled, when chosen), in the
         # data job: nothing is searched here, on the event loop.
-        self.graph.adopt(event.new.rule)
+        self.use_library_choice()
         self._open_graph()
-        k = ds.suggested.get("n_clusters", "auto")
+        k = "auto" if ds.y is None else ds.n_classes
         with param.parameterized.batch_call_watchers(self.run_state):
             if k == "auto":
                 self.run_state.auto_k = True
@@ -287,6 +293,17 @@ class ExplorerState(param.Parameterized):
                 self.run_state.auto_k = False
                 top = self.run_state.param.n_clusters.bounds[1]
                 self.run_state.n_clusters = int(min(max(k, 1), top))
+
+    def use_library_choice(self) -> None:
+        """Set the sidebar's graph to the library's choice for the data loaded (what a
+        default :class:`explorer.SpectralClustering` fit would build, from its plan),
+        with the σ and threshold sliders centred on its ε-graph rule."""
+        load = self.data.result
+        if load is None or load.rule is None:
+            return
+        self.graph.adopt(load.rule, load.epsilon_rule)
+        why = dict(load.plan_lines).get("graph kind", "")
+        self.graph.graph_note = f"The library's choice — {why}" if why else ""
 
     @property
     def dataset(self):

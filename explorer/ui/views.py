@@ -194,7 +194,8 @@ class StatsCard(pn.viewable.Viewer):
         approx = "≈ " if s.estimated else ""
         components = components_besides_isolated(s)
         if components is not None:
-            comps = f"{components:,} <small>(besides the isolated vertices)</small>"
+            comps = (f"{components:,} <small>(besides the {s.n_isolated:,} isolated "
+                     f"vertices; {s.n_components:,} counting each as one)</small>")
         else:
             comps = "not counted (sampled)" if s.estimated else "<i>counting…</i>"
         how = (
@@ -205,9 +206,13 @@ class StatsCard(pn.viewable.Viewer):
         kind = _graph_kind(g.inputs)
         if not kind.startswith("ε-graph"):
             how += " (a kNN graph's statistics come from building it)"
-        if g.auto_affinity:
-            how += (" · <b>affinity auto</b>: a run lets the library choose its graph; "
-                    "these are the statistics of the graph set in the sidebar")
+        if g.representatives is not None:
+            how += (f" · the graph of the {s.n:,} k-means <b>representatives</b> a run "
+                    "clusters (representatives mode), not of the points")
+        if self.state.run_state.mode == "landmarks":
+            how += (" · <b>landmark mode</b> builds no graph of the points (each point is "
+                    "joined to its nearest landmarks): these statistics are of the graph "
+                    "set here, which exact mode would build")
         if g.stale:
             how += " · <b>updating…</b>" if g.busy else " · <b>not for the current parameters</b>"
         rows = [

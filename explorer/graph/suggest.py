@@ -116,13 +116,22 @@ def suggest_params(X, y=None, *, n_neighbors=10, random_state=0) -> dict:
     down (the neighbours measured stay edges: on two rows, the one pair). Cost:
     about 0.3 s for 10⁴ 2-D rows, 2 s for 10⁵.
     """
-    from explorer.graph.rule import EdgeRule
+    from .rule import EdgeRule
 
     out = {"n_clusters": "auto" if y is None else int(np.unique(y).size)}
     rule = EdgeRule.suggest(X, n_clusters=out["n_clusters"], n_neighbors=n_neighbors,
                             random_state=random_state)
     out.update({k: v for k, v in rule.to_kwargs().items() if v is not None})
     return out
+
+
+def dataset_params(ds) -> dict:
+    """The graph keywords for a data set (:class:`explorer.data.Dataset`): its
+    ``preset`` (the paper's settings) where it has one, with k its classes; else
+    :func:`suggest_params` of its points."""
+    if ds.preset is None:
+        return suggest_params(ds.X, ds.y)
+    return {"n_clusters": "auto" if ds.y is None else ds.n_classes, **ds.preset}
 
 
 def suggest_sqdist(X, *, n_classes=None, n_neighbors=10, random_state=0,
@@ -214,8 +223,8 @@ def graph_nnz_budget(backend="auto") -> tuple[float, str]:
     (float, str)
         The budget and where it came from (for logs and the estimator's record).
     """
-    from explorer import memory
-    from explorer._backend import resolve_backend
+    from .. import memory
+    from .._backend import resolve_backend
 
     if resolve_backend(backend).is_gpu:
         return nnz_budget("gpu", memory.free_device_bytes())
@@ -225,7 +234,7 @@ def graph_nnz_budget(backend="auto") -> tuple[float, str]:
 def nnz_budget(device: str, nbytes: int | None) -> tuple[float, str]:
     """The nonzero budget of :func:`graph_nnz_budget` for `nbytes` free (``"gpu"``) or
     available (``"cpu"``) bytes; None: unknown, :data:`FALLBACK_MAX_NNZ`."""
-    from explorer import memory
+    from .. import memory
 
     if nbytes is None:
         return FALLBACK_MAX_NNZ, f"{device.upper()} memory unknown: the fallback budget"

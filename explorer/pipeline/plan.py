@@ -1,0 +1,389 @@
+"""The plan of a fit: every decision made once, each with its reason.
+
+:func:`plan_fit` takes the data through the input stage and decides, in order, the
+engine (this process, or the engine registered for the data's kind), the backend,
+the mode (exact, representatives, landmarks), the graph kind (``affinity``) and the
+edge rule (explicit values win, the rest is chosen from the points the graph will
+join). The estimator records the :class:`FitPlan` (``plan_``), the command line
+prints it and the app shows it; neither re-derives any of it.
+
+In representatives mode the plan extracts the representatives: the edge rule is
+chosen from them, and the app's live statistics describe their graph.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .._backend import array_module, resolve_backend, to_numpy
+from .._csr import csr_from_arrays
+from .._validation import check_affinity, check_random_state
+from ..affinity import choose_affinity
+from ..engines import engine_for
+from ..graph import BuildOptions, EdgeRule, Graph, csr_stats
+from ..graph.rule import SIGMA_MAX, SIGMA_MIN
+from ..inputs import InputData, prepare_input
+from ..params import AFFINITY_GRAPH, is_number
+from ..preprocessing import check_feature_scales, fit_scaler
+from ..representatives import (
+    check_memory,
+    check_n_representatives,
+    choose_mode,
+    extract_representatives,
+)
+
+__all__ = ["FitPlan", "Points", "plan_fit", "plan_points", "precomputed_graph"]
+
+
+@dataclass
+class FitPlan:
+    """What a fit will do, decided before any graph is built.
+
+    Attributes
+    ----------
+    params : dict
+        The estimator's keywords, validated (:data:`explorer.params.SPECTRAL_PARAMS`).
+    data : explorer.inputs.InputData or None
+        The points after the input stage (None when X is a precomputed graph).
+    engine, engine_why : str
+        ``"in-process"`` or the name of a registered engine (``"dask"``), and why.
+    backend, backend_why : str
+        ``"gpu"``, ``"cpu"`` (or the engine's name), and why.
+    mode, mode_why : str
+        ``"exact"``, ``"representatives"`` or ``"landmarks"``, and why.
+    affinity, affinity_why : str
+        The graph kind (``"epsilon"``, ``"knn"``, ``"mutual_knn"``, ``"precomputed"``;
+        ``"landmarks"`` in landmark mode), and why.
+    rule : explorer.EdgeRule or None
+        The edge rule in the units the graph is built in (None: no graph of points).
+    options : explorer.graph.BuildOptions or None
+        The builders' knobs.
+    eigen_solver, eigen_solver_why : str
+        The eigensolver asked for and how ``"auto"`` decides; the solver that ran is
+        the result's (it depends on the graph's components).
+    points : array or None
+        The float32 points the graph is built on: the data, scaled if asked, or the
+        representatives.
+    representatives : explorer.representatives.Representatives or None
+    scaler : explorer.preprocessing.FeatureScaler or None
+    graph : explorer.Graph or None
+        A graph already built: the precomputed one, or the one the affinity rule built
+        on every row (the runner takes it when the rule and builder match).
+    timings : dict of str to float
+        Seconds of the planning steps (``"representatives.*"``, ``"suggest"``).
+    """
+
+    params: dict
+    data: InputData | None
+    engine: str
+    engine_why: str
+    backend: str
+    backend_why: str
+    mode: str
+    mode_why: str
+    affinity: str
+    affinity_why: str
+    rule: EdgeRule | None = None
+    options: BuildOptions | None = None
+    eigen_solver: str = "auto"
+    eigen_solver_why: str = ""
+    points: object = None
+    representatives: object = None
+    scaler: object = None
+    graph: Graph | None = None
+    timings: dict = field(default_factory=dict)
+    #: The one random stream of the fit: the representatives' k-means draw from it,
+    #: then the eigensolver's start and k-means (a seed gives the same fit every time).
+    rng: object = field(default=None, repr=False)
+    #: Anything an engine keeps between planning and running (its client, row blocks).
+    engine_state: object = field(default=None, repr=False)
+
+    @property
+    def user_rule(self) -> EdgeRule | None:
+        """The edge rule in the input's units (lengths divided by the input stage's
+        unit; the same rule when no unit was applied)."""
+        if self.rule is None or self.data is None or self.data.unit == 1.0:
+            return self.rule
+        return self.rule.rescaled(1.0 / self.data.unit)
+
+    def lines(self) -> list[tuple[str, str]]:
+        """The plan as (label, sentence) rows, for the command line and the app."""
+        rows = []
+        if self.data is not None:
+            rows.append(("input", self.data.describe()))
+        rows += [("engine", f"{self.engine}: {self.engine_why}"),
+                 ("backend", f"{self.backend}: {self.backend_why}"),
+                 ("mode", f"{self.mode}: {self.mode_why}")]
+        if self.representatives is not None:
+            rows.append(("representatives",
+                         f"{len(self.points)} k-means centres of the points"))
+        rows.append(("graph kind", f"{self.affinity}: {self.affinity_why}"))
+        rule = self.user_rule
+        if rule is not None:
+            chosen = (f" (chosen from the data: {', '.join(rule.suggested)})"
+                      if rule.suggested else " (as given)")
+            rows.append(("edge rule", rule.describe() + chosen))
+        rows.append(("eigensolver", f"{self.eigen_solver}: {self.eigen_solver_why}"))
+        return rows
+
+
+def plan_fit(X, params: dict) -> FitPlan:
+    """Take `X` through the input stage and decide the fit (see the module docstring).
+
+    Parameters
+    ----------
+    X : array-like, sparse matrix or Dask array
+        What ``fit`` was given.
+    params : dict
+        Validated keywords of :class:`explorer.SpectralClustering`.
+
+    Returns
+    -------
+    FitPlan
+
+    Raises
+    ------
+    ValueError, TypeError
+        Data or keywords that cannot go together (the message names them).
+    """
+    engine = engine_for(X)
+    if engine is not None:
+        if params["affinity"] == "precomputed":
+            raise ValueError(f"affinity='precomputed' is not available for a {engine.name} "
+                             "array; pass the points, or a SciPy/NumPy affinity matrix")
+        data = prepare_input(X, center=params["metric"] != "cosine")
+        return engine.plan(data, params)
+    if params["mode"] == "landmarks":
+        return _plan_landmarks(X, params)
+    if params["affinity"] == "precomputed":
+        return _plan_precomputed(X, params)
+    return _plan_graph(X, params)
+
+
+def _eigen_why(solver: str) -> str:
+    if solver != "auto":
+        return "given"
+    return ("decided on the graph: the components' indicators when it has exactly k "
+            "components, otherwise by its size, the points' dimension and a cost model")
+
+
+def _plan_precomputed(X, params) -> FitPlan:
+    if params["scale"] is not None:
+        raise ValueError(f"scale={params['scale']!r} applies to points, not to "
+                         "affinity='precomputed' (X is then the graph); use scale=None")
+    backend = resolve_backend(params["backend"])
+    graph = precomputed_graph(X, backend)
+    return FitPlan(
+        params=params, data=None, engine="in-process", engine_why="NumPy/CuPy input",
+        backend=backend.name, backend_why=backend.reason, mode="exact",
+        mode_why="affinity='precomputed': X is the graph", affinity="precomputed",
+        affinity_why="given", eigen_solver=params["eigen_solver"],
+        eigen_solver_why=_eigen_why(params["eigen_solver"]), graph=graph,
+        rng=check_random_state(params["random_state"]),
+    )
+
+
+def _plan_landmarks(X, params) -> FitPlan:
+    if params["affinity"] not in ("auto", "epsilon"):
+        raise ValueError(f"affinity={params['affinity']!r} is not allowed with "
+                         "mode='landmarks' (it needs points, not a graph); use "
+                         "affinity='epsilon' or mode='exact'")
+    if params["metric"] == "uniform":
+        raise ValueError("metric='uniform' is not allowed with mode='landmarks'; use one of "
+                         "'auto', 'gaussian', 'cosine'")
+    unused = [name for name in ("threshold_sqdist", "threshold_sim", "hypo_max_nnz_row",
+                                "sp_max_nz_pct", "mem_use_rate") if params[name] is not None]
+    if unused:
+        raise ValueError(f"{', '.join(unused)} given with mode='landmarks', which builds no "
+                         "ε-graph of the points (each point is joined to its nearest "
+                         "landmarks); leave them out, or use mode='exact'")
+    metric = "gaussian" if params["metric"] == "auto" else params["metric"]
+    data = prepare_input(X, center=metric != "cosine")
+    if is_number(params["sigma"]):  # the range every gaussian weight is computed in
+        sigma = float(params["sigma"]) * data.unit
+        if not SIGMA_MIN <= sigma <= SIGMA_MAX:
+            raise ValueError(
+                f"sigma={params['sigma']!r} is out of range: 2σ² = {2 * sigma * sigma:.3g} "
+                "leaves float32, the precision the landmark weights exp(-‖x−c‖²/(2σ²)) are "
+                f"computed in; allowed: [{SIGMA_MIN / data.unit:.3g}, "
+                f"{SIGMA_MAX / data.unit:.3g}]; rescale the data (and sigma with it)")
+    if params["sigma"] == "local":
+        raise ValueError("sigma='local' is not available with mode='landmarks' (the weights "
+                         "are to landmarks, not between points); use 'auto' or a number")
+    backend = resolve_backend(params["backend"])
+    scaler, points = _scaled(data.X, params["scale"])
+    p = min(1000, data.n) if params["n_landmarks"] is None else params["n_landmarks"]
+    return FitPlan(
+        params=params, data=data, engine="in-process", engine_why="NumPy/CuPy input",
+        backend=backend.name, backend_why=backend.reason, mode="landmarks",
+        mode_why="mode='landmarks' given", affinity="landmarks",
+        affinity_why=(f"no graph of the points: each point is joined to its "
+                      f"{params['n_nearest_landmarks']} nearest of {p} landmarks "
+                      f"({metric} weights), the graph W = Ẑ Ẑᵀ"),
+        eigen_solver="svd", eigen_solver_why="landmark mode: the truncated SVD of the "
+        "n × p affinity", points=points, scaler=scaler,
+        rng=check_random_state(params["random_state"]),
+    )
+
+
+@dataclass
+class Points:
+    """The points a graph will join, and how they were come to (the first half of a
+    plan in exact and representatives mode).
+
+    Attributes
+    ----------
+    data : explorer.inputs.InputData
+    backend : explorer._backend.Backend
+    mode, mode_why : str
+    points : float32 array
+        The data (scaled if asked), or the representatives.
+    scaler, representatives : object or None
+    rng : numpy.random.RandomState
+        The fit's random stream, after the representatives drew from it.
+    timings : dict
+    """
+
+    data: InputData
+    backend: object
+    mode: str
+    mode_why: str
+    points: object
+    scaler: object = None
+    representatives: object = None
+    rng: object = None
+    timings: dict = field(default_factory=dict)
+
+
+def plan_points(X, params: dict) -> Points:
+    """The input stage, the backend, the mode and (representatives mode) the
+    representatives: the points whose graph a fit of `params` builds. The app's live
+    statistics describe the graph of these points."""
+    if params["mode"] == "landmarks":
+        raise ValueError("mode='landmarks' builds no graph of points")
+    data = prepare_input(X, center=params["metric"] != "cosine")
+    backend = resolve_backend(params["backend"])
+    rng = check_random_state(params["random_state"])
+    scaler, points = _scaled(data.X, params["scale"])
+    n, d = points.shape
+    given_m = params["n_representatives"]
+    mode, mode_why = choose_mode(
+        params["mode"], n, d, backend=backend.name, metric=params["metric"],
+        n_representatives=None if isinstance(given_m, str) else given_m)
+    timings, reps = {}, None
+    if mode == "representatives":
+        m = check_n_representatives(given_m, n, params["n_clusters"], backend.name)
+        move = backend.is_gpu != (array_module(points) is not np)
+        check_memory(n, d, m, gpu=backend.is_gpu, move=move)
+        if move:
+            points = backend.xp.asarray(points) if backend.is_gpu else to_numpy(points)
+        reps = extract_representatives(points, m, random_state=rng)
+        timings["representatives"] = sum(reps.timings.values())
+        timings.update({f"representatives.{k}": v for k, v in reps.timings.items()})
+        points = reps.centers
+    return Points(data=data, backend=backend, mode=mode, mode_why=mode_why, points=points,
+                  scaler=scaler, representatives=reps, rng=rng, timings=timings)
+
+
+def _plan_graph(X, params) -> FitPlan:
+    """Exact and representatives mode: the points, the mode, the graph kind, the rule."""
+    where = plan_points(X, params)
+    data, backend, points, scaler = where.data, where.backend, where.points, where.scaler
+    reps, rng, timings = where.representatives, where.rng, where.timings
+    mode, mode_why = where.mode, where.mode_why
+    t0 = time.perf_counter()
+    rule_params = _working_rule_params(params, data.unit)
+    affinity, affinity_why, built = _choose_affinity(points, params, rule_params)
+    rule = EdgeRule.suggest(points, rule_params["metric"], rule_params["sigma"],
+                            rule_params["threshold_sqdist"], rule_params["threshold_sim"],
+                            n_clusters=params["n_clusters"], n_neighbors=params["n_neighbors"],
+                            graph=AFFINITY_GRAPH[affinity],
+                            local_neighbor=params["local_neighbor"])
+    if (rule.compares == "cosine" and params["metric"] != "cosine" and scaler is None
+            and reps is None and data.shift is not None):
+        # "auto" chose cosine, which is not translation invariant: the data as given
+        # (scaled data are the same whether centred first or not).
+        data = prepare_input(X, center=False)
+        points = data.X
+    if rule.suggested:
+        timings["suggest"] = time.perf_counter() - t0
+    graph = None
+    if (built is not None and built.rule == rule and params["method"] == "auto"
+            and not backend.is_gpu):
+        # The affinity rule built this graph on every row with this rule (its build
+        # counts in "suggest"): the same canonical CSR.
+        graph = replace(built, rule=rule)
+    return FitPlan(
+        params=params, data=data, engine="in-process", engine_why="NumPy/CuPy input",
+        backend=backend.name, backend_why=backend.reason, mode=mode, mode_why=mode_why,
+        affinity=affinity, affinity_why=affinity_why, rule=rule,
+        options=BuildOptions.from_args(params["hypo_max_nnz_row"], params["sp_max_nz_pct"],
+                                       params["mem_use_rate"]),
+        eigen_solver=params["eigen_solver"], eigen_solver_why=_eigen_why(params["eigen_solver"]),
+        points=points, representatives=reps, scaler=scaler, graph=graph, timings=timings,
+        rng=rng,
+    )
+
+
+def _working_rule_params(params, unit: float) -> dict:
+    """The edge rule's keywords in the units the graph is built in: a given σ scales
+    with the input stage's unit, a squared-distance threshold with its square."""
+    out = {k: params[k] for k in ("metric", "sigma", "threshold_sqdist", "threshold_sim")}
+    if unit != 1.0:
+        if is_number(out["sigma"]):
+            out["sigma"] = float(out["sigma"]) * unit
+        if out["threshold_sqdist"] is not None:
+            out["threshold_sqdist"] = float(out["threshold_sqdist"]) * unit * unit
+    return out
+
+
+def _choose_affinity(points, params, rule_params):
+    """The graph kind, why, and the graph the choice built on every row (or None)."""
+    if params["affinity"] != "auto":
+        return AFFINITY_GRAPH[params["affinity"]], "given", None
+    given = [name for name in ("threshold_sqdist", "threshold_sim")
+             if rule_params[name] is not None]
+    if is_number(rule_params["sigma"]):
+        given.append("sigma")
+    if given:
+        return "epsilon", f"{' and '.join(given)} given: the ε-graph they define", None
+    choice = choose_affinity(points, params["n_clusters"], n_neighbors=params["n_neighbors"],
+                             local_neighbor=params["local_neighbor"],
+                             backend=params["backend"])
+    return choice.affinity, choice.why, choice.graph
+
+
+def _scaled(X, scale):
+    """``(scaler, X scaled)`` under `scale`; ``(None, X)`` without, after warning when the
+    features' spreads differ by orders of magnitude."""
+    if scale is None:
+        check_feature_scales(X)
+        return None, X
+    scaler = fit_scaler(X, scale)
+    return scaler, scaler.transform(X)
+
+
+def precomputed_graph(X, backend) -> Graph:
+    """The affinity matrix `X`, validated (:func:`explorer._validation.check_affinity`),
+    on the backend's device, as a :class:`~explorer.graph.Graph` with its statistics."""
+    t0 = time.perf_counter()
+    csr = check_affinity(X)
+    timings = {"validate": time.perf_counter() - t0}
+    on_device = array_module(csr) is not np
+    if on_device != backend.is_gpu:
+        t1 = time.perf_counter()
+        move = backend.xp.asarray if backend.is_gpu else to_numpy
+        # Assembled from the arrays: a constructor would narrow int64 indices.
+        csr = csr_from_arrays(move(csr.data), move(csr.indices), move(csr.indptr),
+                              csr.shape, canonical=True)
+        timings["to_device" if backend.is_gpu else "to_host"] = time.perf_counter() - t1
+    t1 = time.perf_counter()
+    stats = csr_stats(csr)
+    timings["stats"] = time.perf_counter() - t1
+    return Graph(
+        csr=csr, rule=None, stats=stats, timings=timings, backend=backend.name,
+        method="precomputed", method_reason="affinity='precomputed': X is the graph",
+    )
