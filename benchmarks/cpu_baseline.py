@@ -1,6 +1,6 @@
 """CPU baseline: the graph builders and the whole pipeline on the CPU backend.
 
-    python benchmarks/cpu_baseline.py            # -> benchmarks/results/cpu-baseline.json
+    python benchmarks/cpu_baseline.py            # -> benchmarks/results/cpu/cpu-baseline.json
     python benchmarks/cpu_baseline.py --quick    # small sizes only (a smoke run)
 
 Cases: 2-D moons at n = 10⁴, 10⁵, 10⁶ with the kd-tree builder; scikit-learn's digits

@@ -179,7 +179,7 @@ def transposed_variant(p: int, width: int, variant: str = "auto") -> str:
     atomics after summing each run of one column's entries in registers.
     ``"shared"``: every block keeps the whole p × width result in shared memory (at
     most :data:`SHARED_RESULT_MAX_BYTES`) over many row blocks, one global atomic per
-    result element and block. Measured on an H200 (benchmarks/results/csrc.json,
+    result element and block. Measured on an H200 (benchmarks/results/gpu/csrc.json,
     p = 1000, r = 5), ``"runs"`` is 3.8-6.5× faster at n = 10⁶-10⁷, widths 8-16:
     the shared variant's few resident blocks cannot hide the latency of the rows of
     U they gather, while the runs kernel moves 0.8-1.0 TB/s.

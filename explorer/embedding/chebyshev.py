@@ -46,7 +46,7 @@ and the next eigenvalues are close: on the paper's Syn1M graph 1 - μ_5 = 1.96e-
 Syn5M 1.40e-3, on syn4d at 2·10⁵ points (σ = 0.01, threshold 0.0018) 1.40e-3..1.53e-3
 for μ_5..μ_20 (the first smooth mode of each box: 4 directions × 4 boxes).
 Single-vector Lanczos misses copies of a repeated eigenvalue, so the solver must be a
-block method. Eigensolver + k-means on an NVIDIA H200 (benchmarks/results/eigen.json:
+block method. Eigensolver + k-means on an NVIDIA H200 (benchmarks/results/archive/eigen.json:
 CUDA events, median of 3; LOBPCG at the paper's tolerances 1e-3 / 1e-4):
 
 =======================  ====================================  ======================
@@ -60,7 +60,7 @@ cupyx lobpcg, b = k + 2  1.509 + 0.066 = 1.574 (1.000)         12.84 + 0.35 = 13
 cupyx eigsh (Lanczos)    0.111 + 0.468 (0.257: 1 of 4 zeros)   0.683 + 2.93 (0.336)
 =======================  ====================================  ======================
 
-On 2 CPU cores shared with other jobs (benchmarks/results/eigen-cpu.json, one run
+On 2 CPU cores shared with other jobs (benchmarks/results/eigen/eigen-cpu.json, one run
 each, so the times are rough), tol 1e-4: syn4d 2·10⁵, k = 4: this 220 products,
 96 s (45 s in float32), explorer's LOBPCG 224 iterations, 312 s, SciPy's lobpcg
 (300 iterations) 152 s, ARPACK 20 s but ARI 0.41 (2 of 4 zeros); moons 2·10⁴,
