@@ -5,7 +5,7 @@ script's folder on the path). Results go to ``benchmarks/results/<topic>/<name>.
 the topic given by the name (:data:`TOPICS`, :func:`result_dir`; benchmarks/README.md
 lists the folders and their files).
 
-Timing protocol (docs/architecture.md "Performance protocol"): warm-up runs first and is not
+Timing protocol (benchmarks/README.md "Performance protocol"): warm-up runs first and is not
 counted, then at least three timed runs, of which the median is reported;
 :func:`summary` gives median/min/max with the raw runs.
 """
