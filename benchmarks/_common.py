@@ -1,9 +1,11 @@
 """Helpers every benchmark script shares: environment, timing, result files.
 
 Import it from a script in this folder (``from _common import ...``; Python puts the
-script's folder on the path). Results go to ``benchmarks/results/<name>.json``.
+script's folder on the path). Results go to ``benchmarks/results/<topic>/<name>.json``,
+the topic given by the name (:data:`TOPICS`, :func:`result_dir`; benchmarks/README.md
+lists the folders and their files).
 
-Timing protocol (docs/architecture.md "Performance protocol"): warm-up runs first and is not
+Timing protocol (benchmarks/README.md "Performance protocol"): warm-up runs first and is not
 counted, then at least three timed runs, of which the median is reported;
 :func:`summary` gives median/min/max with the raw runs.
 """
@@ -20,10 +22,36 @@ from pathlib import Path
 
 from explorer.environment import environment_info
 
-__all__ = ["RESULTS", "device_name", "environment_info", "plain", "summary", "time_cpu", "time_gpu",
-           "timer", "write_result"]
+__all__ = ["RESULTS", "TOPICS", "device_name", "environment_info", "plain", "result_dir",
+           "summary", "time_cpu", "time_gpu", "timer", "write_result"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+#: Result folders by topic: the first prefix a result's name starts with names its folder
+#: under :data:`RESULTS` (``archive/`` holds superseded runs, moved there by hand).
+TOPICS = (
+    ("paper-tables", "paper"),
+    ("cpu", "cpu"),
+    ("eigen", "eigen"), ("solver-cost", "eigen"),
+    ("quality", "quality"), ("representatives-weights", "quality"),
+    ("large", "large"),
+    ("dask", "dask"), ("multigpu", "dask"),
+    ("reorder", "reorder"),
+    ("fast", "gpu"), ("architecture-ab", "gpu"), ("int64", "gpu"), ("live-stats", "gpu"),
+    ("knn", "gpu"), ("csrc", "gpu"),
+)
+
+
+def result_dir(name: str) -> Path:
+    """The folder of result `name` (no ``.json``): ``RESULTS / <topic>`` by :data:`TOPICS`.
+
+    A name no topic claims is a ValueError, so that no result lands loose in RESULTS.
+    """
+    for prefix, topic in TOPICS:
+        if name.startswith(prefix):
+            return RESULTS / topic
+    raise ValueError(f"result name={name!r} matches no topic; allowed prefixes: "
+                     f"{', '.join(p for p, _ in TOPICS)} (benchmarks/_common.py TOPICS)")
 
 
 def device_name(environment: dict) -> str:
@@ -97,15 +125,16 @@ def summary(times) -> dict:
 
 
 def write_result(name, payload) -> Path:
-    """Write `payload` as ``benchmarks/results/<name>.json`` and return the path.
+    """Write `payload` as ``benchmarks/results/<topic>/<name>.json`` and return the path.
 
     NumPy scalars and arrays are converted to plain numbers and lists; NaN and
     infinities become null (JSON has no spelling for them).
     """
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
         raise ValueError(f"name={name!r} is not allowed; use letters, digits, '.', '_', '-'")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+    folder = result_dir(name)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
     text = json.dumps(plain(payload), indent=1, allow_nan=False)
     path.write_text(text + "\n")
     return path

@@ -1,6 +1,6 @@
 """CPU pipeline against scikit-learn, side by side in one process.
 
-    python benchmarks/cpu.py              # -> benchmarks/results/cpu.json
+    python benchmarks/cpu.py              # -> benchmarks/results/cpu/cpu.json
     python benchmarks/cpu.py --quick      # 5·10³ rows and the digits only (a smoke run)
     python benchmarks/cpu.py --sizes 5000 20000 --out cpu-small
 

@@ -1,6 +1,6 @@
 """CPU baseline: the graph builders and the whole pipeline on the CPU backend.
 
-    python benchmarks/cpu_baseline.py            # -> benchmarks/results/cpu-baseline.json
+    python benchmarks/cpu_baseline.py            # -> benchmarks/results/cpu/cpu-baseline.json
     python benchmarks/cpu_baseline.py --quick    # small sizes only (a smoke run)
 
 Cases: 2-D moons at n = 10⁴, 10⁵, 10⁶ with the kd-tree builder; scikit-learn's digits
@@ -8,7 +8,7 @@ Cases: 2-D moons at n = 10⁴, 10⁵, 10⁶ with the kd-tree builder; scikit-lea
 brute-force builder. For each: ``build_graph`` alone and ``SpectralClustering.fit``,
 with per-stage times, nonzero statistics and ARI/NMI.
 
-Protocol (docs/architecture.md "Performance protocol", on the CPU): one process; one uncounted
+Protocol (benchmarks/README.md "Performance protocol", on the CPU): one process; one uncounted
 warm-up run on the first case of each builder (it pays imports and caches), then the
 median of ``--repeats`` (default 3) timed runs. Fewer, to stay within ten minutes on
 two cores: the pipeline from 5·10⁴ rows and the 10⁶-row graph are timed once, and

@@ -1,6 +1,6 @@
 """CSRC SpMM against cuSPARSE, and landmark spectral clustering against the exact pipeline.
 
-Two parts, one result file (``benchmarks/results/csrc.json``):
+Two parts, one result file (``benchmarks/results/gpu/csrc.json``):
 
 ``spmm``: the landmark affinity's shape (n × p, r entries per row, p = 1000, r = 5), n
 from 10⁶ to 10⁷, block widths 8-32. For each: ``Y = Z V`` and ``W = Zᵀ U`` by the CSRC
@@ -32,7 +32,7 @@ import time
 from multiprocessing import get_context, shared_memory
 
 import numpy as np
-from _common import RESULTS, environment_info, plain, summary, time_gpu, write_result
+from _common import environment_info, plain, result_dir, summary, time_gpu, write_result
 
 #: Nominal HBM bandwidth (bytes/s) by device name fragment: the floor's denominator.
 NOMINAL_BANDWIDTH = {"H200": 4.8e12, "H100 PCIe": 2.0e12, "H100": 3.35e12, "A100": 2.0e12}
@@ -315,7 +315,7 @@ def main(argv=None):
     ap.add_argument("--out", default="csrc", help="result name (merged into the file)")
     args = ap.parse_args(argv)
 
-    path = RESULTS / f"{args.out}.json"
+    path = result_dir(args.out) / f"{args.out}.json"
     result = json.loads(path.read_text()) if path.exists() else {}
     if args.part == "pipeline":
         configs = [(p, r, m) for p in args.p for r in args.r for m in args.metrics]

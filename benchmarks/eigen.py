@@ -24,7 +24,7 @@ its SpectralClustering runs them:
 with pyamg's smoothed-aggregation preconditioner; only where pyamg is installed). The
 GPU shapes: Syn1M, Syn5M, Syn10M (syn4d's ε-graphs), Digits60K (60 000 deformed digits
 of 28×28 with their suggested cosine graph) and Moons1M-knn (the kNN graph of two moons,
-10⁶ rows), issue 22's list; on the CPU also Circles100K-knn (results/cpu.json's circles
+10⁶ rows), issue 22's list; on the CPU also Circles100K-knn (results/cpu/cpu.json's circles
 10⁵ graph, where "auto" takes "amg"). ``--variants`` runs some only. The baselines run
 at the tolerance of benchmarks/paper_tables.py (1e-3 on Syn1M, 1e-4 on Syn5M). Past
 ``--budget`` seconds a baseline's remaining repeats are skipped (recorded as such).
@@ -42,7 +42,7 @@ included in the time), else ``eigen_solver="auto"``'s pick
 is recorded. Issue 22's target: ``ours-auto`` no slower than ``eigsh-cupyx`` on every
 GPU graph.
 
-Writes ``<out>/<name>.json`` after every shape (default benchmarks/results/eigen-gpu.json
+Writes ``<out>/<name>.json`` after every shape (default benchmarks/results/eigen/eigen-gpu.json
 on the GPU, eigen-cpu.json / eigen-cpu-small.json on the CPU).
 
 Usage::
@@ -101,7 +101,7 @@ SHAPES = {
     "Moons5K-knn": {"data": "moons", "n": 5_000, "k": 2, "baseline_tol": 1e-4,
                     "params": {"graph": "knn", "n_neighbors": 10, "sigma": "local",
                                "local_neighbor": 7}, "method": "auto"},
-    # The CPU's connected graph of points in the plane (results/cpu.json's circles 10⁵:
+    # The CPU's connected graph of points in the plane (results/cpu/cpu.json's circles 10⁵:
     # noise points bridge the rings; the smallest eigenvalues crowd near 0), where
     # "auto" takes "amg".
     "Circles100K-knn": {"data": "circles", "n": 100_000, "k": 2, "baseline_tol": 1e-4,
@@ -449,7 +449,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--budget", type=float, default=130.0,
                         help="seconds after which baselines skip their remaining repeats")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=RESULTS / "eigen")
     parser.add_argument("--name")
     args = parser.parse_args(argv)
     args.cpu = args.cpu or args.backend == "cpu"

@@ -28,7 +28,7 @@ A last section times k-means alone: at n = 5·10⁶ with k = d in {4, 16, 64} (t
 fused step; the issue asks it to vanish from the profile) and at k in the thousands
 (a later issue's representatives): whole fits, and one Lloyd step against its floor.
 
-Writes ``<out>/fast.json`` (default ``benchmarks/results``) after every step.
+Writes ``<out>/fast.json`` (default ``benchmarks/results/gpu``) after every step.
 
 Usage::
 
@@ -459,7 +459,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "gpu")
     parser.add_argument("--skip-kmeans", action="store_true",
                         help="leave out the k-means-alone section")
     parser.add_argument("--only-kmeans", action="store_true",

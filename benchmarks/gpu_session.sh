@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call of the issue 16/17/18/22 benchmark gaps: run one named part and leave its
-# result files in OUT, laid out as the repository's paths, so that after the call
+# result files in OUT, laid out as the repository's paths (benchmarks/results/<topic>/),
+# so that after the call
 #   cp -r <files_at>/benchmarks/results/. benchmarks/results/
 # puts them where they are committed (docs/large-scaling.png too, where drawn).
 #
@@ -21,13 +22,14 @@
 #                        none, one embedding each, merged into reorder.json (issue 18)
 # The parts' sizes, families and bounds are benchmarks/quality.py's PARTS. Each part stops
 # itself within its budget; HARD_TIMEOUT (default 570 s) is the last resort. Afterwards,
-# on any machine: python benchmarks/quality.py --merge   (-> results/quality-gpu.json)
+# on any machine: python benchmarks/quality.py --merge   (-> results/quality/quality-gpu.json)
 #                 python benchmarks/scaling_plot.py large (-> docs/large-scaling.png)
 set -u
 PART=${1:?usage: benchmarks/gpu_session.sh PART [OUT]}
 OUT=${2:-${OUT:?usage: benchmarks/gpu_session.sh PART [OUT] (or set OUT)}}
 cd "$(dirname "$0")/.."
-mkdir -p "$OUT/benchmarks/results" "$OUT/docs"
+R="$OUT/benchmarks/results"
+mkdir -p "$R/quality" "$R/large" "$R/eigen" "$R/reorder" "$OUT/docs"
 export PYTHONUNBUFFERED=1
 # A source checkout: explorer finds kernels/ and data/ itself (explorer/__init__.py).
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -40,14 +42,14 @@ LOG="$OUT/$PART.log"
 case $PART in
   quality-1e6-a|quality-1e6-b|quality-1e7)
     timeout -k 10 "${HARD_TIMEOUT:-570}" "$PY" benchmarks/quality.py --gpu --part "$PART" \
-      --out-dir "$OUT/benchmarks/results" >> "$LOG" 2>&1
+      --out-dir "$R/quality" >> "$LOG" 2>&1
     echo "quality.py exit status $?" >> "$LOG"
     ;;
   large-landmarks-1e7)
     timeout -k 10 "${HARD_TIMEOUT:-570}" "$PY" benchmarks/large.py landmarks >> "$LOG" 2>&1
     echo "large.py exit status $?" >> "$LOG"
     # large.json is rewritten after the 1e6 rows and again after 1e7: whatever it holds
-    cp benchmarks/results/large.json "$OUT/benchmarks/results/large.json"
+    cp benchmarks/results/large/large.json "$R/large/large.json"
     "$PY" benchmarks/scaling_plot.py large --out "$OUT/docs/large-scaling.png" >> "$LOG" 2>&1 \
       || echo "plot not drawn here: run python benchmarks/scaling_plot.py large" >> "$LOG"
     ;;
@@ -56,20 +58,20 @@ case $PART in
     else SHAPES="Syn10M Moons1M-knn" NAME=eigen-gpu-2; fi
     # shellcheck disable=SC2086  # the shape names are separate arguments
     timeout -k 10 "${HARD_TIMEOUT:-570}" "$PY" benchmarks/eigen.py --shapes $SHAPES \
-      --name "$NAME" --out "$OUT/benchmarks/results" >> "$LOG" 2>&1
+      --name "$NAME" --out "$R/eigen" >> "$LOG" 2>&1
     echo "eigen.py exit status $?" >> "$LOG"
     ;;
   solver-cost-gpu)
     timeout -k 10 "${HARD_TIMEOUT:-570}" "$PY" benchmarks/solver_cost.py --backend gpu \
       >> "$LOG" 2>&1
     echo "solver_cost.py exit status $?" >> "$LOG"
-    cp benchmarks/results/solver-cost-gpu.json "$OUT/benchmarks/results/" 2>> "$LOG"
+    cp benchmarks/results/eigen/solver-cost-gpu.json "$R/eigen/" 2>> "$LOG"
     ;;
   reorder-5e7)
     # The file is rewritten after every variant: a call cut short keeps those it ran.
     timeout -k 10 "${HARD_TIMEOUT:-570}" "$PY" benchmarks/reorder.py --shapes syn4d-5e7 \
       --variants jaccard spatial none --embed-repeats 1 \
-      --merge benchmarks/results/reorder.json --out "$OUT/benchmarks/results" >> "$LOG" 2>&1
+      --merge benchmarks/results/reorder/reorder.json --out "$R/reorder" >> "$LOG" 2>&1
     echo "reorder.py exit status $?" >> "$LOG"
     ;;
   *)
@@ -81,4 +83,4 @@ esac
 
 # The log's summary lines in the call's reply (its last 12,000 characters).
 grep -vE "^  (knn|kmeans|epsilon)" "$LOG" | tail -n 60
-ls -l "$OUT/benchmarks/results" "$OUT/docs"
+ls -lR "$R" "$OUT/docs"

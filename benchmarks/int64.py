@@ -166,7 +166,7 @@ def export(csr, npz: Path, nnz: int, stages: Stages) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=RESULTS, help="folder of int64-gpu.json")
+    ap.add_argument("--out", type=Path, default=RESULTS / "gpu", help="folder of int64-gpu.json")
     ap.add_argument("--m", type=int, default=33_300, help="points per group")
     ap.add_argument("--scratch", type=Path, default=None,
                     help="folder for the exported NPZ (default: a new temporary folder)")

@@ -1,4 +1,4 @@
-"""GPU kNN graphs against the ε builders and a brute-force top-k peer → results/knn.json.
+"""GPU kNN graphs against the ε builders and a brute-force top-k peer → results/gpu/knn.json.
 
 For each data set (moons 10⁶ × 2, infinite digits 6·10⁴ × 784 by default), on the GPU,
 in one process, CUDA-event medians of ``--repeats`` runs after a warm-up:

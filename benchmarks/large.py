@@ -25,7 +25,7 @@ the exact pipeline once more at 1e6 for ``ari_exact``, ``--no-exact`` skips it) 
 merges its rows into large.json (``landmarks_run`` holds its environment). ``plot``
 draws docs/large-scaling.png (``scaling_plot.py large``).
 
-Writes benchmarks/results/large.json (``large``) and large-kmeans-<tag>.json.
+Writes benchmarks/results/large/large.json (``large``) and large-kmeans-<tag>.json.
 """
 
 from __future__ import annotations
@@ -294,7 +294,7 @@ def bench_landmarks(n_small=10**6, n_big=10**7, seeds=(0, 1, 2), exact=True, smo
             return infinite_digits_gpu(n, np.random.default_rng(0))
 
     name = "large-landmarks-smoke" if smoke else "large"
-    path = RESULTS / "large.json"
+    path = RESULTS / "large" / "large.json"
     result = json.loads(path.read_text()) if path.exists() else {}
     env = environment_info(backend)
     run = {"environment": env, "command": "python benchmarks/large.py landmarks",

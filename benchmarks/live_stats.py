@@ -5,7 +5,7 @@ without components (``components=False``), and a 4,096-row sample (what the app 
 above 50,000 points), on the paper's Syn1M shape (σ = 0.01, t = 0.0008). GPU: the
 data already on the device, warm-up excluded, wall clock around the call (it returns
 host statistics, so it synchronises), median of 5. Writes
-``benchmarks/results/live-stats.json``.
+``benchmarks/results/gpu/live-stats-<backend>.json``.
 
 Usage::
 
@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", default="gpu", choices=("gpu", "cpu"))
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "gpu")
     args = ap.parse_args(argv)
 
     ds = explorer.datasets.load("syn4d", n_samples=args.n, random_state=0)

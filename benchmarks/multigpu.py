@@ -32,7 +32,7 @@ environment of that machine; this script starts no NCCL communicator).
 Usage (on a machine with several GPUs; the wheels of dask, distributed and dask_cuda
 travel with the tree)::
 
-    python benchmarks/multigpu.py --workers 1 2            # -> results/multigpu.json
+    python benchmarks/multigpu.py --workers 1 2            # -> results/dask/multigpu.json
     python benchmarks/multigpu.py --quick --workers 1 2    # small shapes, a smoke run
     # the whole fit only, on one GPU (one worker against one process):
     python benchmarks/multigpu.py --workers 1 --skip-kmeans --fit-n 10000000 \

@@ -342,7 +342,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", help=f"comma-separated, from {', '.join(SHAPES)}")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per build (median)")
     ap.add_argument("--budget", type=float, default=480.0, help="seconds before skipping work")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "paper"))
     ap.add_argument("--name", default="paper-tables", help="JSON file name (without .json)")
     args = ap.parse_args(argv)
     names = (args.shapes.split(",") if args.shapes else list(SHAPES) if args.full else list(QUICK))

@@ -28,9 +28,9 @@ Usage::
     python benchmarks/quality.py --gpu --part quality-1e6-a --out-dir DIR  # one device call
     python benchmarks/quality.py --merge                 # parts -> quality-gpu.json
 
-writes ``benchmarks/results/quality.json`` (``quality-gpu.json`` with ``--gpu``,
+writes ``benchmarks/results/quality/quality.json`` (``quality-gpu.json`` with ``--gpu``,
 ``quality-quick.json`` with ``--quick``) unless ``--out`` says otherwise; ``--out-dir``
-writes there instead of ``benchmarks/results``.
+writes there instead of ``benchmarks/results/quality``.
 
 GPU parts (:data:`PARTS`, issue 16's "shapes at 10⁶-10⁷ points within 0.01 of the same
 shapes at 5,000"): each part is a list of sizes and shape families sized to finish in one
@@ -38,7 +38,7 @@ device call (< 9 minutes), with a bound on every method call (``--method-limit``
 still running then is stopped and recorded as ``timed_out``) and on the part
 (``--budget``: a method not started in time is recorded as ``skipped``), so nothing is
 left out silently. ``--merge`` reads the parts' files (``quality-gpu-1e6-a.json`` ... in
-``benchmarks/results``) and writes ``quality-gpu.json``: every GPU row, and per family and
+``benchmarks/results/quality``) and writes ``quality-gpu.json``: every GPU row, and per family and
 size our default's ARI against the same family at 5,000 points (the CPU run's
 ``quality.json`` and the GPU part's own 5,000-point rows), the difference and pass/fail
 against 0.01, and what is missing and why.
@@ -59,7 +59,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, device_name, environment_info, plain, write_result  # noqa: E402
+from _common import device_name, environment_info, plain, result_dir, write_result  # noqa: E402
 
 from explorer import KMeans, SpectralClustering, datasets  # noqa: E402
 from explorer.metrics import adjusted_rand_score, normalized_mutual_info_score  # noqa: E402
@@ -598,7 +598,7 @@ def part_name(part, backend="gpu"):
 
 
 def _write(name, payload, out_dir):
-    """`payload` as ``<out_dir or benchmarks/results>/<name>.json``; the path."""
+    """`payload` as ``<out_dir or benchmarks/results/quality>/<name>.json``; the path."""
     if out_dir is None:
         return write_result(name, payload)
     path = Path(out_dir) / f"{name}.json"
@@ -634,14 +634,14 @@ def merge(part_names, out="quality-gpu", cpu_name="quality"):
     difference and pass/fail against :data:`VS_SMALL_TOL`; rows not measured are listed
     under ``missing`` with the reason (a part file absent, a method skipped, stopped or
     failed)."""
-    cpu = json.loads((RESULTS / f"{cpu_name}.json").read_text())
+    cpu = json.loads((result_dir(cpu_name) / f"{cpu_name}.json").read_text())
     small_cpu = {r["family"]: r["methods"].get("default", {}) for r in cpu["rows"]
                  if r["kind"] == "shape" and r["n"] == 5000}
     rows, parts, missing, devices = [], {}, [], set()
     for part in part_names:
         spec = PARTS[part]
-        path = RESULTS / f"{part_name(part)}.json"
-        partial = RESULTS / f"{part_name(part)}-partial.json"
+        path = result_dir(part_name(part)) / f"{part_name(part)}.json"
+        partial = result_dir(part_name(part)) / f"{part_name(part)}-partial.json"
         planned = [(n, f) for n in spec["sizes"] for f in spec["families"]
                    if n <= 5000 or f in spec.get("large_families", spec["families"])]
         if not path.exists() and partial.exists():
@@ -757,10 +757,11 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, help="timed runs per method (default 1 CPU, 3 GPU; "
                                                "1 with --part)")
     p.add_argument("--out", help="result name (no .json)")
-    p.add_argument("--out-dir", help="folder of the result file (default benchmarks/results)")
+    p.add_argument("--out-dir",
+                   help="folder of the result file (default benchmarks/results/quality)")
     p.add_argument("--merge", nargs="*", metavar="PART",
                    help="merge the parts' files (default: every part of PARTS) in "
-                        "benchmarks/results into quality-gpu.json (or --out) and stop")
+                        "benchmarks/results/quality into quality-gpu.json (or --out) and stop")
     args = p.parse_args(argv)
     if args.merge is not None:
         unknown = sorted(set(args.merge) - set(PARTS))

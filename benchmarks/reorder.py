@@ -45,12 +45,12 @@ values of A (13.5 GB) and about 35 GB of Chebyshev blocks: under 60 GB of the H2
 
 Usage::
 
-    python benchmarks/reorder.py --out benchmarks/results          # syn4d 1e7, 5e7, digits 240K
+    python benchmarks/reorder.py                   # syn4d 1e7, 5e7, digits 240K
     python benchmarks/reorder.py --small --out /tmp/r              # 2e5 / 2e4 smoke run
     # one shape in its own call, merged into the earlier rows (syn4d 5e7: expected 3-5
     # min on an H200, scaled from the 10⁷ row; RCM is skipped at that size):
     python benchmarks/reorder.py --shapes syn4d-5e7 \\
-        --merge benchmarks/results/reorder.json --out "$OUT"
+        --merge benchmarks/results/reorder/reorder.json --out "$OUT"
 """
 
 from __future__ import annotations
@@ -257,7 +257,8 @@ def run_shape(name, spec, args, bandwidth, save=None):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=RESULTS, help="folder of the JSON file")
+    parser.add_argument("--out", type=Path, default=RESULTS / "reorder",
+                        help="folder of the JSON file")
     parser.add_argument("--small", action="store_true", help="the small shapes (smoke run)")
     parser.add_argument("--shapes", nargs="+", choices=tuple(SHAPES))
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS))

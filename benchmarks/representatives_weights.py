@@ -1,6 +1,7 @@
-"""Representatives (papers/004): their graph unweighted against weighted by the points
-each stands for (:func:`explorer.representatives.weight_by_counts`, what
-``mode="representatives"`` clusters), on the built-in 2-D shapes, m = 4096 and 16384.
+"""Representatives (after He, Vialle, Baboulin's k-means chain): their graph unweighted
+against weighted by the points each stands for
+(:func:`explorer.representatives.weight_by_counts`, what ``mode="representatives"``
+clusters), on the built-in 2-D shapes, m = 4096 and 16384.
 
 usage: python benchmarks/representatives_weights.py OUT.json {gpu,cpu} SIZES [FAMILIES]
   SIZES: comma-separated, e.g. 1000000,10000000 (one H200 call: about 3 minutes);

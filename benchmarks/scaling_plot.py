@@ -1,12 +1,12 @@
 """Time against n, log-log: graph builds per method (like the paper's Fig. 9), and the
 clustering modes past the n² wall (issue 17).
 
-``scaling``: reads the committed benchmark results — ``results/paper-tables.json``
-(Syn1M, Syn5M), ``results/paper-tables-mnist.json`` (MNIST60K/120K/240K shapes) and
-``results/fast.json`` (grid, gemm) — and the paper's RTX 3090 figures (Table 5), and
+``scaling``: reads the committed benchmark results — ``results/paper/paper-tables.json``
+(Syn1M, Syn5M), ``results/paper/paper-tables-mnist.json`` (MNIST60K/120K/240K shapes) and
+``results/gpu/fast.json`` (grid, gemm) — and the paper's RTX 3090 figures (Table 5), and
 draws one panel per data family into ``docs/scaling.png``.
 
-``large``: reads ``results/large.json`` (``benchmarks/large.py large`` and ``large.py
+``large``: reads ``results/large/large.json`` (``benchmarks/large.py large`` and ``large.py
 landmarks``) and draws the end-to-end fit time against n of the exact pipeline,
 representatives and landmarks on infinite digits into ``docs/large-scaling.png``; a mode
 without points in the file is named in the legend as missing. Needs matplotlib
@@ -68,7 +68,7 @@ def ours(shapes: dict) -> dict:
     return out
 
 
-def large_scaling(source: Path = RESULTS / "large.json", out: Path = LARGE_OUT) -> Path:
+def large_scaling(source: Path = RESULTS / "large" / "large.json", out: Path = LARGE_OUT) -> Path:
     """docs/large-scaling.png: fit seconds against n per mode, log-log, from large.json's
     ``scaling`` points; returns the path written."""
     result = json.loads(Path(source).read_text())
@@ -108,8 +108,8 @@ def large_scaling(source: Path = RESULTS / "large.json", out: Path = LARGE_OUT) 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("plot", nargs="?", choices=("scaling", "large"), default="scaling")
-    parser.add_argument("--source", type=Path, default=RESULTS / "large.json",
-                        help="large: the JSON to read (default results/large.json)")
+    parser.add_argument("--source", type=Path, default=RESULTS / "large" / "large.json",
+                        help="large: the JSON to read (default results/large/large.json)")
     parser.add_argument("--out", type=Path, help="the PNG to write (default under docs/)")
     args = parser.parse_args(argv)
     if args.plot == "large":
@@ -120,10 +120,10 @@ def main(argv=None) -> int:
 
 def scaling(out: Path = OUT) -> int:
     """docs/scaling.png: graph build time against n per method, ours and the paper's."""
-    shapes = json.loads((RESULTS / "paper-tables.json").read_text())["shapes"]
-    mnist = json.loads((RESULTS / "paper-tables-mnist.json").read_text())["shapes"]
+    shapes = json.loads((RESULTS / "paper" / "paper-tables.json").read_text())["shapes"]
+    mnist = json.loads((RESULTS / "paper" / "paper-tables-mnist.json").read_text())["shapes"]
     shapes = {k: v for k, v in shapes.items() if not k.startswith("MNIST")} | mnist
-    fast = json.loads((RESULTS / "fast.json").read_text())
+    fast = json.loads((RESULTS / "gpu" / "fast.json").read_text())
     times = ours(shapes)
     for name, entry in fast["shapes"].items():
         times.setdefault(entry["method"], {})[name] = entry["build_s"]

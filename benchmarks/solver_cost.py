@@ -1,7 +1,7 @@
 """Calibration of ``eigen_solver="auto"``'s cost model (explorer.embedding.solvers).
 
-    python benchmarks/solver_cost.py                 # CPU -> results/solver-cost-cpu.json
-    python benchmarks/solver_cost.py --backend gpu   # GPU -> results/solver-cost-gpu.json
+    python benchmarks/solver_cost.py                 # CPU -> results/eigen/solver-cost-cpu.json
+    python benchmarks/solver_cost.py --backend gpu   # GPU -> results/eigen/solver-cost-gpu.json
 
 The rule compares two predicted times for the k largest eigenpairs of A (m rows, nnz
 stored entries, block of b vectors, :func:`explorer.embedding.chebyshev.default_block`):

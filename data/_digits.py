@@ -181,8 +181,8 @@ def infinite_digits_gpu(n, rng, **options):
     """:func:`infinite_digits` rendered on the GPU: the same draws from `rng` (on the
     host), the images resampled by CuPy (equal to the host's up to float32 rounding of
     the products; not compared by a test yet); X is a CuPy array (y NumPy). For
-    benchmarks of millions of rows, where the host's rendering would take minutes (an
-    H200 and its host: 10⁶ rows in 1.2 s, 10⁷ in 11 s, most of it the host's draws)."""
+    benchmarks of millions of rows, where the host's rendering would take minutes (on
+    the GPU 10⁷ rows take seconds, most of it the host's draws)."""
     import inspect
 
     import cupy

@@ -133,9 +133,9 @@ def column_sums(M, xp=None):
     """float64 sums of the columns of an n×m array (NumPy or CuPy), m small.
 
     A product with a vector of ones, over blocks of rows: CuPy's ``sum(axis=0)`` over
-    few columns runs in a handful of blocks (about 3 ms per 10⁶ rows of 4 columns on
-    an H200, which made k-means++ seeding at n = 5·10⁶ take seconds), while the
-    product is a pass at bandwidth. Values are widened one block at a time.
+    few columns runs in a handful of thread blocks, far below bandwidth (it made
+    k-means++ seeding of millions of rows take seconds), while the product is a pass
+    at bandwidth. Values are widened one block at a time.
     """
     xp = array_module(M) if xp is None else xp
     n = M.shape[0]

@@ -19,11 +19,11 @@ from ._backend import array_module, sparse_module, to_numpy
 #: 17.7 GB each). A 2.2·10⁹-nonzero graph takes 67 blocks.
 ENTRY_BLOCK = 1 << 25
 
-#: Most stored entries one sparse product is handed. On an NVIDIA H200 (CuPy 14.2,
-#: CUDA 13) cuSPARSE's SpMV failed with CUSPARSE_STATUS_INTERNAL_ERROR on a matrix of
-#: 2.2·10⁹ nonzeros with int64 indices, while the statistics' products over row blocks
-#: of the same matrix succeeded; :func:`matmul` multiplies larger matrices a slab of
-#: rows at a time (3 slabs at 2.2·10⁹), smaller ones in one call as before.
+#: Most stored entries one sparse product is handed: cuSPARSE's SpMV failed with
+#: CUSPARSE_STATUS_INTERNAL_ERROR on a matrix of 2.2·10⁹ nonzeros with int64 indices
+#: (CuPy 14.2, CUDA 13), while products over row blocks of the same matrix succeeded;
+#: :func:`matmul` multiplies larger matrices a slab of rows at a time (3 slabs at
+#: 2.2·10⁹), smaller ones in one call.
 PRODUCT_MAX_ENTRIES = 1 << 30
 
 

@@ -1,7 +1,7 @@
 """Memory preflight: will a graph fit, estimated before it is built?
 
 A graph too large for memory must be refused before the work starts, with the estimate
-in the message (docs/architecture.md "Errors and memory"). This module holds every such
+in the message (docs/architecture.md "Memory"). This module holds every such
 estimate and check:
 
 - :func:`available_host_bytes` and :func:`free_device_bytes`: what there is;

@@ -1,4 +1,5 @@
-// CSRC sparse products (papers/002, Aliaga et al. 2023): one stored n x p matrix A serves
+// CSRC sparse products (Aliaga et al. 2023, "Sparse matrix-vector and matrix-multivector
+// products for the truncated SVD on graphics processors"): one stored n x p matrix A serves
 // both Y = A X and W = A^T U.
 //
 // Storage (kernels/csrc.py, CsrcMatrix): rows in blocks of ROWS; the entries of block g
@@ -16,7 +17,7 @@
 
 #define ROWS 256
 
-// Y = A X (X: p x NV, Y: n x NV). One thread block per row block (papers/002, Fig. 3):
+// Y = A X (X: p x NV, Y: n x NV). One thread block per row block (Aliaga et al., Fig. 3):
 // the block's ROWS x NV results accumulate in shared memory (atomics there are cheap),
 // then go to Y in one coalesced write; every row of Y is written, empty rows as 0.
 extern "C" __global__ void csrc_spmm(const long long* __restrict__ blockptr,
@@ -79,7 +80,7 @@ extern "C" __global__ void csrc_spmm_t_shared(const long long* __restrict__ bloc
     }
 }
 
-// W += A^T U for any p (papers/002, Fig. 4): one thread block per row block; each group
+// W += A^T U for any p (Aliaga et al., Fig. 4): one thread block per row block; each group
 // of NV threads walks a contiguous run of the block's entries, which are sorted by
 // column, and sums the entries of one column in registers before a single global
 // atomic per column change (the paper's segmented reduction, done along the run

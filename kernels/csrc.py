@@ -1,4 +1,6 @@
-"""CSRC: one stored tall sparse matrix for both ``A @ X`` and ``A.T @ U`` (papers/002).
+"""CSRC: one stored tall sparse matrix for both ``A @ X`` and ``A.T @ U`` (Aliaga et al.,
+"Sparse matrix-vector and matrix-multivector products for the truncated SVD on graphics
+processors").
 
 Aliaga et al.'s compressed sparse row/column layout keeps an n × p matrix (n ≫ p) in
 row blocks of :data:`ROWS` rows: a block pointer per row block (like CSR's ``indptr``,
@@ -37,8 +39,8 @@ WIDTHS = (1, 2, 4, 8, 16, 32, 64)
 MAX_WIDTH = WIDTHS[-1]
 
 #: The ``"shared"`` transposed product keeps the p × width result in a block's shared
-#: memory, at most this many bytes (two blocks per multiprocessor fit in an H100's
-#: 228 KiB).
+#: memory, at most this many bytes (two blocks per multiprocessor fit in 228 KiB of
+#: shared memory).
 SHARED_RESULT_MAX_BYTES = 96 * 1024
 
 #: Blocks per multiprocessor of the shared-memory transposed product.
@@ -175,14 +177,13 @@ def spmm(A: CsrcMatrix, X):
 def transposed_variant(p: int, width: int, variant: str = "auto") -> str:
     """The transposed product's kernel.
 
-    ``"runs"`` (``"auto"``): papers/002's kernel, one block per row block, global
+    ``"runs"`` (``"auto"``): Aliaga et al.'s kernel, one block per row block, global
     atomics after summing each run of one column's entries in registers.
     ``"shared"``: every block keeps the whole p × width result in shared memory (at
     most :data:`SHARED_RESULT_MAX_BYTES`) over many row blocks, one global atomic per
-    result element and block. Measured on an H200 (benchmarks/results/csrc.json,
-    p = 1000, r = 5), ``"runs"`` is 3.8-6.5× faster at n = 10⁶-10⁷, widths 8-16:
-    the shared variant's few resident blocks cannot hide the latency of the rows of
-    U they gather, while the runs kernel moves 0.8-1.0 TB/s.
+    result element and block. ``"runs"`` is the faster (benchmarks/README.md,
+    "Landmarks and CSRC"): the shared variant's few resident blocks cannot hide the
+    latency of the rows of U they gather.
     """
     if variant not in TRANSPOSED_VARIANTS:
         raise ValueError(f"variant={variant!r} is not allowed; use one of {TRANSPOSED_VARIANTS}")

@@ -1,13 +1,11 @@
 """Launcher of the warp-per-row sparse × dense block product (``spmm.cu``), the
 product of the GPU Chebyshev eigensolver.
 
-Measured on an H200 against cuSPARSE's generic SpMM with the same row-major float32
-block (``cupyx.cusparse.spmm`` with ``transb``, what the solver used before; CUDA
-events, median of 20, 2026-11-24): b = 8 on Syn1M (10⁶ rows, 23 nonzeros a row) 0.42
-against 0.74 ms; b = 15 on infinite digits 6·10⁴ (192 a row) 0.29 against 0.51 ms;
-b = 8 on a moons 10⁶ kNN graph (11 a row) 0.34 against 0.40 ms, but b = 4 there 0.29
-against 0.25 ms, so blocks narrower than :data:`MIN_BLOCK` stay with cuSPARSE; b = 16
-and 32 on the digits 2.7 and 4.6 times faster.
+A warp reads whole rows of the row-major block and splits a row's nonzeros among its
+lanes, so each nonzero gathers one contiguous row of Y. It beats cuSPARSE's generic
+SpMM on the same row-major float32 block for 8 to 32 columns; narrower blocks stay
+with cuSPARSE, where idle lanes cost more than they save (benchmarks/README.md,
+"Figures moved from library comments").
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def test_auto_falls_back_when_lanczos_pairs_are_closer_than_its_tolerance(rng):
 
 
 def test_the_constants_are_the_committed_calibration():
-    """CPU_COSTS restates benchmarks/results/solver-cost-cpu.json's fit (3 digits)."""
+    """CPU_COSTS restates benchmarks/results/eigen/solver-cost-cpu.json's fit (3 digits)."""
     import json
     from pathlib import Path
 

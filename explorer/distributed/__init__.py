@@ -1,4 +1,5 @@
-"""Spectral clustering on a dask.distributed cluster (issue 19, after papers/001).
+"""Spectral clustering on a dask.distributed cluster (issue 19, after "Scalable
+Clustering using Multiple GPUs").
 
 The same pipeline as the single-process one, on a Dask array whose row chunks stay on
 the workers:

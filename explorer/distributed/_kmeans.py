@@ -1,5 +1,6 @@
-"""Distributed k-means after papers/001: each worker assigns its row blocks to the
-nearest centres and forms float64 partial sums; the client adds them in block order.
+"""Distributed k-means after "Scalable Clustering using Multiple GPUs": each worker
+assigns its row blocks to the nearest centres and forms float64 partial sums; the
+client adds them in block order.
 
 The single-process pieces do the arithmetic (:func:`explorer.kmeans.assign_nearest`,
 its seeding helpers and inertia); this module only cuts the work by row blocks and
@@ -122,7 +123,8 @@ def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
     (:func:`explorer.kmeans.assign_nearest`) on its rows, keeps the labels and returns
     only its float64 per-cluster sums and counts (k × (d + 1)) and how many of its
     labels changed. The client adds the partial sums in block order (float64, the
-    accurate update of papers/004) and forms the new centres.
+    accurate update of He, Vialle and Baboulin's k-means chain) and forms the new
+    centres.
 
     **Seeding.** The random draws come from `random_state` in the same sequence as
     :class:`explorer.KMeans`'s, so ``"k-means++"`` and ``"random"`` pick the same

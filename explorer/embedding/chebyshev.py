@@ -10,143 +10,59 @@ A block Y of b >= k vectors (random, or given starting vectors first). Each oute
 iteration:
 
 1. **Rayleigh-Ritz from one small matrix.** With AY, the float64 Gram matrix
-   M = [Y, AY]^T [Y, AY] (2b × 2b) holds everything: G = Y^T Y, H = Y^T A Y and
-   K = (AY)^T (AY). On the host, G is orthonormalised within the span (scaled SVQB;
-   directions that are rounding noise are dropped and refilled with random vectors),
-   H projected and diagonalised: Ritz values θ_1 >= ... >= θ_b and coefficients Q
-   with Y Q orthonormal; the residual of each Ritz pair is sqrt(q^T K q - θ²). One
-   transfer of 4b² numbers, so **one host synchronisation per outer iteration**; for
-   a `tol` below :data:`ESTIMATE_FLOOR`, where the subtraction loses its digits, the
-   residuals are measured directly once the estimates reach that floor.
-2. **Stop** when the k wanted residual norms are all <= `tol`, and, where the gap
-   after the k-th Ritz value is small, <= :data:`GAP_ANGLE` times that gap (see
-   "Tolerance for clustering").
+   M = [Y, AY]^T [Y, AY] (2b × 2b) holds G = Y^T Y, H = Y^T A Y and K = (AY)^T (AY).
+   On the host, G is orthonormalised within the span (scaled SVQB; directions that are
+   rounding noise are dropped and refilled with random vectors), H projected and
+   diagonalised: Ritz values θ_1 >= ... >= θ_b, coefficients Q, and each pair's
+   residual sqrt(q^T K q - θ²). One transfer of 4b² numbers, so **one host
+   synchronisation per outer iteration**; below :data:`ESTIMATE_FLOOR`, where that
+   subtraction loses its digits, the residuals are measured directly.
+2. **Stop** when the k wanted residual norms are all <= the target of
+   :func:`residual_target` (`tol`, or less after a small gap).
 3. **Filter.** Y <- P(A) (Y Q) with P(x) = T_p(t(x)) / T_p(t(1)), the degree-p
    Chebyshev polynomial of the interval [-1, cut] (t maps it onto [-1, 1]) scaled to
-   1 at the top of the spectrum; cut = θ_b, the smallest Ritz value of the block. P
-   is bounded by 1 on [-1, 1] and damps everything below the cut by 1 / T_p(t(1)),
-   so the wanted directions keep their size and nothing overflows in float32. Three-
-   term recurrence: each of the p steps is one SpMM and one fused update
-   ``Y_{j+1} = α A Y_j + β Y_j + γ Y_{j-1}`` written over Y_{j-1} (a CUDA elementwise
-   kernel on the GPU).
-4. **Degree.** The largest p <= `degree` with T_p(t(1)) <= 100: each filter divides
-   the unwanted components by at most 100 relative to the top, which keeps the
-   filtered block well conditioned for step 1 (float32) and checks progress often
-   enough not to overshoot `tol` by much; early on (cut far below 1) that is a few
-   steps, near convergence (cut within ~1e-3 of 1) the cap `degree`. The last filter
-   is shortened to the degree the previous one's decay says will reach `tol`.
+   1 at the top of the spectrum; cut = θ_b. P is bounded by 1 on [-1, 1], so the wanted
+   directions keep their size and nothing overflows in float32. Each of the p steps is
+   one product and one fused update ``Y_{j+1} = α A Y_j + β Y_j + γ Y_{j-1}``.
+4. **Degree.** The largest p <= `degree` with T_p(t(1)) <= 100 (:func:`filter_degree`),
+   which keeps the filtered block well conditioned for step 1 and checks progress
+   often enough not to overshoot `tol`; the last filter is shortened to the degree the
+   previous one's decay says will reach the target.
 
 A final Rayleigh-Ritz in float64 (with A in float64) returns the eigenvalues, the
 orthonormal vectors and their residual norms.
 
-Why this method (numbers)
--------------------------
-The wanted eigenvalue of a clustered graph is 1 with multiplicity c (c components),
-and the next eigenvalues are close: on the paper's Syn1M graph 1 - μ_5 = 1.96e-3, on
-Syn5M 1.40e-3, on syn4d at 2·10⁵ points (σ = 0.01, threshold 0.0018) 1.40e-3..1.53e-3
-for μ_5..μ_20 (the first smooth mode of each box: 4 directions × 4 boxes).
-Single-vector Lanczos misses copies of a repeated eigenvalue, so the solver must be a
-block method. Eigensolver + k-means on an NVIDIA H200 (benchmarks/results/eigen.json:
-CUDA events, median of 3; LOBPCG at the paper's tolerances 1e-3 / 1e-4):
-
-=======================  ====================================  ======================
-seconds (ARI)            Syn1M: 10⁶ rows, 23 nonzeros/row      Syn5M: 5·10⁶, 29/row
-=======================  ====================================  ======================
-this, tol 1e-4, float32  0.153 + 0.070 = 0.222 (1.000);        1.063 + 0.345 = 1.408
-                         193 products, 7 host syncs            (1.000); 217 products
-this, tol 1e-5           0.184 + 0.071 = 0.256 (1.000)         1.256 + 0.347 = 1.603
-explorer's LOBPCG        0.905 + 0.069 = 0.974 (1.000)         7.01 + 0.35 = 7.36
-cupyx lobpcg, b = k + 2  1.509 + 0.066 = 1.574 (1.000)         12.84 + 0.35 = 13.19
-cupyx eigsh (Lanczos)    0.111 + 0.468 (0.257: 1 of 4 zeros)   0.683 + 2.93 (0.336)
-=======================  ====================================  ======================
-
-On 2 CPU cores shared with other jobs (benchmarks/results/eigen-cpu.json, one run
-each, so the times are rough), tol 1e-4: syn4d 2·10⁵, k = 4: this 220 products,
-96 s (45 s in float32), explorer's LOBPCG 224 iterations, 312 s, SciPy's lobpcg
-(300 iterations) 152 s, ARPACK 20 s but ARI 0.41 (2 of 4 zeros); moons 2·10⁴,
-k = 2: 141 products, 4.6 s (2.4 s), 18.7 s, 10.2 s, and ARPACK 8.1 s with ARI 0.00.
-
-An LOBPCG iteration orthogonalises and solves a 3b-dimensional Rayleigh-Ritz problem
-and synchronises with the host several times (8 ms an iteration on Syn1M, against
-0.7 ms for one product here), and library LOBPCGs wait for the extra block vectors,
-which converge last. Here a product costs one SpMM plus one pass over 4 n×b arrays,
-and the host is consulted once every p (up to `degree`) products: 7 times in the
-193-product Syn1M solve, whose time is 92 % SpMM (193 × 0.73 ms of 153 ms).
-Chebyshev acceleration has the sqrt(gap) rate per product of Krylov methods on an
-interval: damping the unwanted components by 10⁴ relative to the wanted ones with
-1 - μ_5 = 1.4e-3 takes T_p(t(1)) >= 10⁴, p >= ln(2·10⁴) / acosh(1 + 1.4e-3) ≈ 190
-products even with the cut at μ_5 from the start; the solver takes ~200. Locking
-converged vectors is not done: the wanted vectors share the eigenvalue 1 and converge
-together, and on the GPU a row-major SpMM with b <= 8 float32 columns reads one
-32-byte sector per nonzero whatever b is, so shrinking the block saves nothing. The
-lower end of the damped interval stays at -1: these graphs have eigenvalues there
-(syn4d 2·10⁵: μ_min = -0.9946), so no tighter bound would help.
+Why a filtered block method: the wanted eigenvalue of a clustered graph is 1 with
+multiplicity c (c components), which single-vector Lanczos misses copies of, and the
+host is consulted once per filter of up to `degree` products instead of several times
+per iteration as in LOBPCG. Chebyshev acceleration converges at the sqrt(gap) rate of
+Krylov methods per product. Converged vectors are not locked: the wanted vectors share
+the eigenvalue 1 and converge together, and on the GPU a row-major product with b <= 8
+float32 columns costs the same whatever b is.
 
 Tolerance for clustering
 ------------------------
-`tol` bounds the residual norm ||A v - θ v|| of each wanted unit Ritz vector (||A||
-<= 1, so it is also relative). What k-means needs is the angle between the computed
-span and the eigenspace, and Davis-Kahan bounds its sine by the residual over the
-gap to the next eigenvalue: sin ∠ <= ||R|| / (1 - μ_{k+1}). The eigenvalues are
-accurate to about ||R||² / gap. Measured on Syn1M (n = 10⁶, k = 4, float32):
-
-=========  ========  =================  ==========  =============
-tol        products  largest residual   sin ∠       ARI (k-means)
-=========  ========  =================  ==========  =============
-1e-3       105       8.8e-4             0.45        0.977
-3e-4       163       8.4e-5             0.042       1.000
-1e-4       190       2.2e-5             0.011       1.000
-1e-5       225       5.4e-6             0.0028      1.000
-=========  ========  =================  ==========  =============
-
-(sin ∠ against the exact eigenspace, D^1/2 times the component indicators; the
-bound residual / gap, with 1 - μ_5 = 1.96e-3, predicts each row.) So a residual of
-1e-3 is *not* enough on the paper's own data set: it leaves the computed span 27°
-from the eigenspace, and k-means no longer recovers the clusters exactly. Rows of
-D^-1/2 V tolerate a modest angle because the vectors that contaminate the span are
-the smooth modes of the clusters themselves: mixed into the indicator vectors they
-mostly rescale the rows of a cluster (which the unit-row normalisation removes) and
-only rotate them within a narrow cone; an angle of a few degrees changes no label.
-:data:`DEFAULT_TOL` = 1e-4 guarantees an angle below 3° for gaps down to 2e-3 and
-below 6° down to 1e-3, for 80 % more products than 1e-3; 1e-5 costs another 20 % and
-keeps the zero eigenvalues of disconnected graphs below 1e-7, as the eigengap
-heuristic's zero test (1e-6) needs (at 1e-4 they can come out near 1e-5 when the
-next eigenvalue is within 1e-3).
-
-Where the gap is much smaller, as after the two zero eigenvalues of a large moons
-graph (2.7e-5 at 10⁵ points: the path-like moons have near-zero smooth modes), no
-fixed tolerance is safe: at 1e-4 the second vector came back a mixture with the next
-eigenvector and k-means scored ARI 0.00. So the loop also asks for a residual below
-:data:`GAP_ANGLE` (0.05, about 3°) times the gap between the k-th and the next Ritz
-value, down to what the working precision resolves; on the synthetic benchmark
-graphs (gaps near 2e-3) that changes nothing. Not where k falls inside a bunch of
-close eigenvalues (the gap below :data:`BUNCHED_GAP` times the next eigenvalue), as
-k = 8 or 16 on four 4-D Gaussian clusters, each with four near-equal smooth modes:
-there the split is arbitrary and resolving it cost 6x the products. Both exceptions
-are judged on the largest gap the Ritz values allow, min(θ_k + r_k, 1) - θ_{k+1}
-(:func:`residual_target`): taking the gap between the Ritz values of an unconverged
-block at face value stopped 1 solve in 11 early on a spectrum 1, 1, then five
-eigenvalues 5e-6 below (k = 2), with the span nearly orthogonal to the eigenspace.
+`tol` bounds the residual norm ||A v - θ v|| of each wanted unit Ritz vector (||A|| <=
+1, so it is also relative). What k-means needs is the angle between the computed span
+and the eigenspace, which Davis-Kahan bounds by residual / gap. :data:`DEFAULT_TOL` =
+1e-4 keeps that angle below 3° for gaps down to 2e-3 (a residual of 1e-3 does not
+recover the clusters of the paper's own Syn1M graph). Where the gap after the k-th
+eigenvalue is much smaller, the loop also asks for :data:`GAP_ANGLE` times the gap,
+except where k cuts a repeated eigenvalue or a bunch of close ones
+(:data:`DEGENERATE_GAP`, :data:`BUNCHED_GAP`), whose split is arbitrary.
 
 Precision and the GPU product
 -----------------------------
-On the GPU the iteration runs in float32 (`dtype`): the SpMM is bound by memory
-traffic, and float32 halves the bytes of the values and of each gathered block row.
-It is safe because P is bounded by 1, the Ritz values and residual estimates come
-from float64 Gram matrices of the float32 block, and the final Rayleigh-Ritz step is
-float64; float32 vectors resolve residuals down to about 2e-7, so tolerances below
-:data:`FLOAT32_MIN_TOL` run in float64. The product is cuSPARSE's generic SpMM
-(``cupyx.cusparse.spmm``, ``CUSPARSE_SPMM_ALG_DEFAULT``), which ``A @ Y`` also
-reaches (``csrmm2`` is gone from CUDA >= 11) after copying Y to column-major order.
-``layout="row"`` keeps the block row-major, so that each nonzero gathers one
-contiguous row of b values (32 bytes for b = 8) instead of b scattered values; ``"col"``
-is the column-major path ``A @ Y`` takes. On an H200 one float32 product (b = 8) took
-0.73 ms row-major and 1.46 ms column-major on Syn1M, 4.5 and 24.6 ms on Syn5M, both
-through cuSPARSE (benchmarks/eigen.py, ``product_ms``). Row-major blocks of 8-32
-columns now go through our warp-per-row kernel (``kernels/spmm.cu``: the lanes of a
-warp read whole rows of Y and split a row's nonzeros), 1.2-2.7 times faster than
-cuSPARSE on the benchmark graphs at the solver's block widths (``kernels/spmm.py``);
-narrower or wider blocks and ``"col"`` stay with cuSPARSE.
+On the GPU the iteration runs in float32 (`dtype`): the product is bound by memory
+traffic, and float32 halves its bytes. It is safe because P is bounded by 1, the Ritz
+values and residual estimates come from float64 Gram matrices, and the final step is
+float64; tolerances below :data:`FLOAT32_MIN_TOL` run in float64. ``layout="row"``
+keeps the block row-major so that each nonzero gathers one contiguous row of b values;
+blocks of 8-32 columns go through the warp-per-row kernel of ``kernels/spmm.py``, other
+widths and ``"col"`` through cuSPARSE's generic SpMM.
+
+The measurements behind these choices are in benchmarks/README.md ("Chebyshev-filtered
+subspace iteration").
 """
 
 from __future__ import annotations
@@ -179,9 +95,7 @@ DEFAULT_TOL = 1e-4
 DEFAULT_MAX_ITER = 10_000
 
 #: Default largest filter degree (block products between two convergence checks).
-#: Small gaps need long filters: T_p grows only once p·acosh(t) exceeds ~1. On moons
-#: (2·10⁴ points, 1 - μ_3 = 1.3e-4) at tol 1e-5 the caps 32 / 64 / 128 took 778 / 379 /
-#: 329 products; on syn4d (2·10⁵) 265 / 250 / 255, where the growth bound decides.
+#: Small gaps need long filters: T_p grows only once p·acosh(t) exceeds ~1.
 DEFAULT_DEGREE = 128
 
 #: The spectrum of A = D^-1/2 S D^-1/2 lies in [-1, 1] for any non-negative symmetric S.
@@ -190,8 +104,7 @@ SPECTRUM = (-1.0, 1.0)
 #: The largest factor by which one filter may amplify the top of the spectrum over
 #: the cut, T_p(t(1)): it bounds the condition number of the filtered block (which the
 #: Rayleigh-Ritz step must resolve in the working precision) and the progress between
-#: two checks (hence the overshoot past `tol`). 1e2 and 1e3 took 255 and 250 products
-#: on syn4d (tol 1e-5), 329 and 387 on moons.
+#: two checks (hence the overshoot past `tol`).
 _GROWTH = 1e2
 
 #: Relative size (squared singular value) below which a direction of the filtered
@@ -226,13 +139,8 @@ DEGENERATE_GAP = 1e-6
 #: through a bunch of close eigenvalues (judged like :data:`DEGENERATE_GAP`, on the
 #: largest gap the Ritz values and the k-th residual allow), and the gap-aware target
 #: is not applied: the split inside the bunch is arbitrary, so resolving it buys no
-#: clustering. On a
-#: 4-cluster syn4d graph (10⁵ points) eigenvalues 5-20 lie within 0.0060-0.0066 (four
-#: modes per 4-D cluster); k = 8 asked for 0.05 × 4·10⁻⁵ and took 803 products
-#: (k = 4: 138), 138 with this rule. At 5·10⁶ points two solves at k = 16 did not
-#: finish in 240 s on an H200; with it one takes 2.5 s (benchmarks/README.md).
-#: The gaps the target is for are those after well separated clusters, about as large
-#: as the next eigenvalue itself (moons: 2.7·10⁻⁵ after two zeros).
+#: clustering and costs many times the products. The gaps the target is for are those
+#: after well separated clusters, about as large as the next eigenvalue itself.
 BUNCHED_GAP = 0.1
 
 LAYOUTS = ("row", "col")
@@ -266,9 +174,8 @@ def chebyshev_subspace(
     block : int, optional
         Vectors in the iterated block, k <= block <= n; default
         ``max(8, k + max(4, k // 2))`` (capped at n). Extra vectors widen the gap the
-        filter works on: on moons (k = 2) blocks of 4 / 6 / 8 took 256 / 291 / 141
-        products at tol 1e-4; on the GPU a row of 8 float32 values is one 32-byte
-        sector, so blocks up to 8 cost the same per product.
+        filter works on; on the GPU a row of 8 float32 values is one 32-byte sector, so
+        blocks up to 8 cost the same per product.
     degree : int, optional
         Largest degree of one Chebyshev filter (block products with A between two
         convergence checks), >= 1; default :data:`DEFAULT_DEGREE`.
@@ -281,10 +188,9 @@ def chebyshev_subspace(
         Seeds the random starting block (drawn on A's device).
     v0 : array of shape (n,) or (n, j), j <= block, optional
         Starting vectors (NumPy or CuPy), placed first in the block; the rest is
-        random. An exact eigenvector is recognised at the first check (D^1/2 1 for
-        eigenvalue 1 alone saved no products on moons, blobs and syn4d graphs: the
-        other wanted vectors set the pace); a solution for a nearby graph is a good
-        start.
+        random. An exact eigenvector is recognised at the first check (alone it saves
+        few products: the other wanted vectors set the pace); a solution for a nearby
+        graph is a good start.
     dtype : {None, "float32", "float64"}
         Working precision of the iteration; default float32 on the GPU (float64 when
         `tol` < :data:`FLOAT32_MIN_TOL`) and float64 on the CPU. The final
@@ -496,10 +402,9 @@ def residual_target(tol, theta, k, floor, residuals=None):
 
     Notes
     -----
-    Davis-Kahan: sin ∠ <= residual / gap. On moons at 10⁵ points (gap 2.7e-5 after the
-    two zero eigenvalues) a residual of 9.5e-5 <= tol = 1e-4 left the second vector a
-    mixture with the next eigenvector, and k-means scored ARI 0.00; asking for
-    ``GAP_ANGLE · gap`` there fixes the angle. Not below what the working precision
+    Davis-Kahan: sin ∠ <= residual / gap, so after a small gap `tol` alone can leave a
+    wanted vector mixed with the next eigenvector; asking for ``GAP_ANGLE · gap``
+    there fixes the angle. Not below what the working precision
     resolves (`floor`), and not where the gap λ_k - λ_{k+1} is within
     :data:`DEGENERATE_GAP` of zero (more copies of the k-th eigenvalue than k: any of
     them is an answer) or below :data:`BUNCHED_GAP` times the next Laplacian
@@ -519,19 +424,15 @@ def residual_target(tol, theta, k, floor, residuals=None):
     So the gap is at most ``min(θ_k + r_k, 1) - θ_{k+1}``, and both tests are hardest
     to pass at the smallest λ_{k+1}, θ_{k+1}. A repeated top eigenvalue (components
     beyond k) passes as soon as θ_{k+1} is within DEGENERATE_GAP of 1, and k inside a
-    bunch once r_k is below a tenth of 1 - θ_{k+1}, less the gap (on syn4d 6e-4 or
-    more: by `tol`); what no longer passes is an unconverged block. Two unit
-    eigenvalues, then five at 1 - 5e-6 (k = 2, tol = 1e-4): at residual 3.1e-5 the
-    Ritz values put the gap at 4.6e-7, taken at face value as degenerate (and
-    bunched), and the solve stopped with the span at sine 0.95 from the eigenspace
-    (18 draws in 200); with the bound the gap may be 5.0e-6, and the iteration goes on
-    until it is resolved (sine ~1e-5, 200 draws in 200).
+    bunch once r_k is below a tenth of 1 - θ_{k+1}, less the gap; what no longer
+    passes is an unconverged block, whose Ritz gap taken at face value could stop the
+    solve with the span far from the eigenspace.
 
     Until the gap is judged the target is ``GAP_ANGLE · gap`` or, where larger, the
     r_k at which the gap would pass as degenerate or bunched: the loop cannot stop on
     it (r_k is still above it), and the last filter is sized for whichever of the two
-    comes first (without it, a bunch whose Ritz gap looked degenerate took full
-    filters towards a residual of 5e-8: 67 products became 349).
+    comes first (else a bunch whose Ritz gap looked degenerate takes full filters
+    towards a residual far below what it needs).
     """
     if theta.shape[0] <= k:
         return tol

@@ -43,9 +43,9 @@ SHIFT = 1e-6
 LU_MAX_DIM = 2
 
 #: ...and at least this many non-isolated vertices: a judgement, not a measured
-#: crossover. Below it every solver takes a fraction of a second on 2 cores
-#: (results/cpu.json's 2·10⁴ rows: 0.19-0.21 s for the whole fit), and on circles
-#: 10⁵ the factors took 0.6 s against Chebyshev's 10 s.
+#: crossover. Below it every solver takes a fraction of a second on 2 cores, and at
+#: 10⁵ planar points the factors cost a small part of what Chebyshev's products do
+#: (benchmarks/README.md, "The eigensolver's rule").
 LU_MIN_ROWS = 20_000
 
 #: Entries of the L and U factors per stored entry of A assumed before they are

@@ -97,12 +97,12 @@ class SolverCosts:
         return self.products * (nnz * (self.alpha + self.beta * b) + self.gamma * m * b)
 
 
-#: Measured by ``python benchmarks/solver_cost.py`` (benchmarks/results/solver-cost-cpu.json,
-#: 2 cores in a quiet moment of a shared machine, load 1; one BLAS thread for the dense
-#: fit): dense 0.007 s at m = 400, 0.62 s at 2000; Chebyshev's k + 1 pairs on 13 kNN
-#: and ε-graphs of 1 800-5 000 rows in 53-309 block products (median 144), 0.02-0.46 s.
+#: Fitted by ``python benchmarks/solver_cost.py`` on 2 CPU cores (one BLAS thread for
+#: the dense fit): dense eigendecompositions of 400-2400 rows and Chebyshev's k + 1
+#: pairs on 13 small kNN and ε-graphs, `products` their median count. `source` names the
+#: committed fit, which a test compares these constants with and ``solver_why`` cites.
 CPU_COSTS = SolverCosts(c_dense=7.77e-11, alpha=0.0, beta=6.74e-10, gamma=4.89e-9,
-                        products=144.0, source="benchmarks/results/solver-cost-cpu.json")
+                        products=144.0, source="benchmarks/results/eigen/solver-cost-cpu.json")
 
 
 #: Default stopping tolerance of the Lanczos and LOBPCG solvers: the residual norm
@@ -123,9 +123,8 @@ LANCZOS_EDGE_GAP_TOLS = 100.0
 
 #: ...and every two of the k at least this many: eigenvalues closer than a few times
 #: the tolerance are ones Lanczos cannot tell apart, and may return one copy of, or a
-#: mixture (circles 10⁵: 1, 1 - 3.2e-7, 1 - 1.0e-5, ...: ARI 0.02,
-#: benchmarks/results/eigen-cpu-amg.json). Mixtures of resolved pairs inside the span
-#: are harmless to the clustering; the digits' kNN graph has pairs 51 tol apart.
+#: mixture (benchmarks/README.md, "The eigensolver's rule"). Mixtures of resolved pairs
+#: inside the span are harmless to the clustering.
 LANCZOS_INNER_GAP_TOLS = 10.0
 
 #: ARPACK restarts of that attempt: past them the spectrum is crowded and the block
@@ -198,14 +197,13 @@ def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None,
       SpectralClustering with the same ARI, Chebyshev took 0.72 s on moons 10⁴ against
       LOBPCG's 1.3 s, 0.29 / 0.36 s on the digits (benchmarks/README.md, "CPU:
       Chebyshev"); ARPACK's Lanczos was faster on some graphs but found one zero of
-      two to four (ARI 0.0-0.6, benchmarks/results/eigen-cpu*.json), so it is never
-      the automatic choice.
+      two to four, so it is never the automatic choice on a graph of several
+      components.
     * **GPU, or nnz unknown**: dense up to :data:`DENSE_MAX_N` vertices, Chebyshev
-      beyond. On an H200 (benchmarks/results/eigen.json) Chebyshev is the fastest
-      solver that returns every zero: Syn1M 0.153 s, where our LOBPCG takes 0.905 s,
-      cupyx's lobpcg 1.509 s and cupyx's eigsh 0.111 s but with 1 of 4 zeros (ARI
-      0.26); one host sync per filter. The dense crossover is the CPU's count until
-      ``benchmarks/solver_cost.py --backend gpu`` has measured the GPU's.
+      beyond. On the GPU Chebyshev is the fastest solver that returns every zero (one
+      host sync per filter; cupyx's eigsh is faster but finds one zero of several).
+      The dense crossover is the CPU's count until ``benchmarks/solver_cost.py
+      --backend gpu`` has measured the GPU's.
 
     * **CPU, graph of points in at most** :data:`~explorer.embedding.lu.LU_MAX_DIM`
       **dimensions, from** :data:`~explorer.embedding.lu.LU_MIN_ROWS` **vertices**:
@@ -219,8 +217,7 @@ def resolve_solver(solver: str, m: int, k: int, xp=np, nnz: int | None = None,
 
     * **CPU, connected graph of more than** :data:`DENSE_MAX_N` **vertices** (not the
       case above): ``"lanczos"``, checked. ARPACK's Lanczos is the fastest solver where
-      the spectrum is not crowded (the digits' ε-graph: 0.017 s against Chebyshev's
-      0.10, dense 0.45 and pyamg's LOBPCG 0.27 s; benchmarks/results/eigen-cpu-digits.json),
+      the spectrum is not crowded (benchmarks/README.md, "The eigensolver's rule"),
       and its two failures are kept out: a repeated eigenvalue 1 (one per component:
       the graph is connected) and pairs closer than its tolerance resolves, which it
       returns mixed or one copy of. :func:`solve` asks it for k + 1 pairs within
@@ -370,7 +367,7 @@ def solver_reason(solver: str, used: str, m: int, k: int, xp=np,
                     "rule of the GPU and of graphs of unknown size)")
         return (f"auto: {m} vertices > {DENSE_MAX_N}: Chebyshev-filtered subspace iteration "
                 "(the fastest solver that finds repeated eigenvalues on the GPU, one host "
-                "sync per filter; benchmarks/results/eigen.json)")
+                "sync per filter)")
     if used == "lanczos":
         return (f"auto: {m} vertices, one connected component: Lanczos (ARPACK), kept "
                 f"because its k-th and (k+1)-th eigenvalues lie at least "

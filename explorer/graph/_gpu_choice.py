@@ -16,7 +16,8 @@ LARGE_D = 100
 GRID_D = 8
 
 #: From this many features a pair costs enough multiply-adds that tensor-core tiles
-#: with an exact re-check beat the paper's per-pair kernels (benchmarks/results/fast.json).
+#: with an exact re-check beat the paper's per-pair kernels (benchmarks/README.md,
+#: "The fast path").
 GEMM_D = 32
 
 

@@ -90,9 +90,9 @@ SPATIAL_SAMPLE = 10_000
 #: Bytes of the traffic model per second of product, by device: the rule turns the
 #: model's bytes into seconds with it. CPU: measured, syn4d 2·10⁵ rows (32 nonzeros per
 #: row), b = 8, SciPy, 2 shared cores: 0.167 s for 2.6·10⁸ model bytes (given order),
-#: 0.10-0.11 s for 0.9-1.1·10⁸ (reordered). GPU: an estimate (a syn4d 5·10⁷ Chebyshev
-#: embedding, ~200 products, took 2.1 s on an H200 in the given order: ≈ 4·10¹³ model
-#: bytes per second of embedding); benchmarks/reorder.py measures it.
+#: 0.10-0.11 s for 0.9-1.1·10⁸ (reordered). GPU: an estimate from one large Chebyshev
+#: embedding's model bytes per second (benchmarks/README.md, "Row reordering");
+#: benchmarks/reorder.py measures it.
 BANDWIDTH = {"gpu": 4.0e12, "cpu": 1.5e9}
 
 #: Traffic over the floor an order is expected to reach (:class:`SpmmTraffic` ratio after
