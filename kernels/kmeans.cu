@@ -14,9 +14,17 @@
 // (one group per distinct label among its 32 rows) and sums each group with shuffles,
 // so a block's shared accumulators see one atomic per group and dimension.
 //
-// Launch: 1-D grid of whole warps (grid-stride over rows), dynamic shared memory
-// k*(d+1) doubles when `sums` is non-null. Centres are read through the read-only
-// cache: every lane of a warp reads the same centre value at once (a broadcast).
+// Launch: 2-D grid, x whole warps (grid-stride over rows), y one k-means restart each,
+// dynamic shared memory k*(d+1) doubles when `sums` is non-null. Centres are read
+// through the read-only cache: every lane of a warp reads the same centre value at
+// once (a broadcast).
+//
+// Restarts (explorer.kmeans._lloyd_starts runs them side by side): with `slots`, the
+// blocks of grid row y serve restart s = slots[y], whose centres, labels, distances
+// and sums are the s-th of arrays holding every restart (neg2c S x k x d, c_sq S x k,
+// labels and mind S x n, sums S x k x (d+1)); without, the one restart of a 1-row grid.
+// With `changed`, the label a row held before is read first and the rows whose label
+// changes are counted into changed[s] (one atomic per block).
 
 #define FULL_MASK 0xffffffffu
 
@@ -27,14 +35,25 @@ extern "C" __global__ void kmeans_step(const float* __restrict__ X,      // n x 
                                        long long n, int d, int k,
                                        int* __restrict__ labels,         // n (out)
                                        float* __restrict__ mind,         // n (out)
-                                       double* __restrict__ sums) {      // k x (d+1), or null
+                                       double* __restrict__ sums,        // k x (d+1), or null
+                                       const int* __restrict__ slots,    // grid rows, or null
+                                       int* __restrict__ changed) {      // S, or null
     extern __shared__ double part[];
+    __shared__ int block_changed;
     const int width = d + 1;
     const int lane = threadIdx.x & 31;
+    const long long slot = slots != nullptr ? slots[blockIdx.y] : 0;
+    neg2c += slot * k * d;
+    c_sq += slot * k;
+    labels += slot * n;
+    mind += slot * n;
+    if (sums != nullptr) sums += slot * k * width;
+    if (threadIdx.x == 0) block_changed = 0;
     if (sums != nullptr) {
         for (int i = threadIdx.x; i < k * width; i += blockDim.x) part[i] = 0.0;
-        __syncthreads();
     }
+    __syncthreads();
+    int my_changed = 0;
     const long long stride = (long long)gridDim.x * blockDim.x;
     // Whole warps iterate together (the shuffles below need every lane), rows past n idle.
     for (long long base = (long long)blockIdx.x * blockDim.x; base < n; base += stride) {
@@ -55,6 +74,7 @@ extern "C" __global__ void kmeans_step(const float* __restrict__ X,      // n x 
                     best = j;
                 }
             }
+            if (changed != nullptr && labels[row] != best) ++my_changed;
             labels[row] = best;
             mind[row] = fmaxf(best_value + x_sq[row], 0.0f);
         }
@@ -75,8 +95,11 @@ extern "C" __global__ void kmeans_step(const float* __restrict__ X,      // n x 
             if (lane == 0) atomicAdd(s + d, (double)__popc(group));
         }
     }
+    if (changed != nullptr && my_changed != 0) atomicAdd(&block_changed, my_changed);
+    __syncthreads();
+    if (changed != nullptr && threadIdx.x == 0 && block_changed != 0)
+        atomicAdd(changed + slot, block_changed);
     if (sums != nullptr) {
-        __syncthreads();
         for (int i = threadIdx.x; i < k * width; i += blockDim.x) {
             if (part[i] != 0.0) atomicAdd(sums + i, part[i]);
         }
@@ -95,12 +118,18 @@ extern "C" __global__ void kmeans_step(const float* __restrict__ X,      // n x 
 // argmin_j (D[r, j] + ||c_j||^2), first index on ties (as argmin over the same float32
 // sums), and the squared distance max(D[r, j] + ||c_j||^2 + ||x_r||^2, 0) to it. One
 // warp per row: the row is read coalesced, lanes keep their own best, shuffles merge.
+// With `changed`, the rows whose label differs from the one held before are counted
+// into *changed (one atomic per block).
 extern "C" __global__ void nearest_centre(const float* __restrict__ D,     // rows x k
                                           const float* __restrict__ c_sq,  // k
                                           const float* __restrict__ x_sq,  // rows
                                           long long rows, int k,
                                           int* __restrict__ labels,        // rows (out)
-                                          float* __restrict__ mind) {      // rows (out)
+                                          float* __restrict__ mind,        // rows (out)
+                                          int* __restrict__ changed) {     // 1, or null
+    __shared__ int block_changed;
+    if (threadIdx.x == 0) block_changed = 0;
+    __syncthreads();
     const int lane = threadIdx.x & 31;
     const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
     for (long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows;
@@ -125,10 +154,15 @@ extern "C" __global__ void nearest_centre(const float* __restrict__ D,     // ro
         }
         if (lane == 0) {
             // Only an overflow to +inf in every column leaves no winner: take the first.
-            labels[r] = index < k ? index : 0;
+            const int label = index < k ? index : 0;
+            if (changed != nullptr && labels[r] != label) atomicAdd(&block_changed, 1);
+            labels[r] = label;
             mind[r] = fmaxf(best + x_sq[r], 0.0f);
         }
     }
+    __syncthreads();
+    if (changed != nullptr && threadIdx.x == 0 && block_changed != 0)
+        atomicAdd(changed, block_changed);
 }
 
 // Per-cluster float64 sums of the rows of X, and counts: sums[c, t] += X[i, t] and
@@ -216,13 +250,19 @@ extern "C" __global__ void cluster_sums(const float* __restrict__ X,       // n 
 
 // Sum over rows of ||x_i - c_{label i}||^2, formed in float64 (the inertia): each
 // thread one element at a time, a block's partial sums merged by shuffles and shared
-// memory, one atomic per block. Launch: 1-D grid, blockDim a multiple of 32 (<= 1024).
+// memory, one atomic per block. Launch: 2-D grid, blockDim a multiple of 32 (<= 1024);
+// grid row y forms the inertia of restart y: centres + y * center_stride, labels
+// + y * n, into total[y] (one restart: a 1-row grid).
 extern "C" __global__ void squared_error(const float* __restrict__ X,        // n x d
                                          const double* __restrict__ centers, // k x d
                                          const int* __restrict__ labels,     // n
                                          long long n, int d,
-                                         double* __restrict__ total) {       // 1
+                                         double* __restrict__ total,         // 1
+                                         long long center_stride) {
     __shared__ double warp_sums[32];
+    centers += blockIdx.y * center_stride;
+    labels += blockIdx.y * n;
+    total += blockIdx.y;
     const long long size = n * d;
     double acc = 0.0;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < size;
@@ -242,5 +282,84 @@ extern "C" __global__ void squared_error(const float* __restrict__ X,        // 
         for (int offset = 16; offset > 0; offset >>= 1)
             acc += __shfl_down_sync(FULL_MASK, acc, offset);
         if (lane == 0) atomicAdd(total, acc);
+    }
+}
+
+
+// The update step of Lloyd's algorithm for the restarts that ran a step
+// (explorer.kernels.kmeans.DeviceStarts): block b serves restart s = slots[b].
+// From its float64 sums and counts (S x k x (d+1)) the new centres (the means; an
+// empty cluster keeps its centre, for the host to re-seed), written over `centers`
+// (S x k x d, float64) with the float32 terms the next step compares (neg2c = -2 c,
+// c_sq = ||c||^2, as explorer.kernels.kmeans._float32_centres forms them) and the
+// counts (S x k). status[3 b .. 3 b + 2] = (labels changed, empty clusters, squared
+// centre shift summed over the centres). The sums and changed[s] are zeroed for the
+// next step. Launch: one block per restart, blockDim a multiple of 32 (<= 1024).
+extern "C" __global__ void lloyd_update(const int* __restrict__ slots, int k, int d,
+                                        double* __restrict__ sums,     // S x k x (d+1)
+                                        int* __restrict__ changed,     // S
+                                        double* __restrict__ centers,  // S x k x d
+                                        float* __restrict__ neg2c,     // S x k x d
+                                        float* __restrict__ c_sq,      // S x k
+                                        double* __restrict__ counts,   // S x k
+                                        double* __restrict__ status) { // 3 per block
+    __shared__ double warp_shift[32];
+    __shared__ int warp_empty[32];
+    const long long slot = slots[blockIdx.x];
+    const int width = d + 1;
+    double* s = sums + slot * k * width;
+    double* c = centers + slot * k * d;
+    float* m = neg2c + slot * k * d;
+    double shift = 0.0;
+    for (int e = threadIdx.x; e < k * d; e += blockDim.x) {
+        const int j = e / d, t = e - j * d;
+        const double count = s[(long long)j * width + d];
+        const double old = c[e];
+        const double mean = count > 0.0 ? s[(long long)j * width + t] / count : old;
+        const double diff = mean - old;
+        shift = fma(diff, diff, shift);
+        c[e] = mean;
+        m[e] = -2.0f * (float)mean;
+    }
+    int empty = 0;
+    for (int j = threadIdx.x; j < k; j += blockDim.x) {
+        const double count = s[(long long)j * width + d];
+        counts[slot * k + j] = count;
+        empty += count == 0.0;
+    }
+    __syncthreads();  // every centre written and every sum read
+    for (int j = threadIdx.x; j < k; j += blockDim.x) {
+        float acc = 0.0f;
+        for (int t = 0; t < d; ++t) {
+            const float v = (float)c[(long long)j * d + t];
+            acc += v * v;
+        }
+        c_sq[slot * k + j] = acc;
+    }
+    for (int e = threadIdx.x; e < k * width; e += blockDim.x) s[e] = 0.0;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        shift += __shfl_down_sync(FULL_MASK, shift, offset);
+        empty += __shfl_down_sync(FULL_MASK, empty, offset);
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        warp_shift[warp] = shift;
+        warp_empty[warp] = empty;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        const bool held = lane < (blockDim.x >> 5);
+        shift = held ? warp_shift[lane] : 0.0;
+        empty = held ? warp_empty[lane] : 0;
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            shift += __shfl_down_sync(FULL_MASK, shift, offset);
+            empty += __shfl_down_sync(FULL_MASK, empty, offset);
+        }
+        if (lane == 0) {
+            status[3 * blockIdx.x] = (double)changed[slot];
+            status[3 * blockIdx.x + 1] = (double)empty;
+            status[3 * blockIdx.x + 2] = shift;
+            changed[slot] = 0;
+        }
     }
 }

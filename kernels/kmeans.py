@@ -106,12 +106,26 @@ def tiled_step(X, x_sq, centers, *, want_sums: bool):
     neg2c = cupy.ascontiguousarray(-2.0 * C32)
     labels = cupy.empty(n, dtype=cupy.int32)
     mind = cupy.empty(n, dtype=cupy.float32)
+    _nearest_tiled(X, cupy.ascontiguousarray(x_sq, dtype=cupy.float32), neg2c, c_sq,
+                   labels, mind, None)
+    return labels, mind, cluster_sums(X, labels, k) if want_sums else None
+
+
+def _nearest_tiled(X, x_sq, neg2c, c_sq, labels, mind, changed):
+    """Launch ``nearest_tiled`` (contiguous float32 X, x_sq, neg2c (k x d), c_sq; int32
+    labels and float32 mind written; rows whose label changes counted into the int32
+    ``changed[0]`` unless `changed` is None)."""
+    n, d = X.shape
     if n:
         grid = _blocks(n, TILED_BLOCK * TILED_ROWS, TILED_BLOCKS_PER_SM)
         launch("kmeans_tiled", "nearest_tiled", (f"-DKM_DIM={d}",), (grid,), (TILED_BLOCK,),
-               (X, cupy.ascontiguousarray(x_sq, dtype=cupy.float32), neg2c, c_sq,
-                np.int64(n), np.int32(k), labels, mind))
-    return labels, mind, cluster_sums(X, labels, k) if want_sums else None
+               (X, x_sq, neg2c, c_sq, np.int64(n), np.int32(neg2c.shape[0]), labels, mind,
+                _pointer(changed)))
+
+
+def _pointer(array):
+    """A kernel argument: the array, or a null pointer for None."""
+    return np.uint64(0) if array is None else array
 
 
 def _blocks(items: int, per_block: int, per_sm: int) -> int:
@@ -164,7 +178,7 @@ def kmeans_step(X, x_sq, centers, *, want_sums: bool):
     launch("kmeans", "kmeans_step", (), (_blocks(n, BLOCK, BLOCKS_PER_SM),), (BLOCK,),
            (X, cupy.ascontiguousarray(x_sq, dtype=cupy.float32), neg2c, c_sq,
             np.int64(n), np.int32(d), np.int32(k), labels, mind,
-            sums if want_sums else np.uint64(0)),
+            sums if want_sums else np.uint64(0), np.uint64(0), np.uint64(0)),
            shared_mem=shared)
     return labels, mind, sums
 
@@ -200,6 +214,18 @@ def gemm_step(X, x_sq, centers, *, want_sums: bool, chunk: int):
     neg2_ct = cupy.ascontiguousarray((-2.0 * C32).T)
     labels = cupy.empty(n, dtype=cupy.int32)
     mind = cupy.empty(n, dtype=cupy.float32)
+    _nearest_gemm(X, x_sq, neg2_ct, c_sq, labels, mind, None, chunk)
+    return labels, mind, cluster_sums(X, labels, k) if want_sums else None
+
+
+def _nearest_gemm(X, x_sq, neg2_ct, c_sq, labels, mind, changed, chunk):
+    """The GEMM path's assignment: ``X @ neg2_ct`` (neg2_ct: d x k, any strides) by
+    cuBLAS `chunk` rows at a time, then ``nearest_centre`` per block; labels and mind
+    written, rows whose label changes counted into ``changed[0]`` unless None."""
+    import cupy
+
+    n = X.shape[0]
+    k = neg2_ct.shape[1]
     block = cupy.empty((min(chunk, n), k), dtype=cupy.float32)
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
@@ -208,8 +234,7 @@ def gemm_step(X, x_sq, centers, *, want_sums: bool, chunk: int):
         grid = _blocks(stop - start, PASS_BLOCK // 32, NEAREST_BLOCKS_PER_SM)
         launch("kmeans", "nearest_centre", (), (grid,), (PASS_BLOCK,),
                (D, c_sq, x_sq[start:stop], np.int64(stop - start), np.int32(k),
-                labels[start:stop], mind[start:stop]))
-    return labels, mind, cluster_sums(X, labels, k) if want_sums else None
+                labels[start:stop], mind[start:stop], _pointer(changed)))
 
 
 #: With atomics straight into global memory (the sums do not fit shared memory), rows
@@ -221,7 +246,7 @@ def gemm_step(X, x_sq, centers, *, want_sums: bool, chunk: int):
 SORTED_SUMS_MIN_D = 16
 
 
-def cluster_sums(X, labels, k: int, *, sort=None):
+def cluster_sums(X, labels, k: int, *, sort=None, out=None):
     """float64 sums of the rows of each cluster, with the counts as a last column.
 
     Parameters
@@ -232,6 +257,8 @@ def cluster_sums(X, labels, k: int, *, sort=None):
     sort : bool or None
         Visit the rows sorted by label (see :data:`SORTED_SUMS_MIN_D`); None: when
         the sums go straight to global memory and d >= SORTED_SUMS_MIN_D.
+    out : cupy.ndarray of float64, shape (k, d + 1), C-contiguous, optional
+        Added to (zero it first for the sums alone) and returned.
 
     Returns
     -------
@@ -240,7 +267,7 @@ def cluster_sums(X, labels, k: int, *, sort=None):
     import cupy
 
     n, d = X.shape
-    sums = cupy.zeros((k, d + 1), dtype=cupy.float64)
+    sums = cupy.zeros((k, d + 1), dtype=cupy.float64) if out is None else out
     if n == 0:
         return sums
     # Per-block accumulators in shared memory when they fit (k·(d + 1) doubles within
@@ -277,5 +304,152 @@ def squared_error(X, centers, labels) -> float:
     launch("kmeans", "squared_error", (), (grid,), (PASS_BLOCK,),
            (cupy.ascontiguousarray(X, dtype=cupy.float32),
             cupy.ascontiguousarray(centers, dtype=cupy.float64),
-            cupy.ascontiguousarray(labels, dtype=cupy.int32), np.int64(n), np.int32(d), total))
+            cupy.ascontiguousarray(labels, dtype=cupy.int32), np.int64(n), np.int32(d), total,
+            np.int64(0)))
     return float(total[0])
+
+
+def squared_errors(X, centers, labels) -> np.ndarray:
+    """:func:`squared_error` of S restarts in one launch and one transfer.
+
+    Parameters
+    ----------
+    X : cupy.ndarray of float32, shape (n, d), C-contiguous
+    centers : cupy.ndarray of float64, shape (S, k, d), C-contiguous
+    labels : cupy.ndarray of int32, shape (S, n), C-contiguous
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (S,)
+    """
+    import cupy
+
+    n, d = X.shape
+    S, k, _ = centers.shape
+    total = cupy.zeros(S, dtype=cupy.float64)
+    grid = _blocks(n * d, PASS_BLOCK, max(1, BLOCKS_PER_SM // S))
+    launch("kmeans", "squared_error", (), (grid, S), (PASS_BLOCK,),
+           (X, centers, labels, np.int64(n), np.int32(d), total, np.int64(k * d)))
+    return total.get()
+
+
+#: Threads per block of ``lloyd_update`` (one block per restart).
+UPDATE_BLOCK = 256
+
+
+class DeviceStarts:
+    """The state of k-means restarts on the GPU, advanced together
+    (``explorer.kmeans._lloyd_starts``; same methods as its CPU twin ``_HostStarts``).
+
+    All S restarts' centres (float64, S x k x d, and the float32 terms a step
+    compares), labels and distances (S x n) and sums (S x k x (d + 1)) live on the
+    device. A step is the assignment with the float64 sums for every running restart,
+    then ``lloyd_update`` (one launch: means, shift, empty clusters, the next step's
+    float32 terms, sums zeroed), then one transfer of three numbers per restart: the
+    host sees nothing else, so a step at the size of an embedding costs a few
+    launches whatever the number of restarts.
+
+    The assignment, as :func:`explorer.kmeans.assign_nearest` chooses it: where the
+    fused step pays (:func:`fused_step_pays`), ``kmeans_step`` with a grid row per
+    restart (each row read once per restart, the assignment fused with the sums,
+    labels changed counted as they are written); else per restart the tiled kernel
+    (:func:`tiled_step_pays`) or the GEMM path, then :func:`cluster_sums`.
+
+    Parameters
+    ----------
+    X : cupy.ndarray of float32, shape (n, d)
+    x_sq : cupy.ndarray of float32, shape (n,)
+    centers : cupy.ndarray, shape (S, k, d)
+        Initial centres (copied, used in float64).
+    """
+
+    def __init__(self, X, x_sq, centers):
+        import cupy
+
+        from explorer._backend import chunk_rows
+
+        self.X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+        self.x_sq = cupy.ascontiguousarray(x_sq, dtype=cupy.float32)
+        self.centers = cupy.array(centers, dtype=cupy.float64, order="C")
+        S, k, d = self.centers.shape
+        n = self.X.shape[0]
+        C32, c_sq = _float32_centres(self.centers)
+        self.neg2c = cupy.ascontiguousarray(-2.0 * C32)
+        self.c_sq = cupy.ascontiguousarray(c_sq)
+        self.labels = cupy.full((S, n), -1, dtype=cupy.int32)
+        self.mind = cupy.empty((S, n), dtype=cupy.float32)
+        self.sums = cupy.zeros((S, k, d + 1), dtype=cupy.float64)
+        self.changed = cupy.zeros(S, dtype=cupy.int32)
+        self.counts = cupy.zeros((S, k), dtype=cupy.float64)
+        self.status = cupy.empty(3 * S, dtype=cupy.float64)
+        self.fused = fused_step_pays(k, d)
+        self.tiled = not self.fused and tiled_step_pays(k, d)
+        self.chunk = chunk_rows(cupy, max(k, d))
+        self._slots = {}
+
+    def _slot_array(self, starts):
+        import cupy
+
+        key = tuple(starts)
+        if key not in self._slots:
+            self._slots = {key: cupy.asarray(np.asarray(key, dtype=np.int32))}
+        return self._slots[key]
+
+    def _assign(self, starts, want_sums):
+        n, d = self.X.shape
+        k = self.centers.shape[1]
+        if self.fused:
+            m = len(starts)
+            grid = _blocks(n, BLOCK, max(1, BLOCKS_PER_SM // m))
+            launch("kmeans", "kmeans_step", (), (grid, m), (BLOCK,),
+                   (self.X, self.x_sq, self.neg2c, self.c_sq, np.int64(n), np.int32(d),
+                    np.int32(k), self.labels, self.mind,
+                    self.sums if want_sums else np.uint64(0), self._slot_array(starts),
+                    self.changed if want_sums else np.uint64(0)),
+                   shared_mem=k * (d + 1) * 8 if want_sums else 0)
+            return
+        for s in starts:
+            changed = self.changed[s : s + 1] if want_sums else None
+            if self.tiled:
+                _nearest_tiled(self.X, self.x_sq, self.neg2c[s], self.c_sq[s], self.labels[s],
+                               self.mind[s], changed)
+            else:
+                _nearest_gemm(self.X, self.x_sq, self.neg2c[s].T, self.c_sq[s], self.labels[s],
+                              self.mind[s], changed, self.chunk)
+            if want_sums:
+                cluster_sums(self.X, self.labels[s], k, out=self.sums[s])
+
+    def step(self, active):
+        """One Lloyd step of the restarts `active` (indices): per restart, in that order,
+        the labels changed, the empty clusters and the squared centre shift (NumPy)."""
+        S, k, d = self.centers.shape
+        m = len(active)
+        self._assign(active, True)
+        launch("kmeans", "lloyd_update", (), (m,), (UPDATE_BLOCK,),
+               (self._slot_array(active), np.int32(k), np.int32(d), self.sums, self.changed,
+                self.centers, self.neg2c, self.c_sq, self.counts, self.status))
+        status = self.status[: 3 * m].get().reshape(m, 3)
+        return status[:, 0].astype(np.int64), status[:, 1].astype(np.int64), status[:, 2]
+
+    def reseed_empty(self, s, n_empty):
+        """Move restart `s`'s empty clusters to its rows farthest from their centres."""
+        import cupy
+
+        empty = cupy.flatnonzero(self.counts[s] == 0)
+        far = cupy.argsort(-self.mind[s])[:n_empty]
+        self.centers[s, empty] = self.X[far].astype(cupy.float64)
+        C32, c_sq = _float32_centres(self.centers[s])
+        self.neg2c[s] = -2.0 * C32
+        self.c_sq[s] = c_sq
+
+    def assign(self, starts):
+        """Labels of the restarts `starts` for their current centres."""
+        self._assign(list(starts), False)
+
+    def inertia(self):
+        """The float64 inertia of every restart (NumPy, shape (S,))."""
+        return squared_errors(self.X, self.centers, self.labels)
+
+    def result(self, s):
+        """Restart `s`'s centres (k x d, float64) and labels (n, int32), as copies."""
+        return self.centers[s].copy(), self.labels[s].copy()

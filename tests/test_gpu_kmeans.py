@@ -272,3 +272,100 @@ def test_kmeans_at_k_4096_seeds_by_kmeans_parallel_and_fits_blobs(rng):
     # Greedy k-means++ can miss a few blobs too (seen: 4093 of 4096).
     assert blobs_found(greedy) >= k - 8
     assert blobs_found(fast) >= blobs_found(greedy) - 8
+
+
+# ------------------------------------------------------------ restarts side by side
+
+
+def blob_starts(rng, n, d, k, S):
+    """Separated blobs and S sets of centres near the blob means (no near-ties), the
+    last centre of restart 1 far from every row (an empty cluster)."""
+    means = rng.uniform(-50, 50, size=(k, d))
+    X = (means[rng.integers(k, size=n)] + rng.standard_normal((n, d))).astype(np.float32)
+    centers = means[None] + 0.3 * rng.standard_normal((S, k, d))
+    centers[1, -1] = 1e4
+    return X, np.einsum("ij,ij->i", X, X), centers
+
+
+@pytest.mark.parametrize(("k", "d"), [(5, 4), (40, 8), (70, 40)])  # fused, tiled, GEMM
+def test_device_starts_step_matches_the_host(k, d, rng, poisoned):
+    # kmeans_step with a grid row per restart (or the per-restart kernels), the
+    # labels-changed counts and lloyd_update, against the CPU's step in float64: for
+    # subsets of the restarts (the slots), with an empty cluster and its re-seeding.
+    import cupy
+    from explorer.kernels.kmeans import DeviceStarts, _float32_centres
+
+    from explorer.kmeans import _HostStarts
+
+    X, x_sq, centers = blob_starts(rng, 3_001, d, k, 3)
+    host = _HostStarts(X, x_sq, centers)
+    dev = DeviceStarts(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(centers))
+    scale = 1e-5 * (x_sq.max() + (centers[:, :-1] ** 2).sum(-1).max())
+    empties = 0
+    for active in ([0, 1, 2], [2, 1], [1]):
+        want = host.step(active)
+        empties += int(want[1].sum())
+        got = dev.step(active)
+        np.testing.assert_array_equal(got[0], want[0])  # labels changed
+        np.testing.assert_array_equal(got[1], want[1])  # empty clusters
+        np.testing.assert_allclose(got[2], want[2], rtol=1e-9, atol=1e-9)  # shift
+        for s in active:
+            np.testing.assert_array_equal(dev.labels[s].get(), host.labels[s])
+            np.testing.assert_allclose(dev.mind[s].get(), host.mind[s], rtol=1e-4, atol=scale)
+            np.testing.assert_allclose(dev.centers[s].get(), host.centers[s], rtol=1e-12,
+                                       atol=1e-9)
+            np.testing.assert_array_equal(dev.counts[s].get(), host.counts[s])
+            if want[1][active.index(s)]:
+                host.reseed_empty(s, int(want[1][active.index(s)]))
+                dev.reseed_empty(s, int(got[1][active.index(s)]))
+                np.testing.assert_allclose(dev.centers[s].get(), host.centers[s], rtol=1e-12,
+                                           atol=1e-9)
+        # The next step's float32 terms, and the sums and counters zeroed for it.
+        C32, c_sq = _float32_centres(dev.centers)
+        np.testing.assert_array_equal(dev.neg2c.get(), (-2.0 * C32).get())
+        np.testing.assert_allclose(dev.c_sq.get(), c_sq.get(), rtol=1e-6)
+        assert not dev.sums.any() and not dev.changed.any()
+    assert empties >= 1 and host.centers[1, -1, 0] != 1e4  # the far centre was re-seeded
+    dev.assign([0, 2])
+    host.assign([0, 2])
+    for s in (0, 2):
+        np.testing.assert_array_equal(dev.labels[s].get(), host.labels[s])
+    np.testing.assert_allclose(dev.inertia(), host.inertia(), rtol=1e-9)
+
+
+def test_squared_errors_of_several_restarts(rng, poisoned):
+    import cupy
+    from explorer.kernels.kmeans import squared_errors
+
+    S, n, d, k = 4, 20_011, 6, 9
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    C = rng.standard_normal((S, k, d))
+    labels = rng.integers(0, k, size=(S, n)).astype(np.int32)
+    want = [float(((X.astype(np.float64) - C[s][labels[s]]) ** 2).sum()) for s in range(S)]
+    got = squared_errors(cupy.asarray(X), cupy.asarray(C), cupy.asarray(labels))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("k", "d", "init"), [(10, 10, "k-means++"), (40, 8, "k-means++"),
+                                              (70, 40, "random"), (6, 3, "k-means||")])
+def test_kmeans_restarts_on_the_gpu_match_the_cpu(k, d, init, rng):
+    # Same seed, same draws: the restarts run side by side on the GPU and on the CPU
+    # and end in the same partition (k-means|| draws its candidates from CuPy's
+    # generator on the GPU, so there only the quality is compared).
+    import cupy
+
+    centres = rng.uniform(-10, 10, size=(k, d))
+    n = 20_000
+    X = (centres[rng.integers(k, size=n)] + rng.standard_normal((n, d))).astype(np.float32)
+    seed = int(rng.integers(2**31))
+    cpu = KMeans(k, init=init, n_init=4, random_state=seed).fit(X)
+    gpu = KMeans(k, init=init, n_init=4, random_state=seed).fit(cupy.asarray(X))
+    labels = cupy.asnumpy(gpu.labels_)
+    C = cupy.asnumpy(gpu.cluster_centers_).astype(np.float64)
+    assert gpu.inertia_ == pytest.approx(float(((X - C[labels]) ** 2).sum()), rel=1e-5)
+    if init == "k-means||":
+        assert gpu.inertia_ <= 1.01 * cpu.inertia_
+        return
+    assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-5)
+    assert np.mean(labels == cpu.labels_) > 0.999
+    assert abs(gpu.n_iter_ - cpu.n_iter_) <= 1
