@@ -826,8 +826,7 @@ def kmeans_plusplus_starts(X, x_sq, k, draws, xp):
             best = xp.argmin(potential, axis=1)
             chosen = rows[xp.arange(g), best]
             centers[g0 : g0 + g, c] = X[chosen]
-            closest = xp.ascontiguousarray(
-                xp.take_along_axis(dist, best[None, :, None], axis=2)[:, :, 0].T)
+            closest = xp.ascontiguousarray(dist[:, xp.arange(g), best].T)
     return centers
 
 
@@ -996,7 +995,7 @@ class _HostStarts:
                          for s in range(self.centers.shape[0])])
 
     def result(self, s):
-        return self.centers[s], self.labels[s]
+        return self.centers[s].copy(), self.labels[s].copy()
 
 
 def inertia(X, centers, labels, chunk, xp):

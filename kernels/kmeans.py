@@ -135,10 +135,11 @@ def _blocks(items: int, per_block: int, per_sm: int) -> int:
 
 
 def _float32_centres(centers):
-    """The centres in float32 and their squared norms: the terms both step paths
-    compare, ``-2 x·c + ||c||^2``, in the same precision as the CPU's."""
+    """The centres (k x d, or S x k x d for S restarts) in float32 and their squared
+    norms: the terms both step paths compare, ``-2 x·c + ||c||^2``, in the same
+    precision as the CPU's."""
     C32 = centers.astype(np.float32)
-    return C32, (C32 * C32).sum(axis=1)
+    return C32, (C32 * C32).sum(axis=-1)
 
 
 def kmeans_step(X, x_sq, centers, *, want_sums: bool):
@@ -451,5 +452,6 @@ class DeviceStarts:
         return squared_errors(self.X, self.centers, self.labels)
 
     def result(self, s):
-        """Restart `s`'s centres (k x d, float64) and labels (n, int32), as copies."""
+        """Restart `s`'s centres (k x d, float64) and labels (n, int32), as copies (the
+        arrays of all restarts are then released)."""
         return self.centers[s].copy(), self.labels[s].copy()
