@@ -363,3 +363,177 @@ extern "C" __global__ void lloyd_update(const int* __restrict__ slots, int k, in
         }
     }
 }
+
+// nearest_centre for cross terms D formed in TF32 (explorer.kernels.kmeans: the checked
+// assignment): the nearest and second-nearest by D[r, j] + ||c_j||^2, and the row is
+// settled only when their gap exceeds twice the bound on the error of either,
+// E = a ||x_r|| max_j ||c_j|| + b max_j ||c_j||^2 (a, b from the TF32 rounding of both
+// operands, the float32 accumulation and the float32 ||c||^2). Then no other centre
+// can be nearer in exact arithmetic, and the label, its distance and the label-change
+// count are written as nearest_centre writes them. Otherwise the row is left as it
+// was and its index (row0 + r) appended to `flagged` for an exact re-check.
+extern "C" __global__ void nearest_centre_checked(
+        const float* __restrict__ D, const float* __restrict__ c_sq,
+        const float* __restrict__ x_sq, long long rows, int k,
+        int* __restrict__ labels, float* __restrict__ mind, int* __restrict__ changed,
+        const float* __restrict__ cmax_sq,  // 1: max_j ||c_j||^2
+        float a, float b, long long row0,
+        long long* __restrict__ flagged, unsigned long long* __restrict__ n_flagged) {
+    __shared__ int block_changed;
+    if (threadIdx.x == 0) block_changed = 0;
+    __syncthreads();
+    const float inf = __int_as_float(0x7f800000);
+    const float cm_sq = *cmax_sq;
+    const float cm = sqrtf(cm_sq);
+    const int lane = threadIdx.x & 31;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows;
+         r += warps) {
+        const float* d = D + r * k;
+        float best = inf, second = inf;
+        int index = k;
+        for (int j = lane; j < k; j += 32) {
+            const float v = d[j] + __ldg(c_sq + j);
+            if (v < best) {
+                second = best;
+                best = v;
+                index = j;
+            } else if (v < second) {
+                second = v;
+            }
+        }
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            const float other = __shfl_xor_sync(FULL_MASK, best, offset);
+            const float other_second = __shfl_xor_sync(FULL_MASK, second, offset);
+            const int other_index = __shfl_xor_sync(FULL_MASK, index, offset);
+            if (other < best || (other == best && other_index < index)) {
+                second = fminf(best, other_second);
+                best = other;
+                index = other_index;
+            } else {
+                second = fminf(second, other);
+            }
+        }
+        if (lane == 0) {
+            const float bound = a * sqrtf(x_sq[r]) * cm + b * cm_sq;
+            // A NaN or an overflow never settles a row: the exact pass decides.
+            const bool settled = index < k && (second - best > 2.0f * bound);
+            if (settled) {
+                if (changed != nullptr && labels[r] != index) atomicAdd(&block_changed, 1);
+                labels[r] = index;
+                mind[r] = fmaxf(best + x_sq[r], 0.0f);
+            } else {
+                flagged[atomicAdd(n_flagged, 1ull)] = row0 + r;
+            }
+        }
+    }
+    __syncthreads();
+    if (changed != nullptr && threadIdx.x == 0 && block_changed != 0)
+        atomicAdd(changed, block_changed);
+}
+
+
+// ---------------------------------------------------------------- greedy k-means++
+//
+// One step of greedy k-means++ for S restarts at once (explorer.kmeans
+// .kmeans_plusplus_starts on the GPU): restart s draws `trials` rows by the running
+// sum `cumulative` (S x n, float64) of its squared distances to the nearest chosen
+// centre, each the first row whose running sum reaches u * total (numpy.searchsorted,
+// side "left", as the CPU draws), and keeps the one leaving the least potential.
+//
+// kpp_trials: grid (x, S), blockDim 256. Every block finds its restart's draws (one
+// binary search per trial), holds the drawn rows in shared memory, and adds
+// sum_i min(closest[s, i], ||x_i - x_t||^2) over its rows to potential[s, t] (float64,
+// zeroed by the caller). The squared distance is x_sq[i] - 2 x_i·x_t + x_sq[t] in
+// float32, clipped at 0 (the form of explorer.kmeans.sqdist). Block (0, s) writes the
+// draws to cand[s, t].
+// kpp_choose: grid (x, S). The trial of least potential (the first of equals) becomes
+// centre c of restart s (block (0, s) writes centers[s, c] in float64) and closest[s]
+// is lowered to the distances to it.
+#define KPP_MAX_TRIALS 16
+#define KPP_MAX_D 64
+
+__device__ long long kpp_draw(const double* cum, long long n, double target) {
+    long long lo = 0, hi = n;  // first index with cum[index] >= target, n if none
+    while (lo < hi) {
+        const long long mid = (lo + hi) >> 1;
+        if (cum[mid] < target) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n ? lo : n - 1;
+}
+
+__device__ float kpp_sqdist(const float* x, float xs, const float* c, float cs, int d) {
+    float acc = 0.0f;
+    for (int t = 0; t < d; ++t) acc = fmaf(x[t], -2.0f * c[t], acc);
+    return fmaxf(acc + cs + xs, 0.0f);
+}
+
+extern "C" __global__ void kpp_trials(const float* __restrict__ X, const float* __restrict__ x_sq,
+                                      long long n, int d,
+                                      const float* __restrict__ closest,   // S x n
+                                      const double* __restrict__ cum,      // S x n
+                                      const double* __restrict__ uniforms, // S x trials
+                                      int trials,
+                                      double* __restrict__ potential,      // S x trials
+                                      long long* __restrict__ cand) {      // S x trials
+    __shared__ float rows[KPP_MAX_TRIALS * KPP_MAX_D];
+    __shared__ float rows_sq[KPP_MAX_TRIALS];
+    __shared__ double block_sum[KPP_MAX_TRIALS][8];
+    const int s = blockIdx.y;
+    const double* c = cum + (long long)s * n;
+    if (threadIdx.x < trials) {
+        const double target = uniforms[s * trials + threadIdx.x] * c[n - 1];
+        const long long row = kpp_draw(c, n, target);
+        rows_sq[threadIdx.x] = x_sq[row];
+        for (int t = 0; t < d; ++t) rows[threadIdx.x * KPP_MAX_D + t] = X[row * d + t];
+        if (blockIdx.x == 0) cand[s * trials + threadIdx.x] = row;
+    }
+    __syncthreads();
+    double acc[KPP_MAX_TRIALS];
+    for (int t = 0; t < KPP_MAX_TRIALS; ++t) acc[t] = 0.0;
+    const float* near = closest + (long long)s * n;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const float* x = X + i * d;
+        const float xs = x_sq[i], now = near[i];
+        for (int t = 0; t < trials; ++t)
+            acc[t] += fminf(now, kpp_sqdist(x, xs, rows + t * KPP_MAX_D, rows_sq[t], d));
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int t = 0; t < trials; ++t) {
+        double v = acc[t];
+        for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(FULL_MASK, v, offset);
+        if (lane == 0) block_sum[t][warp] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < trials) {
+        double v = 0.0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); ++w) v += block_sum[threadIdx.x][w];
+        atomicAdd(potential + s * trials + threadIdx.x, v);
+    }
+}
+
+extern "C" __global__ void kpp_choose(const float* __restrict__ X, const float* __restrict__ x_sq,
+                                      long long n, int d, int k, int c, int trials,
+                                      const double* __restrict__ potential,  // S x trials
+                                      const long long* __restrict__ cand,    // S x trials
+                                      float* __restrict__ closest,           // S x n
+                                      double* __restrict__ centers) {        // S x k x d
+    __shared__ float row_x[KPP_MAX_D];
+    const int s = blockIdx.y;
+    int best = 0;
+    for (int t = 1; t < trials; ++t)
+        if (potential[s * trials + t] < potential[s * trials + best]) best = t;
+    const long long row = cand[s * trials + best];
+    for (int t = threadIdx.x; t < d; t += blockDim.x) {
+        row_x[t] = X[row * d + t];
+        if (blockIdx.x == 0) centers[((long long)s * k + c) * d + t] = (double)X[row * d + t];
+    }
+    __syncthreads();
+    const float rs = x_sq[row];
+    float* near = closest + (long long)s * n;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        near[i] = fminf(near[i], kpp_sqdist(X + i * d, x_sq[i], row_x, rs, d));
+}

@@ -15,7 +15,16 @@ one of two ways:
   data and a sparse product, about fifteen kernels per block) takes 24.4 ms at
   n = 5·10⁶, k = d = 64 on an H200, this path 3.8 ms (benchmarks/results/fast.json).
 
-:func:`squared_error` is the inertia in float64 in one pass.
+:func:`squared_error` is the inertia in float64 in one pass (:func:`squared_errors` for
+several restarts).
+
+Restarts side by side (``explorer.kmeans._lloyd_starts``): :class:`DeviceStarts` holds
+every restart's state on the device; a step is ``kmeans_step`` with a grid row per
+restart (or the tiled kernel, or :func:`nearest_checked` per restart), then
+``lloyd_update`` for all. :func:`nearest_checked` forms the cross terms with TF32
+tensor cores and re-checks in float64 the rows whose two nearest centres are within
+:func:`checked_bound` of each other. :func:`kmeans_plusplus_device` seeds the restarts
+together by greedy k-means++.
 """
 
 from __future__ import annotations
@@ -238,6 +247,207 @@ def _nearest_gemm(X, x_sq, neg2_ct, c_sq, labels, mind, changed, chunk):
                 labels[start:stop], mind[start:stop], _pointer(changed)))
 
 
+#: Greedy k-means++ on the GPU by ``kpp_trials`` / ``kpp_choose`` up to this many
+#: features and trials per step (``KPP_MAX_D``, ``KPP_MAX_TRIALS`` in kmeans.cu: the
+#: drawn rows sit in shared memory); beyond, explorer.kmeans's CuPy operations.
+KPP_MAX_D = 64
+KPP_MAX_TRIALS = 16
+
+#: Threads per block of the k-means++ kernels (their reductions assume 256).
+KPP_BLOCK = 256
+
+
+def kpp_fits(d: int, trials: int) -> bool:
+    """Whether :func:`kmeans_plusplus_device` handles `d` features and `trials` draws."""
+    return 1 <= d <= KPP_MAX_D and trials <= KPP_MAX_TRIALS
+
+
+def kmeans_plusplus_device(X, x_sq, k: int, draws):
+    """``explorer.kmeans.kmeans_plusplus_starts`` on the GPU: per step, the running sums
+    of every restart (one CuPy ``cumsum``), then ``kpp_trials`` (draws and their
+    potentials) and ``kpp_choose`` (the best draw, the lowered distances).
+
+    Parameters
+    ----------
+    X : cupy.ndarray of float32 (n, d), d <= :data:`KPP_MAX_D`
+    x_sq : cupy.ndarray (n,)
+    k : int
+    draws : list of (int, numpy.ndarray of shape (k - 1, trials))
+        Per restart the first row and the uniforms (see kmeans_plusplus_starts).
+
+    Returns
+    -------
+    cupy.ndarray of float64, shape (len(draws), k, d)
+    """
+    import cupy
+
+    from explorer.kmeans import sqdist
+
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    x_sq = cupy.ascontiguousarray(x_sq, dtype=cupy.float32)
+    n, d = X.shape
+    S = len(draws)
+    trials = 2 + int(np.log(k))
+    if not kpp_fits(d, trials):
+        raise ValueError(f"d={d}, trials={trials}: allowed d <= {KPP_MAX_D}, "
+                         f"trials <= {KPP_MAX_TRIALS}")
+    centers = cupy.empty((S, k, d), dtype=cupy.float64)
+    first = cupy.asarray(np.array([f for f, _ in draws], dtype=np.int64))
+    centers[:, 0] = X[first]
+    closest = cupy.ascontiguousarray(sqdist(X, x_sq, X[first]).T)  # S x n
+    if k == 1:
+        return centers
+    # (k - 1) x S x trials: step c's uniforms are one contiguous S x trials block.
+    uniforms = cupy.asarray(np.ascontiguousarray(
+        np.stack([u for _, u in draws]).reshape(S, k - 1, trials).transpose(1, 0, 2)))
+    potential = cupy.zeros((k - 1, S, trials), dtype=cupy.float64)
+    cand = cupy.empty((S, trials), dtype=cupy.int64)
+    grid = (_blocks(n, KPP_BLOCK, max(1, BLOCKS_PER_SM // S)), S)
+    for c in range(1, k):
+        cumulative = cupy.cumsum(closest, axis=1, dtype=cupy.float64)
+        launch("kmeans", "kpp_trials", (), grid, (KPP_BLOCK,),
+               (X, x_sq, np.int64(n), np.int32(d), closest, cumulative, uniforms[c - 1],
+                np.int32(trials), potential[c - 1], cand))
+        launch("kmeans", "kpp_choose", (), grid, (KPP_BLOCK,),
+               (X, x_sq, np.int64(n), np.int32(d), np.int32(k), np.int32(c), np.int32(trials),
+                potential[c - 1], cand, closest, centers))
+    return centers
+
+
+#: The checked assignment (:func:`nearest_checked`) forms the cross terms with TF32
+#: tensor cores in blocks of at most this many values, so that a block stays in the
+#: GPU's L2 cache between the product that writes it and the pass that reads it.
+CHECKED_BLOCK_VALUES = 1 << 23
+
+#: cuBLAS enums for the TF32 product (cublas_api.h / library_types.h).
+_OP_N, _OP_T = 0, 1
+_R_32F = 0
+_COMPUTE_32F_FAST_TF32 = 77
+_GEMM_DEFAULT = -1
+_POINTER_MODE_HOST = 0
+
+#: Unit roundoff of float32, and the relative error of a TF32 operand (10 stored
+#: mantissa bits; truncated or rounded, the error is below 2^-10).
+_U32 = 2.0**-24
+_U_TF32 = 2.0**-10
+
+#: Factor on the bound of :func:`checked_bound` (covers the float32 evaluation of the
+#: bound and of the gap).
+CHECKED_SAFETY = 1.25
+
+
+def checked_bound(d: int) -> tuple[float, float]:
+    """``(a, b)`` of the bound ``E = a ||x|| max||c|| + b max||c||^2`` on the error of a
+    TF32-formed ``-2 x·c + ||c||^2`` against its exact value for float32 x and c.
+
+    ``-2 x·c`` from TF32 operands with float32 accumulation: each product off by at
+    most ``(2 u_tf32 + u_tf32^2)`` of itself, the d-term sum by ``(d + 2) u`` (tensor
+    cores may truncate: 2u per addition), so together at most
+    ``2 (2 u_tf32 + u_tf32^2 + 2 (d + 2) u) Σ|x_t c_t|``, and Σ|x_t c_t| <= ||x|| ||c||;
+    adding the float32 ``||c||^2`` (its own d-term error, ``(d + 2) u ||c||^2``) and
+    rounding the sum (u of ``2 ||x|| ||c|| + ||c||^2``) add the rest.
+    """
+    dot = 2 * _U_TF32 + _U_TF32**2 + 2 * (d + 2) * _U32
+    a = 2 * dot * (1 + _U32) + 2 * _U32
+    b = (d + 3) * _U32
+    return CHECKED_SAFETY * a, CHECKED_SAFETY * b
+
+
+def _tf32_product(handle, cublas, N, Xb, out):
+    """``out[r, j] = Xb[r] · N[j]`` (float32, C-contiguous; TF32 tensor cores)."""
+    k, d = N.shape
+    rows = Xb.shape[0]
+    one = np.ones(1, dtype=np.float32)
+    zero = np.zeros(1, dtype=np.float32)
+    cublas.gemmEx(handle, _OP_T, _OP_N, k, rows, d, one.ctypes.data, N.data.ptr, _R_32F, d,
+                  Xb.data.ptr, _R_32F, d, zero.ctypes.data, out.data.ptr, _R_32F, k,
+                  _COMPUTE_32F_FAST_TF32, _GEMM_DEFAULT)
+
+
+def nearest_checked(X, x_sq, neg2c, c_sq, labels, mind, changed=None):
+    """Nearest centres with the cross terms from TF32 tensor cores, exact where it matters.
+
+    The TF32 product ``X (-2 C)ᵀ`` (cuBLAS, blocks of :data:`CHECKED_BLOCK_VALUES`)
+    feeds ``nearest_centre_checked``, which settles a row when its best and second-best
+    ``-2 x·c + ||c||^2`` are more than twice :func:`checked_bound` apart: no rounding
+    of either can then reorder them. The other rows are re-checked in float64 against
+    every centre (``argmin`` of ``-2 x·c + ||c||^2``, first index on ties). So the
+    labels are those of the exact distances to the float32 centres, at the TF32 rate.
+
+    Parameters
+    ----------
+    X : cupy.ndarray of float32 (n, d), C-contiguous
+    x_sq : cupy.ndarray of float32 (n,)
+    neg2c : cupy.ndarray of float32 (k, d), C-contiguous
+        ``-2 c`` for float32 centres c.
+    c_sq : cupy.ndarray of float32 (k,)
+        Their squared norms.
+    labels : cupy.ndarray of int32 (n,)
+        Written; with `changed`, the rows whose label changes are counted into the
+        int32 ``changed[0]``.
+    mind : cupy.ndarray of float32 (n,)
+        Written: the squared distance to the nearest centre, from the TF32 terms
+        (within the bound) for settled rows, from the float64 ones for re-checked rows.
+
+    Returns
+    -------
+    int
+        The rows re-checked (a host synchronisation: their count is read).
+    """
+    import cupy
+    from cupy.cuda import device
+    from cupy_backends.cuda.libs import cublas
+
+    n, d = X.shape
+    k = neg2c.shape[0]
+    a, b = checked_bound(d)
+    cmax_sq = c_sq.max()
+    flagged = cupy.empty(max(n, 1), dtype=cupy.int64)
+    n_flagged = cupy.zeros(1, dtype=cupy.uint64)
+    chunk = max(256, min(n, CHECKED_BLOCK_VALUES // k))
+    block = cupy.empty((min(chunk, n), k), dtype=cupy.float32)
+    handle = device.get_cublas_handle()
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, _POINTER_MODE_HOST)
+    try:
+        for start in range(0, n, chunk):
+            stop = min(start + chunk, n)
+            D = block[: stop - start]
+            _tf32_product(handle, cublas, neg2c, X[start:stop], D)
+            grid = _blocks(stop - start, PASS_BLOCK // 32, NEAREST_BLOCKS_PER_SM)
+            launch("kmeans", "nearest_centre_checked", (), (grid,), (PASS_BLOCK,),
+                   (D, c_sq, x_sq[start:stop], np.int64(stop - start), np.int32(k),
+                    labels[start:stop], mind[start:stop], _pointer(changed), cmax_sq,
+                    np.float32(a), np.float32(b), np.int64(start), flagged, n_flagged))
+    finally:
+        cublas.setPointerMode(handle, mode)
+    m = int(n_flagged.get()[0])
+    if m:
+        _recheck(X, x_sq, neg2c, flagged[:m], labels, mind, changed)
+    return m
+
+
+def _recheck(X, x_sq, neg2c, rows, labels, mind, changed):
+    """Exact (float64) nearest centres of the rows `rows` (see :func:`nearest_checked`)."""
+    import cupy
+
+    C = neg2c.astype(cupy.float64) * -0.5  # the float32 centres, exactly
+    neg2ct = -2.0 * C.T
+    c_sq = (C * C).sum(axis=1)
+    step = max(1, (1 << 24) // C.shape[0])
+    for start in range(0, rows.shape[0], step):
+        part = rows[start : start + step]
+        V = X[part].astype(cupy.float64) @ neg2ct
+        V += c_sq[None, :]
+        lab = V.argmin(axis=1).astype(cupy.int32)
+        best = V[cupy.arange(part.shape[0]), lab]
+        if changed is not None:
+            changed += cupy.count_nonzero(labels[part] != lab).astype(cupy.int32)
+        labels[part] = lab
+        mind[part] = cupy.maximum(best + x_sq[part].astype(cupy.float64), 0.0).astype(
+            cupy.float32)
+
+
 #: With atomics straight into global memory (the sums do not fit shared memory), rows
 #: are visited sorted by label from this many features on: unsorted, shuffled labels
 #: cost one float64 atomic per row and column (n·(d + 1)); sorted, about one per
@@ -354,7 +564,11 @@ class DeviceStarts:
     fused step pays (:func:`fused_step_pays`), ``kmeans_step`` with a grid row per
     restart (each row read once per restart, the assignment fused with the sums,
     labels changed counted as they are written); else per restart the tiled kernel
-    (:func:`tiled_step_pays`) or the GEMM path, then :func:`cluster_sums`.
+    (:func:`tiled_step_pays`) or, for more features, :func:`nearest_checked` (the
+    cross terms by TF32 tensor cores, rows within the rounding bound of a tie
+    re-checked in float64: the labels of exact distances), then :func:`cluster_sums`.
+    With the checked assignment `mind` holds TF32 distances, so the re-seeding of
+    empty clusters recomputes the distances it ranks.
 
     Parameters
     ----------
@@ -415,8 +629,8 @@ class DeviceStarts:
                 _nearest_tiled(self.X, self.x_sq, self.neg2c[s], self.c_sq[s], self.labels[s],
                                self.mind[s], changed)
             else:
-                _nearest_gemm(self.X, self.x_sq, self.neg2c[s].T, self.c_sq[s], self.labels[s],
-                              self.mind[s], changed, self.chunk)
+                nearest_checked(self.X, self.x_sq, self.neg2c[s], self.c_sq[s], self.labels[s],
+                                self.mind[s], changed)
             if want_sums:
                 cluster_sums(self.X, self.labels[s], k, out=self.sums[s])
 
@@ -437,6 +651,9 @@ class DeviceStarts:
         import cupy
 
         empty = cupy.flatnonzero(self.counts[s] == 0)
+        if not (self.fused or self.tiled):  # TF32 distances: exact ones to choose by
+            diff = self.X - (self.neg2c[s] * -0.5)[self.labels[s]]
+            self.mind[s] = cupy.einsum("ij,ij->i", diff, diff)
         far = cupy.argsort(-self.mind[s])[:n_empty]
         self.centers[s, empty] = self.X[far].astype(cupy.float64)
         C32, c_sq = _float32_centres(self.centers[s])
