@@ -448,7 +448,9 @@ def test_checked_bound_holds_for_tf32_products(rng):
         neg2c.astype(np.float64) / 2, axis=1)[None, :]
     err = np.abs(out.get() - exact)
     assert np.all(err <= a / CHECKED_SAFETY * norms)
-    assert err.max() > 0  # TF32 did round: the product ran on tensor cores
+    # TF32 did round (float32 products would stay near 2^-20 of the norms): the
+    # product ran on tensor cores, which is what the checked path is for.
+    assert (err / norms).max() > 2.0**-17
 
 
 @pytest.mark.parametrize(("n", "d", "k", "S"), [(1_000, 1, 1, 2), (5_000, 3, 8, 4),
