@@ -9,16 +9,20 @@ Stages (a flat table, ``stages[name]``):
 
 - ``kmeans.emb60k``: ``KMeans(10, n_init=10)`` on 60,000 × 10 float32 (an embedding's
   shape: 10 overlapping Gaussian blobs), the whole fit; beside it ``...seeding`` (the 10
-  restarts' greedy k-means++ alone) and ``...peer``, a plain PyTorch Lloyd (CuPy
-  where PyTorch is missing) from the same initial centres, the restarts one after
-  the other, each for the kept restart's iteration count, float32 sums (what a
-  user would write: ``x² - 2 X Cᵀ + c²``, ``argmin``, ``index_add_``).
+  restarts' greedy k-means++ alone), ``...lloyd`` (our Lloyd iterations alone from
+  those starts, with each restart's iteration count and the loop's steps) and
+  ``...peer``, a plain PyTorch Lloyd (CuPy where PyTorch is missing) from the same
+  starts, the restarts one after the other, each for its iteration count in
+  ``...lloyd``, float32 sums (what a user would write: ``x² - 2 X Cᵀ + c²``,
+  ``argmin``, ``index_add_``).
 - ``kmeans.1m_8d``: ``KMeans(8, n_init=10)`` on 10⁶ × 8 blobs, same companions.
 - ``kmeans.6m_128d_k1024``: one Lloyd iteration at 6·10⁶ × 128, k = 1024, one
   restart: ``(fit(max_iter=4) - fit(max_iter=1)) / 3`` from the same random rows as
   centres with ``tol=0`` (fixed costs cancel); beside it the float32 GEMM floor of
   the distance step (``X Cᵀ`` by cuBLAS in blocks of 2¹⁸ rows into one buffer), the
-  TF32 one, and the peer's iteration.
+  TF32 one, the peer's iteration, and the parts of our step alone
+  (``...assign_checked``: TF32 product, bound check and float64 re-check, with the
+  rows re-checked; ``...sums``: the float64 cluster sums).
 - ``syn1m.exact`` / ``syn1m.default``: Syn1M (``explorer.data.load("syn4d",
   n_samples=10**6)``), ``SpectralClustering(4, metric="gaussian", sigma=0.01,
   threshold_sqdist=0.0008, mode="exact")`` and the default ``SpectralClustering(4)``,
@@ -75,13 +79,15 @@ def _torch():
 
 
 def peer_lloyd(Xc, starts, n_iter, block=1 << 18):
-    """A plain float32 Lloyd from each of `starts` (S × k × d) for `n_iter` iterations,
-    the restarts one after the other; PyTorch where installed, else CuPy. Returns the
-    last restart's centres (the work is what is timed)."""
+    """A plain float32 Lloyd from each of `starts` (S × k × d) for ``n_iter[s]``
+    iterations (an int: the same for all), the restarts one after the other; PyTorch
+    where installed, else CuPy. Returns the last restart's centres (the work is what
+    is timed)."""
     import cupy
 
     torch = _torch()
     n = Xc.shape[0]
+    iters = [n_iter] * starts.shape[0] if isinstance(n_iter, int) else list(n_iter)
     if torch is not None:
         X = torch.from_dlpack(Xc)
         x_sq = (X * X).sum(1)
@@ -89,7 +95,7 @@ def peer_lloyd(Xc, starts, n_iter, block=1 << 18):
         for s in range(C0.shape[0]):
             C = C0[s].clone()
             k = C.shape[0]
-            for _ in range(n_iter):
+            for _ in range(iters[s]):
                 labels = torch.empty(n, dtype=torch.int64, device=X.device)
                 c_sq = (C * C).sum(1)
                 for r in range(0, n, block):
@@ -103,7 +109,7 @@ def peer_lloyd(Xc, starts, n_iter, block=1 << 18):
     for s in range(starts.shape[0]):
         C = starts[s].astype(cupy.float32)
         k = C.shape[0]
-        for _ in range(n_iter):
+        for _ in range(iters[s]):
             labels = cupy.empty(n, dtype=cupy.int64)
             c_sq = (C * C).sum(1)
             for r in range(0, n, block):
@@ -137,10 +143,21 @@ def kmeans_restarts(stages, name, X, k, n_init, repeats):
 
     stages[name + ".seeding"] = summary(time_gpu(seeding, repeats=repeats))
     starts = seeding()
+    tol_abs = km.variance_tolerance(1e-4, float(x_sq.sum(dtype=cupy.float64)),
+                                    cupy.asnumpy(Xc.sum(axis=0, dtype=cupy.float64)),
+                                    *Xc.shape)
+    record = {}
+    km._lloyd_starts(Xc, x_sq, starts, 300, tol_abs, cupy, record=record)
+    lloyd = summary(time_gpu(lambda: km._lloyd_starts(Xc, x_sq, starts, 300, tol_abs, cupy),
+                             repeats=repeats))
+    stages[name + ".lloyd"] = {**lloyd, "starts": "greedy k-means++ (random_state 0)",
+                               "n_iter": record["n_iter"], "steps": record["steps"],
+                               "per_step": lloyd["median"] / record["steps"]}
     stages[name + ".peer"] = {
-        **summary(time_gpu(lambda: peer_lloyd(Xc, starts, fit.n_iter_), repeats=repeats)),
-        "what": ("torch" if _torch() else "cupy") + " float32 Lloyd, restarts one by one, "
-                f"{fit.n_iter_} iterations each, seeding excluded"}
+        **summary(time_gpu(lambda: peer_lloyd(Xc, starts, record["n_iter"]),
+                           repeats=repeats)),
+        "what": ("torch" if _torch() else "cupy") + " float32 Lloyd from the starts of "
+                "...lloyd, one after the other, each for its iterations there"}
 
 
 def gemm_floor(Xc, C, tf32, block=1 << 18):
@@ -202,6 +219,20 @@ def kmeans_large(stages, repeats, n=6_000_000, d=128, k=1024):
     stages["kmeans.6m_128d_k1024.gemm_fp32"] = fp32
     if tf32_fn is not None:
         stages["kmeans.6m_128d_k1024.gemm_tf32"] = summary(time_gpu(tf32_fn, repeats=repeats))
+    # Where a step's time goes: the checked TF32 assignment and the float64 sums alone.
+    from explorer.kernels.kmeans import cluster_sums, nearest_checked
+
+    x_sq = km.row_sq_norms(Xc, cupy)
+    neg2c = cupy.ascontiguousarray(-2.0 * C)
+    c_sq = (C * C).sum(axis=1)
+    labels = cupy.full(n, -1, dtype=cupy.int32)
+    mind = cupy.empty(n, dtype=cupy.float32)
+    flagged = nearest_checked(Xc, x_sq, neg2c, c_sq, labels, mind)
+    stages["kmeans.6m_128d_k1024.assign_checked"] = {
+        **summary(time_gpu(lambda: nearest_checked(Xc, x_sq, neg2c, c_sq, labels, mind),
+                           repeats=repeats)), "rows_rechecked": flagged}
+    stages["kmeans.6m_128d_k1024.sums"] = summary(time_gpu(lambda: cluster_sums(Xc, labels, k),
+                                                           repeats=repeats))
     peer = summary(time_gpu(lambda: peer_lloyd(Xc, C[None], 3), repeats=repeats))
     stages["kmeans.6m_128d_k1024.peer_iteration"] = {
         "median": peer["median"] / 3, "three_iterations": peer}

@@ -898,7 +898,7 @@ def _fit_starts(Xc, x_sq, k, init, n_init, max_iter, tol, rng, xp):
     return _lloyd_starts(Xc, x_sq, centers, max_iter, tol_abs, xp)
 
 
-def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp):
+def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp, record=None):
     """Lloyd's iterations for several restarts side by side; the best restart.
 
     Every iteration assigns the rows for all restarts still running and updates
@@ -918,6 +918,9 @@ def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp):
     tol_abs : float
         Absolute tolerance on the squared centre shift (:func:`variance_tolerance`).
     xp : module
+    record : dict, optional
+        Filled with ``"n_iter"`` (per restart), ``"steps"`` (iterations of the loop:
+        the most of any restart) and ``"inertia"`` (per restart), for benchmarks.
 
     Returns
     -------
@@ -933,7 +936,9 @@ def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp):
     n_iter = np.zeros(S, dtype=np.int64)
     consistent = np.zeros(S, dtype=bool)
     active = list(range(S))
+    steps = 0
     while active:
+        steps += 1
         changed, n_empty, shift = runner.step(active)
         still = []
         for i, s in enumerate(active):
@@ -951,6 +956,8 @@ def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp):
         runner.assign(relabel)
     inertias = runner.inertia()
     best = int(np.argmin(inertias))  # the first of equal inertias
+    if record is not None:
+        record.update(n_iter=n_iter.tolist(), steps=steps, inertia=list(map(float, inertias)))
     centers, labels = runner.result(best)
     return centers, labels, float(inertias[best]), int(n_iter[best])
 

@@ -315,9 +315,12 @@ def kmeans_plusplus_device(X, x_sq, k: int, draws):
 
 
 #: The checked assignment (:func:`nearest_checked`) forms the cross terms with TF32
-#: tensor cores in blocks of at most this many values, so that a block stays in the
-#: GPU's L2 cache between the product that writes it and the pass that reads it.
-CHECKED_BLOCK_VALUES = 1 << 23
+#: tensor cores in blocks of at most this many values (256 MiB): a block of each
+#: product takes a few launches from Python (tens of microseconds), and at
+#: n = 6·10⁶, k = 1024, d = 128 blocks of 2^23 values (8192 rows, sized to stay in L2)
+#: made the host, not the GPU, set the pace: 125 ms a Lloyd step against 63 ms by
+#: the float32 GEMM path (H200).
+CHECKED_BLOCK_VALUES = 1 << 26
 
 #: cuBLAS enums for the TF32 product (cublas_api.h / library_types.h).
 _OP_N, _OP_T = 0, 1
@@ -434,7 +437,7 @@ def _recheck(X, x_sq, neg2c, rows, labels, mind, changed):
     C = neg2c.astype(cupy.float64) * -0.5  # the float32 centres, exactly
     neg2ct = -2.0 * C.T
     c_sq = (C * C).sum(axis=1)
-    step = max(1, (1 << 24) // C.shape[0])
+    step = max(1, CHECKED_BLOCK_VALUES // C.shape[0])
     for start in range(0, rows.shape[0], step):
         part = rows[start : start + step]
         V = X[part].astype(cupy.float64) @ neg2ct
@@ -640,6 +643,10 @@ class DeviceStarts:
         S, k, d = self.centers.shape
         m = len(active)
         self._assign(active, True)
+        if not (self.fused or self.tiled):
+            # The centres the rows were assigned to, for re-seeding (the checked path's
+            # `mind` holds TF32 distances; lloyd_update overwrites the centres).
+            self._assigned_neg2c = self.neg2c.copy()
         launch("kmeans", "lloyd_update", (), (m,), (UPDATE_BLOCK,),
                (self._slot_array(active), np.int32(k), np.int32(d), self.sums, self.changed,
                 self.centers, self.neg2c, self.c_sq, self.counts, self.status))
@@ -651,8 +658,10 @@ class DeviceStarts:
         import cupy
 
         empty = cupy.flatnonzero(self.counts[s] == 0)
-        if not (self.fused or self.tiled):  # TF32 distances: exact ones to choose by
-            diff = self.X - (self.neg2c[s] * -0.5)[self.labels[s]]
+        if not (self.fused or self.tiled):
+            # TF32 distances: the float32 ones to the centres of the assignment (as the
+            # other paths and the CPU rank them) instead.
+            diff = self.X - (self._assigned_neg2c[s] * -0.5)[self.labels[s]]
             self.mind[s] = cupy.einsum("ij,ij->i", diff, diff)
         far = cupy.argsort(-self.mind[s])[:n_empty]
         self.centers[s, empty] = self.X[far].astype(cupy.float64)
