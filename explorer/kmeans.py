@@ -937,6 +937,9 @@ def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp, record=None):
     consistent = np.zeros(S, dtype=bool)
     active = list(range(S))
     steps = 0
+    if getattr(runner, "fused", False):  # the same rule, decided on the device
+        n_iter, consistent, steps = runner.run(max_iter, tol_abs)
+        active = []
     while active:
         steps += 1
         changed, n_empty, shift = runner.step(active)

@@ -24,7 +24,8 @@
 // and sums are the s-th of arrays holding every restart (neg2c S x k x d, c_sq S x k,
 // labels and mind S x n, sums S x k x (d+1)); without, the one restart of a 1-row grid.
 // With `changed`, the label a row held before is read first and the rows whose label
-// changes are counted into changed[s] (one atomic per block).
+// changes are counted into changed[s] (one atomic per block). With `state`, the blocks
+// of a restart whose state is not 0 (running) return at once (see lloyd_update).
 
 #define FULL_MASK 0xffffffffu
 
@@ -37,12 +38,14 @@ extern "C" __global__ void kmeans_step(const float* __restrict__ X,      // n x 
                                        float* __restrict__ mind,         // n (out)
                                        double* __restrict__ sums,        // k x (d+1), or null
                                        const int* __restrict__ slots,    // grid rows, or null
-                                       int* __restrict__ changed) {      // S, or null
+                                       int* __restrict__ changed,        // S, or null
+                                       const int* __restrict__ state) {  // S, or null
     extern __shared__ double part[];
     __shared__ int block_changed;
     const int width = d + 1;
     const int lane = threadIdx.x & 31;
     const long long slot = slots != nullptr ? slots[blockIdx.y] : 0;
+    if (state != nullptr && state[slot] != 0) return;  // a stopped or paused restart
     neg2c += slot * k * d;
     c_sq += slot * k;
     labels += slot * n;
@@ -295,6 +298,15 @@ extern "C" __global__ void squared_error(const float* __restrict__ X,        // 
 // counts (S x k). status[3 b .. 3 b + 2] = (labels changed, empty clusters, squared
 // centre shift summed over the centres). The sums and changed[s] are zeroed for the
 // next step. Launch: one block per restart, blockDim a multiple of 32 (<= 1024).
+//
+// With `state` (S, 0 running, 1 stopped, 2 paused), the stopping rule runs here too,
+// so the host need not look after every step: a restart not running is skipped (its
+// kmeans_step blocks returned at once); else n_iter[s] counts the step, consistent[s]
+// records whether no label changed and no cluster is empty, status goes to
+// status[3 s ..], and the restart stops (1) when no label changed or, without an
+// empty cluster, the shift is at most tol_abs, or at max_iter steps; with an empty
+// cluster it pauses (2) for the host to re-seed it (explorer.kmeans._lloyd_starts's
+// rule, one decision per step).
 extern "C" __global__ void lloyd_update(const int* __restrict__ slots, int k, int d,
                                         double* __restrict__ sums,     // S x k x (d+1)
                                         int* __restrict__ changed,     // S
@@ -302,10 +314,15 @@ extern "C" __global__ void lloyd_update(const int* __restrict__ slots, int k, in
                                         float* __restrict__ neg2c,     // S x k x d
                                         float* __restrict__ c_sq,      // S x k
                                         double* __restrict__ counts,   // S x k
-                                        double* __restrict__ status) { // 3 per block
+                                        double* __restrict__ status,   // 3 per block
+                                        int* __restrict__ state,       // S, or null
+                                        int* __restrict__ n_iter,      // S (with state)
+                                        int* __restrict__ consistent,  // S (with state)
+                                        double tol_abs, int max_iter) {
     __shared__ double warp_shift[32];
     __shared__ int warp_empty[32];
     const long long slot = slots[blockIdx.x];
+    if (state != nullptr && state[slot] != 0) return;
     const int width = d + 1;
     double* s = sums + slot * k * width;
     double* c = centers + slot * k * d;
@@ -356,10 +373,18 @@ extern "C" __global__ void lloyd_update(const int* __restrict__ slots, int k, in
             empty += __shfl_down_sync(FULL_MASK, empty, offset);
         }
         if (lane == 0) {
-            status[3 * blockIdx.x] = (double)changed[slot];
-            status[3 * blockIdx.x + 1] = (double)empty;
-            status[3 * blockIdx.x + 2] = shift;
+            const long long at = state != nullptr ? slot : blockIdx.x;
+            const int moved = changed[slot];
+            status[3 * at] = (double)moved;
+            status[3 * at + 1] = (double)empty;
+            status[3 * at + 2] = shift;
             changed[slot] = 0;
+            if (state != nullptr) {
+                const int steps = ++n_iter[slot];
+                consistent[slot] = moved == 0 && empty == 0;
+                if (empty > 0) state[slot] = 2;
+                else if (moved == 0 || shift <= tol_abs || steps >= max_iter) state[slot] = 1;
+            }
         }
     }
 }

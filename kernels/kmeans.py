@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._launch import launch, multiprocessors
+from ._loader import get_module
 
 #: Threads per block of ``kmeans_step``.
 BLOCK = 256
@@ -188,7 +189,7 @@ def kmeans_step(X, x_sq, centers, *, want_sums: bool):
     launch("kmeans", "kmeans_step", (), (_blocks(n, BLOCK, BLOCKS_PER_SM),), (BLOCK,),
            (X, cupy.ascontiguousarray(x_sq, dtype=cupy.float32), neg2c, c_sq,
             np.int64(n), np.int32(d), np.int32(k), labels, mind,
-            sums if want_sums else np.uint64(0), np.uint64(0), np.uint64(0)),
+            sums if want_sums else np.uint64(0), np.uint64(0), np.uint64(0), np.uint64(0)),
            shared_mem=shared)
     return labels, mind, sums
 
@@ -550,6 +551,18 @@ def squared_errors(X, centers, labels) -> np.ndarray:
 #: Threads per block of ``lloyd_update`` (one block per restart).
 UPDATE_BLOCK = 256
 
+#: :meth:`DeviceStarts.run` reads the restarts' states once per this many steps: each
+#: read waits for the device, and at the size of an embedding a step is a few tens of
+#: microseconds of GPU work against as much again for the wait and the launches after
+#: it. A restart that stopped costs nothing in the steps launched after (its blocks
+#: return at once).
+RUN_CHECK_EVERY = 4
+
+#: The checked assignment hands over to float32 products once a step re-checks more
+#: than this share of the rows (data without clear nearest centres, where the float64
+#: re-check would cost more than the float32 product saves).
+CHECKED_MAX_FRACTION = 0.05
+
 
 class DeviceStarts:
     """The state of k-means restarts on the GPU, advanced together
@@ -602,8 +615,15 @@ class DeviceStarts:
         self.status = cupy.empty(3 * S, dtype=cupy.float64)
         self.fused = fused_step_pays(k, d)
         self.tiled = not self.fused and tiled_step_pays(k, d)
-        self.chunk = chunk_rows(cupy, max(k, d))
+        # The GEMM path starts checked (TF32) and turns to float32 products for good
+        # once a step re-checks more than CHECKED_MAX_FRACTION of the rows.
+        self.checked = not (self.fused or self.tiled)
+        self.chunk = max(chunk_rows(cupy, max(k, d)), CHECKED_BLOCK_VALUES // max(k, 1))
         self._slots = {}
+        module = get_module("kmeans")
+        self._step_fn = module.get_function("kmeans_step")
+        self._update_fn = module.get_function("lloyd_update")
+        self._per_sm = {}
 
     def _slot_array(self, starts):
         import cupy
@@ -613,29 +633,43 @@ class DeviceStarts:
             self._slots = {key: cupy.asarray(np.asarray(key, dtype=np.int32))}
         return self._slots[key]
 
-    def _assign(self, starts, want_sums):
+    def _assign(self, starts, want_sums, state=None):
         n, d = self.X.shape
         k = self.centers.shape[1]
         if self.fused:
             m = len(starts)
-            grid = _blocks(n, BLOCK, max(1, BLOCKS_PER_SM // m))
-            launch("kmeans", "kmeans_step", (), (grid, m), (BLOCK,),
-                   (self.X, self.x_sq, self.neg2c, self.c_sq, np.int64(n), np.int32(d),
-                    np.int32(k), self.labels, self.mind,
-                    self.sums if want_sums else np.uint64(0), self._slot_array(starts),
-                    self.changed if want_sums else np.uint64(0)),
-                   shared_mem=k * (d + 1) * 8 if want_sums else 0)
+            if m not in self._per_sm:
+                self._per_sm[m] = _blocks(n, BLOCK, max(1, BLOCKS_PER_SM // m))
+            self._step_fn((self._per_sm[m], m), (BLOCK,),
+                          (self.X, self.x_sq, self.neg2c, self.c_sq, np.int64(n), np.int32(d),
+                           np.int32(k), self.labels, self.mind,
+                           self.sums if want_sums else np.uint64(0), self._slot_array(starts),
+                           self.changed if want_sums else np.uint64(0), _pointer(state)),
+                          shared_mem=k * (d + 1) * 8 if want_sums else 0)
             return
         for s in starts:
             changed = self.changed[s : s + 1] if want_sums else None
             if self.tiled:
                 _nearest_tiled(self.X, self.x_sq, self.neg2c[s], self.c_sq[s], self.labels[s],
                                self.mind[s], changed)
+            elif self.checked:
+                m = nearest_checked(self.X, self.x_sq, self.neg2c[s], self.c_sq[s],
+                                    self.labels[s], self.mind[s], changed)
+                self.checked = m <= CHECKED_MAX_FRACTION * n
             else:
-                nearest_checked(self.X, self.x_sq, self.neg2c[s], self.c_sq[s], self.labels[s],
-                                self.mind[s], changed)
+                _nearest_gemm(self.X, self.x_sq, self.neg2c[s].T, self.c_sq[s], self.labels[s],
+                              self.mind[s], changed, self.chunk)
             if want_sums:
                 cluster_sums(self.X, self.labels[s], k, out=self.sums[s])
+
+    def _update(self, starts, state=None, n_iter=None, consistent=None, tol_abs=0.0,
+                max_iter=0):
+        S, k, d = self.centers.shape
+        self._update_fn((len(starts),), (UPDATE_BLOCK,),
+                        (self._slot_array(starts), np.int32(k), np.int32(d), self.sums,
+                         self.changed, self.centers, self.neg2c, self.c_sq, self.counts,
+                         self.status, _pointer(state), _pointer(n_iter), _pointer(consistent),
+                         np.float64(tol_abs), np.int32(max_iter)))
 
     def step(self, active):
         """One Lloyd step of the restarts `active` (indices): per restart, in that order,
@@ -647,11 +681,53 @@ class DeviceStarts:
             # The centres the rows were assigned to, for re-seeding (the checked path's
             # `mind` holds TF32 distances; lloyd_update overwrites the centres).
             self._assigned_neg2c = self.neg2c.copy()
-        launch("kmeans", "lloyd_update", (), (m,), (UPDATE_BLOCK,),
-               (self._slot_array(active), np.int32(k), np.int32(d), self.sums, self.changed,
-                self.centers, self.neg2c, self.c_sq, self.counts, self.status))
+        self._update(active)
         status = self.status[: 3 * m].get().reshape(m, 3)
         return status[:, 0].astype(np.int64), status[:, 1].astype(np.int64), status[:, 2]
+
+    def run(self, max_iter, tol_abs, check_every=None):
+        """Lloyd's iterations of every restart to its stop, the rule decided on the
+        device (``lloyd_update`` with a state per restart): the host launches
+        `check_every` steps, then reads the states once, re-seeds the restarts paused
+        on an empty cluster and drops the stopped ones from the launches. The fused
+        path only (where launches, not rows, set the pace).
+
+        Returns
+        -------
+        n_iter : numpy.ndarray of int64 (S,)
+        consistent : numpy.ndarray of bool (S,)
+            Whether each restart's labels are those of its final centres.
+        steps : int
+            Steps launched (the most of any restart, up to check_every - 1 more).
+        """
+        import cupy
+
+        if not self.fused:
+            raise ValueError("DeviceStarts.run serves the fused step only; use step()")
+        S = self.centers.shape[0]
+        every = RUN_CHECK_EVERY if check_every is None else check_every
+        state = cupy.zeros(S, dtype=cupy.int32)
+        n_iter = cupy.zeros(S, dtype=cupy.int32)
+        consistent = cupy.zeros(S, dtype=cupy.int32)
+        running = list(range(S))
+        steps = 0
+        while running:
+            for _ in range(every):
+                self._assign(running, True, state)
+                self._update(running, state, n_iter, consistent, tol_abs, max_iter)
+                steps += 1
+            now = state.get()
+            paused = np.flatnonzero(now == 2)
+            if paused.size:
+                status = self.status.get().reshape(S, 3)
+                iters = n_iter.get()
+                for s in paused:
+                    self.reseed_empty(int(s), int(status[s, 1]))
+                    stop = status[s, 0] == 0 or iters[s] >= max_iter
+                    now[s] = 1 if stop else 0
+                state[...] = cupy.asarray(now)
+            running = [int(s) for s in np.flatnonzero(now == 0)]
+        return n_iter.get().astype(np.int64), consistent.get().astype(bool), steps
 
     def reseed_empty(self, s, n_empty):
         """Move restart `s`'s empty clusters to its rows farthest from their centres."""

@@ -471,3 +471,32 @@ def test_kmeans_plusplus_kernels_draw_as_the_cpu(n, d, k, S, rng, poisoned):
     want = kmeans_plusplus_starts(X, x_sq, k, draws, np)
     got = kmeans_plusplus_device(cupy.asarray(X), cupy.asarray(x_sq), k, draws).get()
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("every", [1, 4])
+def test_device_run_stops_each_restart_as_the_host_loop(every, rng, poisoned):
+    # DeviceStarts.run decides the stopping rule on the device and looks every
+    # `every` steps; restart by restart it must stop where the host's loop stops, and
+    # a restart with an empty cluster must pause, be re-seeded and go on.
+    import cupy
+    from explorer.kernels.kmeans import DeviceStarts
+
+    from explorer import kmeans as km
+
+    X, x_sq, centers = blob_starts(rng, 4_001, 4, 6, 4)
+    centers[2] = X[rng.choice(len(X), 6, replace=False)]  # a start that must iterate
+    tol_abs = km.variance_tolerance(1e-4, float(x_sq.sum()), X.sum(0, dtype=np.float64),
+                                    *X.shape)
+    host, dev = {}, {}
+    want = km._lloyd_starts(X, x_sq, centers, 300, tol_abs, np, record=host)
+    runner = DeviceStarts(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(centers))
+    n_iter, consistent, steps = runner.run(300, tol_abs, check_every=every)
+    assert n_iter.tolist() == host["n_iter"]
+    # A restart paused on an empty cluster waits for the next look to go on.
+    assert max(n_iter) <= steps <= max(n_iter) + 2 * every
+    got = km._lloyd_starts(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(centers), 300,
+                           tol_abs, cupy, record=dev)
+    assert dev["n_iter"] == host["n_iter"]
+    np.testing.assert_array_equal(cupy.asnumpy(got[1]), want[1])
+    assert got[2] == pytest.approx(want[2], rel=1e-9)
+    np.testing.assert_allclose(dev["inertia"], host["inertia"], rtol=1e-9)
