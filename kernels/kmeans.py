@@ -316,11 +316,11 @@ def kmeans_plusplus_device(X, x_sq, k: int, draws):
 
 
 #: The checked assignment (:func:`nearest_checked`) forms the cross terms with TF32
-#: tensor cores in blocks of at most this many values (256 MiB): a block of each
-#: product takes a few launches from Python (tens of microseconds), and at
-#: n = 6·10⁶, k = 1024, d = 128 blocks of 2^23 values (8192 rows, sized to stay in L2)
-#: made the host, not the GPU, set the pace: 125 ms a Lloyd step against 63 ms by
-#: the float32 GEMM path (H200).
+#: tensor cores in blocks of at most this many values (256 MiB), as does the float32
+#: fallback of :class:`DeviceStarts`: each block costs a few launches from Python
+#: (tens of microseconds), and blocks small enough to stay in L2 (2^23 values) made the
+#: host, not the GPU, set the pace at n = 6·10⁶, k = 1024, d = 128 (a Lloyd step twice
+#: as long as with the float32 product in blocks of 16384 rows).
 CHECKED_BLOCK_VALUES = 1 << 26
 
 #: cuBLAS enums for the TF32 product (cublas_api.h / library_types.h).
