@@ -1,6 +1,6 @@
 """k-means for NumPy and CuPy arrays: k-means++ or k-means|| seeding, GEMM Lloyd
 iterations, float64 centroid accumulation (the accurate update of papers/004),
-label-change stop.
+scikit-learn's centre-shift stop; the restarts advance together.
 
 The same code runs on both backends; the array module is the one of ``X``.
 """
@@ -104,13 +104,18 @@ class KMeans(ClusterMixin, BaseEstimator):
         :data:`PARALLEL_MAX_CLUSTERS` clusters, else k-means++. ``"random"``: k
         distinct data points. An array: these initial centres (then a single run).
     n_init : int, default 10
-        Runs from different seeds; the one of lowest inertia is kept.
+        Runs from different seeds; the one of lowest inertia is kept (the first of
+        equals). The runs advance side by side, each to its own stop: on the GPU one
+        launch per step serves all of them (see Notes).
     max_iter : int, default 300
         Maximum Lloyd iterations per run.
     tol : float, default 1e-4
-        Stop when at most ``tol * n_samples`` points change label in an iteration
-        (the criterion of papers/000 and /004). This differs from scikit-learn, whose
-        `tol` bounds the centre shift relative to the data variance.
+        scikit-learn's rule: a restart stops when the squared shift of its centres in
+        an iteration, summed over the centres, is at most ``tol`` times the mean over
+        features of the data's variance (:func:`variance_tolerance`), or when no label
+        changed (the only stop at ``tol=0``). The centre shift, unlike a count of
+        points changing label, does not keep a restart going while a few border
+        points trade places between nearly fixed centres.
     random_state : int, numpy.random.RandomState or None
         Seeds the initialisation.
 
@@ -171,6 +176,17 @@ class KMeans(ClusterMixin, BaseEstimator):
     H200. Otherwise cuBLAS forms the cross terms a block of rows at a time, one kernel
     picks each row's nearest centre and another forms the float64 sums, keeping a
     running sum per run of rows of one label. The inertia is one float64 pass too.
+
+    **Restarts side by side.** The `n_init` restarts are seeded together (one set of
+    launches per greedy k-means++ step for all of them) and iterate together: on the
+    GPU a step is one fused launch for every running restart (a grid row each) where
+    the fused step pays, then one launch that forms every restart's means, centre
+    shift and empty clusters, then one transfer of three numbers per restart; each
+    restart stops on its own rule. For many features the cross terms come from TF32
+    tensor cores and every row whose two nearest centres lie within the rounding
+    bound is re-checked in float64 (``explorer.kernels.kmeans.nearest_checked``), so
+    the labels are those of the exact distances. On the CPU a step is
+    :func:`assign_nearest` per restart, as before.
 
     **Empty clusters** are re-seeded at the points farthest from their centres.
     """
@@ -286,33 +302,25 @@ class KMeans(ClusterMixin, BaseEstimator):
 
 def _fit_in_process(X, k, init, n_init, max_iter, tol, rng, *, centred=False):
     """k-means of the validated float32 points `X` (NumPy or CuPy) in this process:
-    ``(centres, labels, inertia, n_iter)`` of the best of `n_init` restarts, the
-    centres in X's space (float64). `X` is centred on its float32 mean first, unless
-    it is `centred` already (the input stage took a float64 mean off)."""
+    ``(centres, labels, inertia, n_iter)`` of the best of `n_init` restarts
+    (:func:`_fit_starts`), the centres in X's space (float64). `X` is centred on its
+    float32 mean first, unless it is `centred` already (the input stage took a float64
+    mean off)."""
     xp = array_module(X)
     if centred:
         Xc, mean = X, xp.zeros(X.shape[1], dtype=xp.float64)
     else:
         Xc, mean, _ = centre(X)
-    n, d = Xc.shape
+    n = Xc.shape[0]
     if not isinstance(init, str):
         init = xp.asarray(init, dtype=xp.float64) - mean
         n_init = 1
     elif init == "auto":
         parallel = n >= PARALLEL_MIN_SAMPLES or k > PARALLEL_MAX_CLUSTERS
         init = "k-means||" if parallel else "k-means++"
-    chunk = chunk_rows(xp, max(k, d))
     x_sq = row_sq_norms(Xc, xp)
-    pool = None
-    if isinstance(init, str) and init == "k-means||":
-        pool = _oversample(Xc, x_sq, k, rng, xp)
-    best = None
-    for _ in range(n_init):
-        centers = _initial_centers(Xc, x_sq, k, init, rng, xp, pool)
-        result = _lloyd(Xc, x_sq, centers, max_iter, tol, chunk, xp)
-        if best is None or result[2] < best[2]:
-            best = result
-    centers, labels, inertia, n_iter = best
+    centers, labels, inertia, n_iter = _fit_starts(Xc, x_sq, k, init, n_init, max_iter,
+                                                   tol, rng, xp)
     return centers + mean, labels, inertia, n_iter
 
 
@@ -743,32 +751,282 @@ def _running_min(cross_t, c_sq, xp):
     return lab, best
 
 
-def _lloyd(X, x_sq, centers, max_iter, tol, chunk, xp):
-    n = X.shape[0]
-    previous = xp.full(n, -1, dtype=xp.int32)  # no label: every point "changes" first
-    consistent = False
-    n_iter = 0
-    while n_iter < max_iter:
-        n_iter += 1
-        labels, mind, sums = assign_nearest(X, x_sq, centers, chunk, xp, want_sums=True)
-        counts = sums[:, -1]
-        empty = counts == 0
-        # Both counts in one transfer: each host round trip is a visible share of a
-        # step at small n on the GPU.
-        tally = xp.stack([xp.count_nonzero(empty), xp.count_nonzero(labels != previous)])
-        n_empty, changed = (int(v) for v in to_numpy(tally))
-        centers = sums[:, :-1] / xp.where(empty, 1.0, counts)[:, None]
-        if n_empty:
-            far = xp.argsort(-mind)[:n_empty]
-            centers[xp.flatnonzero(empty)] = X[far].astype(xp.float64)
-        previous = labels
-        # Unchanged labels give unchanged means: labels and centres then agree.
-        consistent = changed == 0 and n_empty == 0
-        if changed <= tol * n:
-            break
-    if not consistent:
-        labels, _, _ = assign_nearest(X, x_sq, centers, chunk, xp, want_sums=False)
-    return centers, labels, inertia(X, centers, labels, chunk, xp), n_iter
+def variance_tolerance(tol, sq_total, column_total, n, d):
+    """scikit-learn's absolute stopping tolerance: `tol` times the mean over features of
+    the data's variance.
+
+    Lloyd's iterations stop once the squared centre shift, summed over all centres,
+    is at most this (scikit-learn's ``_tolerance``). Public for the distributed
+    k-means, which forms the totals from its row blocks.
+
+    Parameters
+    ----------
+    tol : float
+        The relative tolerance (``KMeans(tol=...)``).
+    sq_total : float
+        Sum over rows of the squared norms of the (centred) rows, float64.
+    column_total : array of shape (d,)
+        float64 column sums of the same rows.
+    n, d : int
+        Rows and features.
+
+    Returns
+    -------
+    float
+        ``tol * mean_t var(X[:, t])``; the variance is taken about the rows' own mean,
+        so any common shift of the data leaves it unchanged.
+    """
+    mean = np.asarray(column_total, dtype=np.float64) / n
+    variance = max(float(sq_total) / n - float(mean @ mean), 0.0) / d
+    return float(tol) * variance
+
+
+def kmeans_plusplus_starts(X, x_sq, k, draws, xp):
+    """Greedy k-means++ for several restarts at once (unweighted rows).
+
+    Each restart follows :func:`kmeans_plusplus` with its own draws: the first centre
+    at row ``first``; then for c = 1 .. k - 1 the ``2 + ln k`` candidates at the
+    quantiles ``uniforms[c - 1]`` of the running sum of the squared distances to the
+    nearest chosen centre, the one leaving the least potential kept. The restarts
+    advance together, so a step is one matrix product and one set of launches for
+    all of them (on the GPU the restarts' steps, not their rows, dominate at the
+    sizes of an embedding).
+
+    Parameters
+    ----------
+    X : float32 array of shape (n, d) (NumPy or CuPy)
+    x_sq : array of shape (n,)
+        :func:`row_sq_norms` of X.
+    k : int
+    draws : list of (int, ndarray of shape (k - 1, 2 + int(ln k)))
+        Per restart: the first row and the uniforms in [0, 1), drawn from the
+        estimator's generator in restart order (as the distributed k-means draws them).
+    xp : module
+        X's array module.
+
+    Returns
+    -------
+    float64 array of shape (len(draws), k, d), X's module
+
+    Notes
+    -----
+    A draw is the first row whose running sum reaches ``u * total`` (as
+    :func:`kmeans_plusplus`). On the GPU, up to ``explorer.kernels.kmeans.KPP_MAX_D``
+    features, a step is two kernels for all restarts (``kpp_trials``, ``kpp_choose``)
+    after the running sums: a chain of CuPy operations per step made the seeding of
+    ``KMeans(10, n_init=10)`` on 60,000 rows most of the fit. Where a restart's
+    potential is 0 (every row on a chosen centre) its draws land on its first row,
+    which is as good as any.
+    """
+    n, d = X.shape
+    S = len(draws)
+    trials = 2 + int(np.log(k))
+    if xp is not np:
+        from explorer.kernels.kmeans import kmeans_plusplus_device, kpp_fits
+
+        if kpp_fits(d, trials):
+            return kmeans_plusplus_device(X, x_sq, k, draws)
+    centers = xp.empty((S, k, d), dtype=xp.float64)
+    first = xp.asarray(np.array([f for f, _ in draws], dtype=np.int64))
+    centers[:, 0] = X[first]
+    # Restarts per group: the n x (group * trials) block of trial distances within
+    # the chunk budget of one product.
+    group = max(1, chunk_rows(xp, 1) // max(1, n * trials))
+    uniforms = xp.asarray(np.stack([u for _, u in draws]).reshape(S, max(k - 1, 0), trials))
+    for g0 in range(0, S, group):
+        g = min(group, S - g0)
+        closest = xp.ascontiguousarray(sqdist(X, x_sq, X[first[g0 : g0 + g]]).T)  # (g, n)
+        for c in range(1, k):
+            cumulative = xp.cumsum(closest, axis=1, dtype=xp.float64)
+            targets = uniforms[g0 : g0 + g, c - 1] * cumulative[:, -1:]
+            rows = xp.minimum(xp.stack([xp.searchsorted(cumulative[r], targets[r])
+                                        for r in range(g)]), n - 1)
+            dist = sqdist(X, x_sq, X[rows.ravel()]).reshape(n, g, trials)
+            dist = xp.minimum(dist, closest.T[:, :, None])
+            potential = column_sums(dist.reshape(n, g * trials), xp).reshape(g, trials)
+            best = xp.argmin(potential, axis=1)
+            chosen = rows[xp.arange(g), best]
+            centers[g0 : g0 + g, c] = X[chosen]
+            closest = xp.ascontiguousarray(dist[:, xp.arange(g), best].T)
+    return centers
+
+
+def _initial_centers_starts(X, x_sq, k, init, n_init, rng, xp, pool):
+    """The initial centres of the `n_init` restarts, float64 (n_init, k, d) on X's
+    device; the draws come from `rng` in restart order (as :func:`_initial_centers`
+    one restart after the other, and the distributed k-means)."""
+    if isinstance(init, str) and init == "k-means++":
+        trials = 2 + int(np.log(k))
+        draws = []
+        for _ in range(n_init):
+            first = int(rng.randint(X.shape[0]))
+            draws.append((first, rng.uniform(size=(k - 1, trials))))
+        return kmeans_plusplus_starts(X, x_sq, k, draws, xp)
+    return xp.stack([xp.asarray(_initial_centers(X, x_sq, k, init, rng, xp, pool),
+                                dtype=xp.float64) for _ in range(n_init)])
+
+
+def _fit_starts(Xc, x_sq, k, init, n_init, max_iter, tol, rng, xp):
+    """Seed and run the `n_init` restarts of k-means on centred data, all together;
+    keep the one of least inertia (the first of equals).
+
+    Parameters
+    ----------
+    Xc : float32 array of shape (n, d) (NumPy or CuPy)
+        The centred rows (:func:`centre`).
+    x_sq : array of shape (n,)
+        :func:`row_sq_norms` of Xc.
+    k : int
+    init : {"k-means++", "k-means||", "random"} or float64 array of shape (k, d)
+        Resolved seeding (not "auto"); an array (already centred) means one restart.
+    n_init, max_iter : int
+    tol : float
+        Relative tolerance: a restart stops once its squared centre shift, summed
+        over the centres, is at most ``tol`` times the mean variance of the features
+        (:func:`variance_tolerance`), or once no label changed.
+    rng : numpy.random.RandomState
+    xp : module
+        Xc's array module.
+
+    Returns
+    -------
+    centers : float64 array (k, d)
+        Centred coordinates, Xc's module.
+    labels : int32 array (n,)
+    inertia : float
+    n_iter : int
+    """
+    n, d = Xc.shape
+    if not isinstance(init, str):
+        n_init = 1
+    pool = None
+    if isinstance(init, str) and init == "k-means||":
+        pool = _oversample(Xc, x_sq, k, rng, xp)
+    centers = _initial_centers_starts(Xc, x_sq, k, init, n_init, rng, xp, pool)
+    sq_total = float(x_sq.sum(dtype=xp.float64))
+    tol_abs = variance_tolerance(tol, sq_total, to_numpy(column_sums(Xc, xp)), n, d)
+    return _lloyd_starts(Xc, x_sq, centers, max_iter, tol_abs, xp)
+
+
+def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp, record=None):
+    """Lloyd's iterations for several restarts side by side; the best restart.
+
+    Every iteration assigns the rows for all restarts still running and updates
+    their centres (float64 means; empty clusters re-seeded at the rows farthest from
+    their centres). A restart stops when no label changed, or when, without an empty
+    cluster, the squared shift of its centres summed over them is at most `tol_abs`
+    (scikit-learn's rule), or after `max_iter` iterations. A restart that stopped
+    with labels not those of its final centres is assigned once more, so labels,
+    centres and inertia agree.
+
+    Parameters
+    ----------
+    X : float32 array (n, d), x_sq : its squared row norms
+    centers : float64 array (S, k, d)
+        Initial centres of the S restarts.
+    max_iter : int
+    tol_abs : float
+        Absolute tolerance on the squared centre shift (:func:`variance_tolerance`).
+    xp : module
+    record : dict, optional
+        Filled with ``"n_iter"`` (per restart), ``"steps"`` (iterations of the loop:
+        the most of any restart) and ``"inertia"`` (per restart), for benchmarks.
+
+    Returns
+    -------
+    (centers (k, d), labels (n,), inertia, n_iter) of the restart of least inertia.
+    """
+    S = centers.shape[0]
+    if xp is np:
+        runner = _HostStarts(X, x_sq, centers)
+    else:
+        from explorer.kernels.kmeans import DeviceStarts
+
+        runner = DeviceStarts(X, x_sq, centers)
+    n_iter = np.zeros(S, dtype=np.int64)
+    consistent = np.zeros(S, dtype=bool)
+    active = list(range(S))
+    steps = 0
+    if getattr(runner, "fused", False):  # the same rule, decided on the device
+        n_iter, consistent, steps = runner.run(max_iter, tol_abs)
+        active = []
+    while active:
+        steps += 1
+        changed, n_empty, shift = runner.step(active)
+        still = []
+        for i, s in enumerate(active):
+            n_iter[s] += 1
+            if n_empty[i]:
+                runner.reseed_empty(s, int(n_empty[i]))
+            # Unchanged labels give unchanged means: labels and centres then agree.
+            consistent[s] = changed[i] == 0 and n_empty[i] == 0
+            stop = changed[i] == 0 or (n_empty[i] == 0 and shift[i] <= tol_abs)
+            if not stop and n_iter[s] < max_iter:
+                still.append(s)
+        active = still
+    relabel = [s for s in range(S) if not consistent[s]]
+    if relabel:
+        runner.assign(relabel)
+    inertias = runner.inertia()
+    best = int(np.argmin(inertias))  # the first of equal inertias
+    if record is not None:
+        record.update(n_iter=n_iter.tolist(), steps=steps, inertia=list(map(float, inertias)))
+    centers, labels = runner.result(best)
+    return centers, labels, float(inertias[best]), int(n_iter[best])
+
+
+class _HostStarts:
+    """The restarts' state on the CPU for :func:`_lloyd_starts`: each step is
+    :func:`assign_nearest` per running restart (the CPU gains nothing from one product
+    for all: its cost is the same flops), then the float64 means."""
+
+    def __init__(self, X, x_sq, centers):
+        self.X, self.x_sq = X, x_sq
+        self.centers = np.array(centers, dtype=np.float64)
+        S, k, d = self.centers.shape
+        self.chunk = chunk_rows(np, max(k, d))
+        self.labels = np.full((S, X.shape[0]), -1, dtype=np.int32)
+        self.mind = np.empty((S, X.shape[0]), dtype=np.float32)
+        self.counts = np.zeros((S, k))
+
+    def step(self, active):
+        """Assign and update the restarts `active`: per restart (in that order) the
+        labels changed, the empty clusters and the squared centre shift."""
+        m = len(active)
+        changed = np.empty(m, dtype=np.int64)
+        n_empty = np.empty(m, dtype=np.int64)
+        shift = np.empty(m)
+        for i, s in enumerate(active):
+            labels, mind, sums = assign_nearest(self.X, self.x_sq, self.centers[s],
+                                                self.chunk, np, want_sums=True)
+            changed[i] = np.count_nonzero(labels != self.labels[s])
+            self.labels[s], self.mind[s] = labels, mind
+            counts = sums[:, -1]
+            empty = counts == 0
+            new = np.where(empty[:, None], self.centers[s],
+                           sums[:, :-1] / np.where(empty, 1.0, counts)[:, None])
+            shift[i] = float(((new - self.centers[s]) ** 2).sum())
+            n_empty[i] = np.count_nonzero(empty)
+            self.centers[s], self.counts[s] = new, counts
+        return changed, n_empty, shift
+
+    def reseed_empty(self, s, n_empty):
+        """Move restart `s`'s empty clusters to its rows farthest from their centres."""
+        far = np.argsort(-self.mind[s])[:n_empty]
+        self.centers[s, np.flatnonzero(self.counts[s] == 0)] = self.X[far]
+
+    def assign(self, starts):
+        """Labels of the restarts `starts` for their current centres."""
+        for s in starts:
+            self.labels[s] = assign_nearest(self.X, self.x_sq, self.centers[s], self.chunk,
+                                            np, want_sums=False)[0]
+
+    def inertia(self):
+        return np.array([inertia(self.X, self.centers[s], self.labels[s], self.chunk, np)
+                         for s in range(self.centers.shape[0])])
+
+    def result(self, s):
+        return self.centers[s].copy(), self.labels[s].copy()
 
 
 def inertia(X, centers, labels, chunk, xp):

@@ -330,8 +330,9 @@ _N_INIT = Field("n_init", int, "k-means restarts (the lowest inertia is kept)", 
 _KMEANS_MAX_ITER = Field("max_iter", int, "Lloyd iterations per restart, at most",
                          default=300, low=1, limit=MAX_ITER_LIMIT,
                          limit_why="Lloyd's iterations stop long before")
-_KMEANS_TOL = Field("tol", float, "k-means stops when at most this fraction of points "
-                    "changes label", default=1e-4, low=0.0, high=1.0)
+_KMEANS_TOL = Field("tol", float, "k-means stops when the centres' squared shift is at most "
+                    "this times the features' mean variance (scikit-learn's rule)",
+                    default=1e-4, low=0.0)
 
 #: :class:`explorer.KMeans`'s keywords.
 KMEANS_PARAMS = table(

@@ -114,7 +114,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     n_init : int, default 10
         k-means restarts.
     kmeans_tol : float, default 1e-4
-        k-means stops when at most this fraction of points changes label.
+        k-means stops when the squared shift of its centres, summed, is at most this
+        times the mean variance of the embedding's features (scikit-learn's rule), or
+        when no label changes.
     kmeans_max_iter : int, default 300
     random_state : int, numpy.random.RandomState or None
         Seeds the eigensolver's start and k-means.

@@ -15,9 +15,18 @@
 // (one group per distinct label among its 32 rows) and sums each group with shuffles,
 // so a block's shared accumulators see one atomic per group and dimension.
 //
-// Launch: 1-D grid of whole warps (grid-stride over rows), dynamic shared memory
-// k*(d+1) doubles when `sums` is non-null. Centres are read through the read-only
-// cache: every lane of a warp reads the same centre value at once (a broadcast).
+// Launch: 2-D grid, x whole warps (grid-stride over rows), y one k-means restart each,
+// dynamic shared memory k*(d+1) doubles when `sums` is non-null. Centres are read
+// through the read-only cache: every lane of a warp reads the same centre value at
+// once (a broadcast).
+//
+// Restarts (explorer.kmeans._lloyd_starts runs them side by side): with `slots`, the
+// blocks of grid row y serve restart s = slots[y], whose centres, labels, distances
+// and sums are the s-th of arrays holding every restart (neg2c S x k x d, c_sq S x k,
+// labels and mind S x n, sums S x k x (d+1)); without, the one restart of a 1-row grid.
+// With `changed`, the label a row held before is read first and the rows whose label
+// changes are counted into changed[s] (one atomic per block). With `state`, the blocks
+// of a restart whose state is not 0 (running) return at once (see lloyd_update).
 
 #define FULL_MASK 0xffffffffu
 
@@ -28,14 +37,27 @@ extern "C" __global__ void kmeans_step(const float* __restrict__ X,      // n x 
                                        long long n, int d, int k,
                                        int* __restrict__ labels,         // n (out)
                                        float* __restrict__ mind,         // n (out)
-                                       double* __restrict__ sums) {      // k x (d+1), or null
+                                       double* __restrict__ sums,        // k x (d+1), or null
+                                       const int* __restrict__ slots,    // grid rows, or null
+                                       int* __restrict__ changed,        // S, or null
+                                       const int* __restrict__ state) {  // S, or null
     extern __shared__ double part[];
+    __shared__ int block_changed;
     const int width = d + 1;
     const int lane = threadIdx.x & 31;
+    const long long slot = slots != nullptr ? slots[blockIdx.y] : 0;
+    if (state != nullptr && state[slot] != 0) return;  // a stopped or paused restart
+    neg2c += slot * k * d;
+    c_sq += slot * k;
+    labels += slot * n;
+    mind += slot * n;
+    if (sums != nullptr) sums += slot * k * width;
+    if (threadIdx.x == 0) block_changed = 0;
     if (sums != nullptr) {
         for (int i = threadIdx.x; i < k * width; i += blockDim.x) part[i] = 0.0;
-        __syncthreads();
     }
+    __syncthreads();
+    int my_changed = 0;
     const long long stride = (long long)gridDim.x * blockDim.x;
     // Whole warps iterate together (the shuffles below need every lane), rows past n idle.
     for (long long base = (long long)blockIdx.x * blockDim.x; base < n; base += stride) {
@@ -56,6 +78,7 @@ extern "C" __global__ void kmeans_step(const float* __restrict__ X,      // n x 
                     best = j;
                 }
             }
+            if (changed != nullptr && labels[row] != best) ++my_changed;
             labels[row] = best;
             mind[row] = fmaxf(best_value + x_sq[row], 0.0f);
         }
@@ -76,8 +99,11 @@ extern "C" __global__ void kmeans_step(const float* __restrict__ X,      // n x 
             if (lane == 0) atomicAdd(s + d, (double)__popc(group));
         }
     }
+    if (changed != nullptr && my_changed != 0) atomicAdd(&block_changed, my_changed);
+    __syncthreads();
+    if (changed != nullptr && threadIdx.x == 0 && block_changed != 0)
+        atomicAdd(changed + slot, block_changed);
     if (sums != nullptr) {
-        __syncthreads();
         for (int i = threadIdx.x; i < k * width; i += blockDim.x) {
             if (part[i] != 0.0) atomicAdd(sums + i, part[i]);
         }
@@ -96,12 +122,18 @@ extern "C" __global__ void kmeans_step(const float* __restrict__ X,      // n x 
 // argmin_j (D[r, j] + ||c_j||^2), first index on ties (as argmin over the same float32
 // sums), and the squared distance max(D[r, j] + ||c_j||^2 + ||x_r||^2, 0) to it. One
 // warp per row: the row is read coalesced, lanes keep their own best, shuffles merge.
+// With `changed`, the rows whose label differs from the one held before are counted
+// into *changed (one atomic per block).
 extern "C" __global__ void nearest_centre(const float* __restrict__ D,     // rows x k
                                           const float* __restrict__ c_sq,  // k
                                           const float* __restrict__ x_sq,  // rows
                                           long long rows, int k,
                                           int* __restrict__ labels,        // rows (out)
-                                          float* __restrict__ mind) {      // rows (out)
+                                          float* __restrict__ mind,        // rows (out)
+                                          int* __restrict__ changed) {     // 1, or null
+    __shared__ int block_changed;
+    if (threadIdx.x == 0) block_changed = 0;
+    __syncthreads();
     const int lane = threadIdx.x & 31;
     const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
     for (long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows;
@@ -126,10 +158,15 @@ extern "C" __global__ void nearest_centre(const float* __restrict__ D,     // ro
         }
         if (lane == 0) {
             // Only an overflow to +inf in every column leaves no winner: take the first.
-            labels[r] = index < k ? index : 0;
+            const int label = index < k ? index : 0;
+            if (changed != nullptr && labels[r] != label) atomicAdd(&block_changed, 1);
+            labels[r] = label;
             mind[r] = fmaxf(best + x_sq[r], 0.0f);
         }
     }
+    __syncthreads();
+    if (changed != nullptr && threadIdx.x == 0 && block_changed != 0)
+        atomicAdd(changed, block_changed);
 }
 
 // Per-cluster float64 sums of the rows of X, and counts: sums[c, t] += X[i, t] and
@@ -217,13 +254,19 @@ extern "C" __global__ void cluster_sums(const float* __restrict__ X,       // n 
 
 // Sum over rows of ||x_i - c_{label i}||^2, formed in float64 (the inertia): each
 // thread one element at a time, a block's partial sums merged by shuffles and shared
-// memory, one atomic per block. Launch: 1-D grid, blockDim a multiple of 32 (<= 1024).
+// memory, one atomic per block. Launch: 2-D grid, blockDim a multiple of 32 (<= 1024);
+// grid row y forms the inertia of restart y: centres + y * center_stride, labels
+// + y * n, into total[y] (one restart: a 1-row grid).
 extern "C" __global__ void squared_error(const float* __restrict__ X,        // n x d
                                          const double* __restrict__ centers, // k x d
                                          const int* __restrict__ labels,     // n
                                          long long n, int d,
-                                         double* __restrict__ total) {       // 1
+                                         double* __restrict__ total,         // 1
+                                         long long center_stride) {
     __shared__ double warp_sums[32];
+    centers += blockIdx.y * center_stride;
+    labels += blockIdx.y * n;
+    total += blockIdx.y;
     const long long size = n * d;
     double acc = 0.0;
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < size;
@@ -244,4 +287,279 @@ extern "C" __global__ void squared_error(const float* __restrict__ X,        // 
             acc += __shfl_down_sync(FULL_MASK, acc, offset);
         if (lane == 0) atomicAdd(total, acc);
     }
+}
+
+
+// The update step of Lloyd's algorithm for the restarts that ran a step
+// (explorer.kernels.kmeans.DeviceStarts): block b serves restart s = slots[b].
+// From its float64 sums and counts (S x k x (d+1)) the new centres (the means; an
+// empty cluster keeps its centre, for the host to re-seed), written over `centers`
+// (S x k x d, float64) with the float32 terms the next step compares (neg2c = -2 c,
+// c_sq = ||c||^2, as explorer.kernels.kmeans._float32_centres forms them) and the
+// counts (S x k). status[3 b .. 3 b + 2] = (labels changed, empty clusters, squared
+// centre shift summed over the centres). The sums and changed[s] are zeroed for the
+// next step. Launch: one block per restart, blockDim a multiple of 32 (<= 1024).
+//
+// With `state` (S, 0 running, 1 stopped, 2 paused), the stopping rule runs here too,
+// so the host need not look after every step: a restart not running is skipped (its
+// kmeans_step blocks returned at once); else n_iter[s] counts the step, consistent[s]
+// records whether no label changed and no cluster is empty, status goes to
+// status[3 s ..], and the restart stops (1) when no label changed or, without an
+// empty cluster, the shift is at most tol_abs, or at max_iter steps; with an empty
+// cluster it pauses (2) for the host to re-seed it (explorer.kmeans._lloyd_starts's
+// rule, one decision per step).
+extern "C" __global__ void lloyd_update(const int* __restrict__ slots, int k, int d,
+                                        double* __restrict__ sums,     // S x k x (d+1)
+                                        int* __restrict__ changed,     // S
+                                        double* __restrict__ centers,  // S x k x d
+                                        float* __restrict__ neg2c,     // S x k x d
+                                        float* __restrict__ c_sq,      // S x k
+                                        double* __restrict__ counts,   // S x k
+                                        double* __restrict__ status,   // 3 per block
+                                        int* __restrict__ state,       // S, or null
+                                        int* __restrict__ n_iter,      // S (with state)
+                                        int* __restrict__ consistent,  // S (with state)
+                                        double tol_abs, int max_iter) {
+    __shared__ double warp_shift[32];
+    __shared__ int warp_empty[32];
+    const long long slot = slots[blockIdx.x];
+    if (state != nullptr && state[slot] != 0) return;
+    const int width = d + 1;
+    double* s = sums + slot * k * width;
+    double* c = centers + slot * k * d;
+    float* m = neg2c + slot * k * d;
+    double shift = 0.0;
+    for (int e = threadIdx.x; e < k * d; e += blockDim.x) {
+        const int j = e / d, t = e - j * d;
+        const double count = s[(long long)j * width + d];
+        const double old = c[e];
+        const double mean = count > 0.0 ? s[(long long)j * width + t] / count : old;
+        const double diff = mean - old;
+        shift = fma(diff, diff, shift);
+        c[e] = mean;
+        m[e] = -2.0f * (float)mean;
+    }
+    int empty = 0;
+    for (int j = threadIdx.x; j < k; j += blockDim.x) {
+        const double count = s[(long long)j * width + d];
+        counts[slot * k + j] = count;
+        empty += count == 0.0;
+    }
+    __syncthreads();  // every centre written and every sum read
+    for (int j = threadIdx.x; j < k; j += blockDim.x) {
+        float acc = 0.0f;
+        for (int t = 0; t < d; ++t) {
+            const float v = (float)c[(long long)j * d + t];
+            acc += v * v;
+        }
+        c_sq[slot * k + j] = acc;
+    }
+    for (int e = threadIdx.x; e < k * width; e += blockDim.x) s[e] = 0.0;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        shift += __shfl_down_sync(FULL_MASK, shift, offset);
+        empty += __shfl_down_sync(FULL_MASK, empty, offset);
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        warp_shift[warp] = shift;
+        warp_empty[warp] = empty;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        const bool held = lane < (blockDim.x >> 5);
+        shift = held ? warp_shift[lane] : 0.0;
+        empty = held ? warp_empty[lane] : 0;
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            shift += __shfl_down_sync(FULL_MASK, shift, offset);
+            empty += __shfl_down_sync(FULL_MASK, empty, offset);
+        }
+        if (lane == 0) {
+            const long long at = state != nullptr ? slot : blockIdx.x;
+            const int moved = changed[slot];
+            status[3 * at] = (double)moved;
+            status[3 * at + 1] = (double)empty;
+            status[3 * at + 2] = shift;
+            changed[slot] = 0;
+            if (state != nullptr) {
+                const int steps = ++n_iter[slot];
+                consistent[slot] = moved == 0 && empty == 0;
+                if (empty > 0) state[slot] = 2;
+                else if (moved == 0 || shift <= tol_abs || steps >= max_iter) state[slot] = 1;
+            }
+        }
+    }
+}
+
+// nearest_centre for cross terms D formed in TF32 (explorer.kernels.kmeans: the checked
+// assignment): the nearest and second-nearest by D[r, j] + ||c_j||^2, and the row is
+// settled only when their gap exceeds twice the bound on the error of either,
+// E = a ||x_r|| max_j ||c_j|| + b max_j ||c_j||^2 (a, b from the TF32 rounding of both
+// operands, the float32 accumulation and the float32 ||c||^2). Then no other centre
+// can be nearer in exact arithmetic, and the label, its distance and the label-change
+// count are written as nearest_centre writes them. Otherwise the row is left as it
+// was and its index (row0 + r) appended to `flagged` for an exact re-check.
+extern "C" __global__ void nearest_centre_checked(
+        const float* __restrict__ D, const float* __restrict__ c_sq,
+        const float* __restrict__ x_sq, long long rows, int k,
+        int* __restrict__ labels, float* __restrict__ mind, int* __restrict__ changed,
+        const float* __restrict__ cmax_sq,  // 1: max_j ||c_j||^2
+        float a, float b, long long row0,
+        long long* __restrict__ flagged, unsigned long long* __restrict__ n_flagged) {
+    __shared__ int block_changed;
+    if (threadIdx.x == 0) block_changed = 0;
+    __syncthreads();
+    const float inf = __int_as_float(0x7f800000);
+    const float cm_sq = *cmax_sq;
+    const float cm = sqrtf(cm_sq);
+    const int lane = threadIdx.x & 31;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows;
+         r += warps) {
+        const float* d = D + r * k;
+        float best = inf, second = inf;
+        int index = k;
+        for (int j = lane; j < k; j += 32) {
+            const float v = d[j] + __ldg(c_sq + j);
+            if (v < best) {
+                second = best;
+                best = v;
+                index = j;
+            } else if (v < second) {
+                second = v;
+            }
+        }
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            const float other = __shfl_xor_sync(FULL_MASK, best, offset);
+            const float other_second = __shfl_xor_sync(FULL_MASK, second, offset);
+            const int other_index = __shfl_xor_sync(FULL_MASK, index, offset);
+            if (other < best || (other == best && other_index < index)) {
+                second = fminf(best, other_second);
+                best = other;
+                index = other_index;
+            } else {
+                second = fminf(second, other);
+            }
+        }
+        if (lane == 0) {
+            const float bound = a * sqrtf(x_sq[r]) * cm + b * cm_sq;
+            // A NaN or an overflow never settles a row: the exact pass decides.
+            const bool settled = index < k && (second - best > 2.0f * bound);
+            if (settled) {
+                if (changed != nullptr && labels[r] != index) atomicAdd(&block_changed, 1);
+                labels[r] = index;
+                mind[r] = fmaxf(best + x_sq[r], 0.0f);
+            } else {
+                flagged[atomicAdd(n_flagged, 1ull)] = row0 + r;
+            }
+        }
+    }
+    __syncthreads();
+    if (changed != nullptr && threadIdx.x == 0 && block_changed != 0)
+        atomicAdd(changed, block_changed);
+}
+
+
+// ---------------------------------------------------------------- greedy k-means++
+//
+// One step of greedy k-means++ for S restarts at once (explorer.kmeans
+// .kmeans_plusplus_starts on the GPU): restart s draws `trials` rows by the running
+// sum `cumulative` (S x n, float64) of its squared distances to the nearest chosen
+// centre, each the first row whose running sum reaches u * total (numpy.searchsorted,
+// side "left", as the CPU draws), and keeps the one leaving the least potential.
+//
+// kpp_trials: grid (x, S), blockDim 256. Every block finds its restart's draws (one
+// binary search per trial), holds the drawn rows in shared memory, and adds
+// sum_i min(closest[s, i], ||x_i - x_t||^2) over its rows to potential[s, t] (float64,
+// zeroed by the caller). The squared distance is x_sq[i] - 2 x_i·x_t + x_sq[t] in
+// float32, clipped at 0 (the form of explorer.kmeans.sqdist). Block (0, s) writes the
+// draws to cand[s, t].
+// kpp_choose: grid (x, S). The trial of least potential (the first of equals) becomes
+// centre c of restart s (block (0, s) writes centers[s, c] in float64) and closest[s]
+// is lowered to the distances to it.
+#define KPP_MAX_TRIALS 16
+#define KPP_MAX_D 64
+
+__device__ long long kpp_draw(const double* cum, long long n, double target) {
+    long long lo = 0, hi = n;  // first index with cum[index] >= target, n if none
+    while (lo < hi) {
+        const long long mid = (lo + hi) >> 1;
+        if (cum[mid] < target) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n ? lo : n - 1;
+}
+
+__device__ float kpp_sqdist(const float* x, float xs, const float* c, float cs, int d) {
+    float acc = 0.0f;
+    for (int t = 0; t < d; ++t) acc = fmaf(x[t], -2.0f * c[t], acc);
+    return fmaxf(acc + cs + xs, 0.0f);
+}
+
+extern "C" __global__ void kpp_trials(const float* __restrict__ X, const float* __restrict__ x_sq,
+                                      long long n, int d,
+                                      const float* __restrict__ closest,   // S x n
+                                      const double* __restrict__ cum,      // S x n
+                                      const double* __restrict__ uniforms, // S x trials
+                                      int trials,
+                                      double* __restrict__ potential,      // S x trials
+                                      long long* __restrict__ cand) {      // S x trials
+    __shared__ float rows[KPP_MAX_TRIALS * KPP_MAX_D];
+    __shared__ float rows_sq[KPP_MAX_TRIALS];
+    __shared__ double block_sum[KPP_MAX_TRIALS][8];
+    const int s = blockIdx.y;
+    const double* c = cum + (long long)s * n;
+    if (threadIdx.x < trials) {
+        const double target = uniforms[s * trials + threadIdx.x] * c[n - 1];
+        const long long row = kpp_draw(c, n, target);
+        rows_sq[threadIdx.x] = x_sq[row];
+        for (int t = 0; t < d; ++t) rows[threadIdx.x * KPP_MAX_D + t] = X[row * d + t];
+        if (blockIdx.x == 0) cand[s * trials + threadIdx.x] = row;
+    }
+    __syncthreads();
+    double acc[KPP_MAX_TRIALS];
+    for (int t = 0; t < KPP_MAX_TRIALS; ++t) acc[t] = 0.0;
+    const float* near = closest + (long long)s * n;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const float* x = X + i * d;
+        const float xs = x_sq[i], now = near[i];
+        for (int t = 0; t < trials; ++t)
+            acc[t] += fminf(now, kpp_sqdist(x, xs, rows + t * KPP_MAX_D, rows_sq[t], d));
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int t = 0; t < trials; ++t) {
+        double v = acc[t];
+        for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(FULL_MASK, v, offset);
+        if (lane == 0) block_sum[t][warp] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < trials) {
+        double v = 0.0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); ++w) v += block_sum[threadIdx.x][w];
+        atomicAdd(potential + s * trials + threadIdx.x, v);
+    }
+}
+
+extern "C" __global__ void kpp_choose(const float* __restrict__ X, const float* __restrict__ x_sq,
+                                      long long n, int d, int k, int c, int trials,
+                                      const double* __restrict__ potential,  // S x trials
+                                      const long long* __restrict__ cand,    // S x trials
+                                      float* __restrict__ closest,           // S x n
+                                      double* __restrict__ centers) {        // S x k x d
+    __shared__ float row_x[KPP_MAX_D];
+    const int s = blockIdx.y;
+    int best = 0;
+    for (int t = 1; t < trials; ++t)
+        if (potential[s * trials + t] < potential[s * trials + best]) best = t;
+    const long long row = cand[s * trials + best];
+    for (int t = threadIdx.x; t < d; t += blockDim.x) {
+        row_x[t] = X[row * d + t];
+        if (blockIdx.x == 0) centers[((long long)s * k + c) * d + t] = (double)X[row * d + t];
+    }
+    __syncthreads();
+    const float rs = x_sq[row];
+    float* near = closest + (long long)s * n;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        near[i] = fminf(near[i], kpp_sqdist(X + i * d, x_sq[i], row_x, rs, d));
 }

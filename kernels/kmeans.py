@@ -15,7 +15,16 @@ one of two ways:
   data and a sparse product, about fifteen kernels per block) takes 24.4 ms at
   n = 5·10⁶, k = d = 64 on an H200, this path 3.8 ms (benchmarks/results/fast.json).
 
-:func:`squared_error` is the inertia in float64 in one pass.
+:func:`squared_error` is the inertia in float64 in one pass (:func:`squared_errors` for
+several restarts).
+
+Restarts side by side (``explorer.kmeans._lloyd_starts``): :class:`DeviceStarts` holds
+every restart's state on the device; a step is ``kmeans_step`` with a grid row per
+restart (or the tiled kernel, or :func:`nearest_checked` per restart), then
+``lloyd_update`` for all. :func:`nearest_checked` forms the cross terms with TF32
+tensor cores and re-checks in float64 the rows whose two nearest centres are within
+:func:`checked_bound` of each other. :func:`kmeans_plusplus_device` seeds the restarts
+together by greedy k-means++.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._launch import launch, multiprocessors
+from ._loader import get_module
 
 #: Threads per block of ``kmeans_step``.
 BLOCK = 256
@@ -106,12 +116,26 @@ def tiled_step(X, x_sq, centers, *, want_sums: bool):
     neg2c = cupy.ascontiguousarray(-2.0 * C32)
     labels = cupy.empty(n, dtype=cupy.int32)
     mind = cupy.empty(n, dtype=cupy.float32)
+    _nearest_tiled(X, cupy.ascontiguousarray(x_sq, dtype=cupy.float32), neg2c, c_sq,
+                   labels, mind, None)
+    return labels, mind, cluster_sums(X, labels, k) if want_sums else None
+
+
+def _nearest_tiled(X, x_sq, neg2c, c_sq, labels, mind, changed):
+    """Launch ``nearest_tiled`` (contiguous float32 X, x_sq, neg2c (k x d), c_sq; int32
+    labels and float32 mind written; rows whose label changes counted into the int32
+    ``changed[0]`` unless `changed` is None)."""
+    n, d = X.shape
     if n:
         grid = _blocks(n, TILED_BLOCK * TILED_ROWS, TILED_BLOCKS_PER_SM)
         launch("kmeans_tiled", "nearest_tiled", (f"-DKM_DIM={d}",), (grid,), (TILED_BLOCK,),
-               (X, cupy.ascontiguousarray(x_sq, dtype=cupy.float32), neg2c, c_sq,
-                np.int64(n), np.int32(k), labels, mind))
-    return labels, mind, cluster_sums(X, labels, k) if want_sums else None
+               (X, x_sq, neg2c, c_sq, np.int64(n), np.int32(neg2c.shape[0]), labels, mind,
+                _pointer(changed)))
+
+
+def _pointer(array):
+    """A kernel argument: the array, or a null pointer for None."""
+    return np.uint64(0) if array is None else array
 
 
 def _blocks(items: int, per_block: int, per_sm: int) -> int:
@@ -121,10 +145,11 @@ def _blocks(items: int, per_block: int, per_sm: int) -> int:
 
 
 def _float32_centres(centers):
-    """The centres in float32 and their squared norms: the terms both step paths
-    compare, ``-2 x·c + ||c||^2``, in the same precision as the CPU's."""
+    """The centres (k x d, or S x k x d for S restarts) in float32 and their squared
+    norms: the terms both step paths compare, ``-2 x·c + ||c||^2``, in the same
+    precision as the CPU's."""
     C32 = centers.astype(np.float32)
-    return C32, (C32 * C32).sum(axis=1)
+    return C32, (C32 * C32).sum(axis=-1)
 
 
 def kmeans_step(X, x_sq, centers, *, want_sums: bool):
@@ -164,7 +189,7 @@ def kmeans_step(X, x_sq, centers, *, want_sums: bool):
     launch("kmeans", "kmeans_step", (), (_blocks(n, BLOCK, BLOCKS_PER_SM),), (BLOCK,),
            (X, cupy.ascontiguousarray(x_sq, dtype=cupy.float32), neg2c, c_sq,
             np.int64(n), np.int32(d), np.int32(k), labels, mind,
-            sums if want_sums else np.uint64(0)),
+            sums if want_sums else np.uint64(0), np.uint64(0), np.uint64(0), np.uint64(0)),
            shared_mem=shared)
     return labels, mind, sums
 
@@ -200,6 +225,18 @@ def gemm_step(X, x_sq, centers, *, want_sums: bool, chunk: int):
     neg2_ct = cupy.ascontiguousarray((-2.0 * C32).T)
     labels = cupy.empty(n, dtype=cupy.int32)
     mind = cupy.empty(n, dtype=cupy.float32)
+    _nearest_gemm(X, x_sq, neg2_ct, c_sq, labels, mind, None, chunk)
+    return labels, mind, cluster_sums(X, labels, k) if want_sums else None
+
+
+def _nearest_gemm(X, x_sq, neg2_ct, c_sq, labels, mind, changed, chunk):
+    """The GEMM path's assignment: ``X @ neg2_ct`` (neg2_ct: d x k, any strides) by
+    cuBLAS `chunk` rows at a time, then ``nearest_centre`` per block; labels and mind
+    written, rows whose label changes counted into ``changed[0]`` unless None."""
+    import cupy
+
+    n = X.shape[0]
+    k = neg2_ct.shape[1]
     block = cupy.empty((min(chunk, n), k), dtype=cupy.float32)
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
@@ -208,8 +245,211 @@ def gemm_step(X, x_sq, centers, *, want_sums: bool, chunk: int):
         grid = _blocks(stop - start, PASS_BLOCK // 32, NEAREST_BLOCKS_PER_SM)
         launch("kmeans", "nearest_centre", (), (grid,), (PASS_BLOCK,),
                (D, c_sq, x_sq[start:stop], np.int64(stop - start), np.int32(k),
-                labels[start:stop], mind[start:stop]))
-    return labels, mind, cluster_sums(X, labels, k) if want_sums else None
+                labels[start:stop], mind[start:stop], _pointer(changed)))
+
+
+#: Greedy k-means++ on the GPU by ``kpp_trials`` / ``kpp_choose`` up to this many
+#: features and trials per step (``KPP_MAX_D``, ``KPP_MAX_TRIALS`` in kmeans.cu: the
+#: drawn rows sit in shared memory); beyond, explorer.kmeans's CuPy operations.
+KPP_MAX_D = 64
+KPP_MAX_TRIALS = 16
+
+#: Threads per block of the k-means++ kernels (their reductions assume 256).
+KPP_BLOCK = 256
+
+
+def kpp_fits(d: int, trials: int) -> bool:
+    """Whether :func:`kmeans_plusplus_device` handles `d` features and `trials` draws."""
+    return 1 <= d <= KPP_MAX_D and trials <= KPP_MAX_TRIALS
+
+
+def kmeans_plusplus_device(X, x_sq, k: int, draws):
+    """``explorer.kmeans.kmeans_plusplus_starts`` on the GPU: per step, the running sums
+    of every restart (one CuPy ``cumsum``), then ``kpp_trials`` (draws and their
+    potentials) and ``kpp_choose`` (the best draw, the lowered distances).
+
+    Parameters
+    ----------
+    X : cupy.ndarray of float32 (n, d), d <= :data:`KPP_MAX_D`
+    x_sq : cupy.ndarray (n,)
+    k : int
+    draws : list of (int, numpy.ndarray of shape (k - 1, trials))
+        Per restart the first row and the uniforms (see kmeans_plusplus_starts).
+
+    Returns
+    -------
+    cupy.ndarray of float64, shape (len(draws), k, d)
+    """
+    import cupy
+
+    from explorer.kmeans import sqdist
+
+    X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+    x_sq = cupy.ascontiguousarray(x_sq, dtype=cupy.float32)
+    n, d = X.shape
+    S = len(draws)
+    trials = 2 + int(np.log(k))
+    if not kpp_fits(d, trials):
+        raise ValueError(f"d={d}, trials={trials}: allowed d <= {KPP_MAX_D}, "
+                         f"trials <= {KPP_MAX_TRIALS}")
+    centers = cupy.empty((S, k, d), dtype=cupy.float64)
+    first = cupy.asarray(np.array([f for f, _ in draws], dtype=np.int64))
+    centers[:, 0] = X[first]
+    closest = cupy.ascontiguousarray(sqdist(X, x_sq, X[first]).T)  # S x n
+    if k == 1:
+        return centers
+    # (k - 1) x S x trials: step c's uniforms are one contiguous S x trials block.
+    uniforms = cupy.asarray(np.ascontiguousarray(
+        np.stack([u for _, u in draws]).reshape(S, k - 1, trials).transpose(1, 0, 2)))
+    potential = cupy.zeros((k - 1, S, trials), dtype=cupy.float64)
+    cand = cupy.empty((S, trials), dtype=cupy.int64)
+    grid = (_blocks(n, KPP_BLOCK, max(1, BLOCKS_PER_SM // S)), S)
+    for c in range(1, k):
+        cumulative = cupy.cumsum(closest, axis=1, dtype=cupy.float64)
+        launch("kmeans", "kpp_trials", (), grid, (KPP_BLOCK,),
+               (X, x_sq, np.int64(n), np.int32(d), closest, cumulative, uniforms[c - 1],
+                np.int32(trials), potential[c - 1], cand))
+        launch("kmeans", "kpp_choose", (), grid, (KPP_BLOCK,),
+               (X, x_sq, np.int64(n), np.int32(d), np.int32(k), np.int32(c), np.int32(trials),
+                potential[c - 1], cand, closest, centers))
+    return centers
+
+
+#: The checked assignment (:func:`nearest_checked`) forms the cross terms with TF32
+#: tensor cores in blocks of at most this many values (256 MiB), as does the float32
+#: fallback of :class:`DeviceStarts`: each block costs a few launches from Python
+#: (tens of microseconds), and blocks small enough to stay in L2 (2^23 values) made the
+#: host, not the GPU, set the pace at n = 6·10⁶, k = 1024, d = 128 (a Lloyd step twice
+#: as long as with the float32 product in blocks of 16384 rows).
+CHECKED_BLOCK_VALUES = 1 << 26
+
+#: cuBLAS enums for the TF32 product (cublas_api.h / library_types.h).
+_OP_N, _OP_T = 0, 1
+_R_32F = 0
+_COMPUTE_32F_FAST_TF32 = 77
+_GEMM_DEFAULT = -1
+_POINTER_MODE_HOST = 0
+
+#: Unit roundoff of float32, and the relative error of a TF32 operand (10 stored
+#: mantissa bits; truncated or rounded, the error is below 2^-10).
+_U32 = 2.0**-24
+_U_TF32 = 2.0**-10
+
+#: Factor on the bound of :func:`checked_bound` (covers the float32 evaluation of the
+#: bound and of the gap).
+CHECKED_SAFETY = 1.25
+
+
+def checked_bound(d: int) -> tuple[float, float]:
+    """``(a, b)`` of the bound ``E = a ||x|| max||c|| + b max||c||^2`` on the error of a
+    TF32-formed ``-2 x·c + ||c||^2`` against its exact value for float32 x and c.
+
+    ``-2 x·c`` from TF32 operands with float32 accumulation: each product off by at
+    most ``(2 u_tf32 + u_tf32^2)`` of itself, the d-term sum by ``(d + 2) u`` (tensor
+    cores may truncate: 2u per addition), so together at most
+    ``2 (2 u_tf32 + u_tf32^2 + 2 (d + 2) u) Σ|x_t c_t|``, and Σ|x_t c_t| <= ||x|| ||c||;
+    adding the float32 ``||c||^2`` (its own d-term error, ``(d + 2) u ||c||^2``) and
+    rounding the sum (u of ``2 ||x|| ||c|| + ||c||^2``) add the rest.
+    """
+    dot = 2 * _U_TF32 + _U_TF32**2 + 2 * (d + 2) * _U32
+    a = 2 * dot * (1 + _U32) + 2 * _U32
+    b = (d + 3) * _U32
+    return CHECKED_SAFETY * a, CHECKED_SAFETY * b
+
+
+def _tf32_product(handle, cublas, N, Xb, out):
+    """``out[r, j] = Xb[r] · N[j]`` (float32, C-contiguous; TF32 tensor cores)."""
+    k, d = N.shape
+    rows = Xb.shape[0]
+    one = np.ones(1, dtype=np.float32)
+    zero = np.zeros(1, dtype=np.float32)
+    cublas.gemmEx(handle, _OP_T, _OP_N, k, rows, d, one.ctypes.data, N.data.ptr, _R_32F, d,
+                  Xb.data.ptr, _R_32F, d, zero.ctypes.data, out.data.ptr, _R_32F, k,
+                  _COMPUTE_32F_FAST_TF32, _GEMM_DEFAULT)
+
+
+def nearest_checked(X, x_sq, neg2c, c_sq, labels, mind, changed=None):
+    """Nearest centres with the cross terms from TF32 tensor cores, exact where it matters.
+
+    The TF32 product ``X (-2 C)ᵀ`` (cuBLAS, blocks of :data:`CHECKED_BLOCK_VALUES`)
+    feeds ``nearest_centre_checked``, which settles a row when its best and second-best
+    ``-2 x·c + ||c||^2`` are more than twice :func:`checked_bound` apart: no rounding
+    of either can then reorder them. The other rows are re-checked in float64 against
+    every centre (``argmin`` of ``-2 x·c + ||c||^2``, first index on ties). So the
+    labels are those of the exact distances to the float32 centres, at the TF32 rate.
+
+    Parameters
+    ----------
+    X : cupy.ndarray of float32 (n, d), C-contiguous
+    x_sq : cupy.ndarray of float32 (n,)
+    neg2c : cupy.ndarray of float32 (k, d), C-contiguous
+        ``-2 c`` for float32 centres c.
+    c_sq : cupy.ndarray of float32 (k,)
+        Their squared norms.
+    labels : cupy.ndarray of int32 (n,)
+        Written; with `changed`, the rows whose label changes are counted into the
+        int32 ``changed[0]``.
+    mind : cupy.ndarray of float32 (n,)
+        Written: the squared distance to the nearest centre, from the TF32 terms
+        (within the bound) for settled rows, from the float64 ones for re-checked rows.
+
+    Returns
+    -------
+    int
+        The rows re-checked (a host synchronisation: their count is read).
+    """
+    import cupy
+    from cupy.cuda import device
+    from cupy_backends.cuda.libs import cublas
+
+    n, d = X.shape
+    k = neg2c.shape[0]
+    a, b = checked_bound(d)
+    cmax_sq = c_sq.max()
+    flagged = cupy.empty(max(n, 1), dtype=cupy.int64)
+    n_flagged = cupy.zeros(1, dtype=cupy.uint64)
+    chunk = max(256, min(n, CHECKED_BLOCK_VALUES // k))
+    block = cupy.empty((min(chunk, n), k), dtype=cupy.float32)
+    handle = device.get_cublas_handle()
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, _POINTER_MODE_HOST)
+    try:
+        for start in range(0, n, chunk):
+            stop = min(start + chunk, n)
+            D = block[: stop - start]
+            _tf32_product(handle, cublas, neg2c, X[start:stop], D)
+            grid = _blocks(stop - start, PASS_BLOCK // 32, NEAREST_BLOCKS_PER_SM)
+            launch("kmeans", "nearest_centre_checked", (), (grid,), (PASS_BLOCK,),
+                   (D, c_sq, x_sq[start:stop], np.int64(stop - start), np.int32(k),
+                    labels[start:stop], mind[start:stop], _pointer(changed), cmax_sq,
+                    np.float32(a), np.float32(b), np.int64(start), flagged, n_flagged))
+    finally:
+        cublas.setPointerMode(handle, mode)
+    m = int(n_flagged.get()[0])
+    if m:
+        _recheck(X, x_sq, neg2c, flagged[:m], labels, mind, changed)
+    return m
+
+
+def _recheck(X, x_sq, neg2c, rows, labels, mind, changed):
+    """Exact (float64) nearest centres of the rows `rows` (see :func:`nearest_checked`)."""
+    import cupy
+
+    C = neg2c.astype(cupy.float64) * -0.5  # the float32 centres, exactly
+    neg2ct = -2.0 * C.T
+    c_sq = (C * C).sum(axis=1)
+    step = max(1, CHECKED_BLOCK_VALUES // C.shape[0])
+    for start in range(0, rows.shape[0], step):
+        part = rows[start : start + step]
+        V = X[part].astype(cupy.float64) @ neg2ct
+        V += c_sq[None, :]
+        lab = V.argmin(axis=1).astype(cupy.int32)
+        best = V[cupy.arange(part.shape[0]), lab]
+        if changed is not None:
+            changed += cupy.count_nonzero(labels[part] != lab).astype(cupy.int32)
+        labels[part] = lab
+        mind[part] = cupy.maximum(best + x_sq[part].astype(cupy.float64), 0.0).astype(
+            cupy.float32)
 
 
 #: With atomics straight into global memory (the sums do not fit shared memory), rows
@@ -221,7 +461,7 @@ def gemm_step(X, x_sq, centers, *, want_sums: bool, chunk: int):
 SORTED_SUMS_MIN_D = 16
 
 
-def cluster_sums(X, labels, k: int, *, sort=None):
+def cluster_sums(X, labels, k: int, *, sort=None, out=None):
     """float64 sums of the rows of each cluster, with the counts as a last column.
 
     Parameters
@@ -232,6 +472,8 @@ def cluster_sums(X, labels, k: int, *, sort=None):
     sort : bool or None
         Visit the rows sorted by label (see :data:`SORTED_SUMS_MIN_D`); None: when
         the sums go straight to global memory and d >= SORTED_SUMS_MIN_D.
+    out : cupy.ndarray of float64, shape (k, d + 1), C-contiguous, optional
+        Added to (zero it first for the sums alone) and returned.
 
     Returns
     -------
@@ -240,7 +482,7 @@ def cluster_sums(X, labels, k: int, *, sort=None):
     import cupy
 
     n, d = X.shape
-    sums = cupy.zeros((k, d + 1), dtype=cupy.float64)
+    sums = cupy.zeros((k, d + 1), dtype=cupy.float64) if out is None else out
     if n == 0:
         return sums
     # Per-block accumulators in shared memory when they fit (k·(d + 1) doubles within
@@ -277,5 +519,241 @@ def squared_error(X, centers, labels) -> float:
     launch("kmeans", "squared_error", (), (grid,), (PASS_BLOCK,),
            (cupy.ascontiguousarray(X, dtype=cupy.float32),
             cupy.ascontiguousarray(centers, dtype=cupy.float64),
-            cupy.ascontiguousarray(labels, dtype=cupy.int32), np.int64(n), np.int32(d), total))
+            cupy.ascontiguousarray(labels, dtype=cupy.int32), np.int64(n), np.int32(d), total,
+            np.int64(0)))
     return float(total[0])
+
+
+def squared_errors(X, centers, labels) -> np.ndarray:
+    """:func:`squared_error` of S restarts in one launch and one transfer.
+
+    Parameters
+    ----------
+    X : cupy.ndarray of float32, shape (n, d), C-contiguous
+    centers : cupy.ndarray of float64, shape (S, k, d), C-contiguous
+    labels : cupy.ndarray of int32, shape (S, n), C-contiguous
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (S,)
+    """
+    import cupy
+
+    n, d = X.shape
+    S, k, _ = centers.shape
+    total = cupy.zeros(S, dtype=cupy.float64)
+    grid = _blocks(n * d, PASS_BLOCK, max(1, BLOCKS_PER_SM // S))
+    launch("kmeans", "squared_error", (), (grid, S), (PASS_BLOCK,),
+           (X, centers, labels, np.int64(n), np.int32(d), total, np.int64(k * d)))
+    return total.get()
+
+
+#: Threads per block of ``lloyd_update`` (one block per restart).
+UPDATE_BLOCK = 256
+
+#: :meth:`DeviceStarts.run` reads the restarts' states once per this many steps: each
+#: read waits for the device, and at the size of an embedding a step is a few tens of
+#: microseconds of GPU work against as much again for the wait and the launches after
+#: it. A restart that stopped costs nothing in the steps launched after (its blocks
+#: return at once).
+RUN_CHECK_EVERY = 4
+
+#: The checked assignment hands over to float32 products once a step re-checks more
+#: than this share of the rows (data without clear nearest centres, where the float64
+#: re-check would cost more than the float32 product saves).
+CHECKED_MAX_FRACTION = 0.05
+
+
+class DeviceStarts:
+    """The state of k-means restarts on the GPU, advanced together
+    (``explorer.kmeans._lloyd_starts``; same methods as its CPU twin ``_HostStarts``).
+
+    All S restarts' centres (float64, S x k x d, and the float32 terms a step
+    compares), labels and distances (S x n) and sums (S x k x (d + 1)) live on the
+    device. A step is the assignment with the float64 sums for every running restart,
+    then ``lloyd_update`` (one launch: means, shift, empty clusters, the next step's
+    float32 terms, sums zeroed), then one transfer of three numbers per restart: the
+    host sees nothing else, so a step at the size of an embedding costs a few
+    launches whatever the number of restarts.
+
+    The assignment, as :func:`explorer.kmeans.assign_nearest` chooses it: where the
+    fused step pays (:func:`fused_step_pays`), ``kmeans_step`` with a grid row per
+    restart (each row read once per restart, the assignment fused with the sums,
+    labels changed counted as they are written); else per restart the tiled kernel
+    (:func:`tiled_step_pays`) or, for more features, :func:`nearest_checked` (the
+    cross terms by TF32 tensor cores, rows within the rounding bound of a tie
+    re-checked in float64: the labels of exact distances), then :func:`cluster_sums`.
+    With the checked assignment `mind` holds TF32 distances, so the re-seeding of
+    empty clusters recomputes the distances it ranks.
+
+    Parameters
+    ----------
+    X : cupy.ndarray of float32, shape (n, d)
+    x_sq : cupy.ndarray of float32, shape (n,)
+    centers : cupy.ndarray, shape (S, k, d)
+        Initial centres (copied, used in float64).
+    """
+
+    def __init__(self, X, x_sq, centers):
+        import cupy
+
+        from explorer._backend import chunk_rows
+
+        self.X = cupy.ascontiguousarray(X, dtype=cupy.float32)
+        self.x_sq = cupy.ascontiguousarray(x_sq, dtype=cupy.float32)
+        self.centers = cupy.array(centers, dtype=cupy.float64, order="C")
+        S, k, d = self.centers.shape
+        n = self.X.shape[0]
+        C32, c_sq = _float32_centres(self.centers)
+        self.neg2c = cupy.ascontiguousarray(-2.0 * C32)
+        self.c_sq = cupy.ascontiguousarray(c_sq)
+        self.labels = cupy.full((S, n), -1, dtype=cupy.int32)
+        self.mind = cupy.empty((S, n), dtype=cupy.float32)
+        self.sums = cupy.zeros((S, k, d + 1), dtype=cupy.float64)
+        self.changed = cupy.zeros(S, dtype=cupy.int32)
+        self.counts = cupy.zeros((S, k), dtype=cupy.float64)
+        self.status = cupy.empty(3 * S, dtype=cupy.float64)
+        self.fused = fused_step_pays(k, d)
+        self.tiled = not self.fused and tiled_step_pays(k, d)
+        # The GEMM path starts checked (TF32) and turns to float32 products for good
+        # once a step re-checks more than CHECKED_MAX_FRACTION of the rows.
+        self.checked = not (self.fused or self.tiled)
+        self.chunk = max(chunk_rows(cupy, max(k, d)), CHECKED_BLOCK_VALUES // max(k, 1))
+        self._slots = {}
+        module = get_module("kmeans")
+        self._step_fn = module.get_function("kmeans_step")
+        self._update_fn = module.get_function("lloyd_update")
+        self._per_sm = {}
+
+    def _slot_array(self, starts):
+        import cupy
+
+        key = tuple(starts)
+        if key not in self._slots:
+            self._slots = {key: cupy.asarray(np.asarray(key, dtype=np.int32))}
+        return self._slots[key]
+
+    def _assign(self, starts, want_sums, state=None):
+        n, d = self.X.shape
+        k = self.centers.shape[1]
+        if self.fused:
+            m = len(starts)
+            if m not in self._per_sm:
+                self._per_sm[m] = _blocks(n, BLOCK, max(1, BLOCKS_PER_SM // m))
+            self._step_fn((self._per_sm[m], m), (BLOCK,),
+                          (self.X, self.x_sq, self.neg2c, self.c_sq, np.int64(n), np.int32(d),
+                           np.int32(k), self.labels, self.mind,
+                           self.sums if want_sums else np.uint64(0), self._slot_array(starts),
+                           self.changed if want_sums else np.uint64(0), _pointer(state)),
+                          shared_mem=k * (d + 1) * 8 if want_sums else 0)
+            return
+        for s in starts:
+            changed = self.changed[s : s + 1] if want_sums else None
+            if self.tiled:
+                _nearest_tiled(self.X, self.x_sq, self.neg2c[s], self.c_sq[s], self.labels[s],
+                               self.mind[s], changed)
+            elif self.checked:
+                m = nearest_checked(self.X, self.x_sq, self.neg2c[s], self.c_sq[s],
+                                    self.labels[s], self.mind[s], changed)
+                self.checked = m <= CHECKED_MAX_FRACTION * n
+            else:
+                _nearest_gemm(self.X, self.x_sq, self.neg2c[s].T, self.c_sq[s], self.labels[s],
+                              self.mind[s], changed, self.chunk)
+            if want_sums:
+                cluster_sums(self.X, self.labels[s], k, out=self.sums[s])
+
+    def _update(self, starts, state=None, n_iter=None, consistent=None, tol_abs=0.0,
+                max_iter=0):
+        S, k, d = self.centers.shape
+        self._update_fn((len(starts),), (UPDATE_BLOCK,),
+                        (self._slot_array(starts), np.int32(k), np.int32(d), self.sums,
+                         self.changed, self.centers, self.neg2c, self.c_sq, self.counts,
+                         self.status, _pointer(state), _pointer(n_iter), _pointer(consistent),
+                         np.float64(tol_abs), np.int32(max_iter)))
+
+    def step(self, active):
+        """One Lloyd step of the restarts `active` (indices): per restart, in that order,
+        the labels changed, the empty clusters and the squared centre shift (NumPy)."""
+        S, k, d = self.centers.shape
+        m = len(active)
+        self._assign(active, True)
+        if not (self.fused or self.tiled):
+            # The centres the rows were assigned to, for re-seeding (the checked path's
+            # `mind` holds TF32 distances; lloyd_update overwrites the centres).
+            self._assigned_neg2c = self.neg2c.copy()
+        self._update(active)
+        status = self.status[: 3 * m].get().reshape(m, 3)
+        return status[:, 0].astype(np.int64), status[:, 1].astype(np.int64), status[:, 2]
+
+    def run(self, max_iter, tol_abs, check_every=None):
+        """Lloyd's iterations of every restart to its stop, the rule decided on the
+        device (``lloyd_update`` with a state per restart): the host launches
+        `check_every` steps, then reads the states once, re-seeds the restarts paused
+        on an empty cluster and drops the stopped ones from the launches. The fused
+        path only (where launches, not rows, set the pace).
+
+        Returns
+        -------
+        n_iter : numpy.ndarray of int64 (S,)
+        consistent : numpy.ndarray of bool (S,)
+            Whether each restart's labels are those of its final centres.
+        steps : int
+            Steps launched (the most of any restart, up to check_every - 1 more).
+        """
+        import cupy
+
+        if not self.fused:
+            raise ValueError("DeviceStarts.run serves the fused step only; use step()")
+        S = self.centers.shape[0]
+        every = RUN_CHECK_EVERY if check_every is None else check_every
+        state = cupy.zeros(S, dtype=cupy.int32)
+        n_iter = cupy.zeros(S, dtype=cupy.int32)
+        consistent = cupy.zeros(S, dtype=cupy.int32)
+        running = list(range(S))
+        steps = 0
+        while running:
+            for _ in range(every):
+                self._assign(running, True, state)
+                self._update(running, state, n_iter, consistent, tol_abs, max_iter)
+                steps += 1
+            now = state.get()
+            paused = np.flatnonzero(now == 2)
+            if paused.size:
+                status = self.status.get().reshape(S, 3)
+                iters = n_iter.get()
+                for s in paused:
+                    self.reseed_empty(int(s), int(status[s, 1]))
+                    stop = status[s, 0] == 0 or iters[s] >= max_iter
+                    now[s] = 1 if stop else 0
+                state[...] = cupy.asarray(now)
+            running = [int(s) for s in np.flatnonzero(now == 0)]
+        return n_iter.get().astype(np.int64), consistent.get().astype(bool), steps
+
+    def reseed_empty(self, s, n_empty):
+        """Move restart `s`'s empty clusters to its rows farthest from their centres."""
+        import cupy
+
+        empty = cupy.flatnonzero(self.counts[s] == 0)
+        if not (self.fused or self.tiled):
+            # TF32 distances: the float32 ones to the centres of the assignment (as the
+            # other paths and the CPU rank them) instead.
+            diff = self.X - (self._assigned_neg2c[s] * -0.5)[self.labels[s]]
+            self.mind[s] = cupy.einsum("ij,ij->i", diff, diff)
+        far = cupy.argsort(-self.mind[s])[:n_empty]
+        self.centers[s, empty] = self.X[far].astype(cupy.float64)
+        C32, c_sq = _float32_centres(self.centers[s])
+        self.neg2c[s] = -2.0 * C32
+        self.c_sq[s] = c_sq
+
+    def assign(self, starts):
+        """Labels of the restarts `starts` for their current centres."""
+        self._assign(list(starts), False)
+
+    def inertia(self):
+        """The float64 inertia of every restart (NumPy, shape (S,))."""
+        return squared_errors(self.X, self.centers, self.labels)
+
+    def result(self, s):
+        """Restart `s`'s centres (k x d, float64) and labels (n, int32), as copies (the
+        arrays of all restarts are then released)."""
+        return self.centers[s].copy(), self.labels[s].copy()

@@ -11,6 +11,9 @@
 // in increasing t, plus ||c_j||^2, in float32; the smallest wins, the first index on
 // ties; the squared distance is max(that + ||x||^2, 0).
 //
+// With `changed`, the rows whose label differs from the one held before are counted
+// into *changed (one atomic per block).
+//
 // Compile with -DKM_DIM=d (1 <= d <= 32). Launch: 1-D grid, blockDim.x == TILE,
 // grid-stride over groups of TILE * ROWS rows.
 
@@ -27,9 +30,13 @@ extern "C" __global__ void nearest_tiled(const float* __restrict__ X,      // n 
                                          const float* __restrict__ c_sq,   // k: ||c||^2
                                          long long n, int k,
                                          int* __restrict__ labels,         // n (out)
-                                         float* __restrict__ mind) {       // n (out)
+                                         float* __restrict__ mind,         // n (out)
+                                         int* __restrict__ changed) {      // 1, or null
     __shared__ float tile_c[TILE * KM_DIM];
     __shared__ float tile_sq[TILE];
+    __shared__ int block_changed;
+    if (threadIdx.x == 0) block_changed = 0;
+    int my_changed = 0;
     const long long step = (long long)gridDim.x * TILE * ROWS;
     // The loop condition is the same for every thread of a block (barriers inside).
     for (long long base = (long long)blockIdx.x * TILE * ROWS; base < n; base += step) {
@@ -72,9 +79,16 @@ extern "C" __global__ void nearest_tiled(const float* __restrict__ X,      // n 
             const long long row = base + threadIdx.x + (long long)r * TILE;
             if (row < n) {
                 // Only an overflow to +inf for every centre leaves no winner: the first.
-                labels[row] = index[r] < k ? index[r] : 0;
+                const int label = index[r] < k ? index[r] : 0;
+                if (changed != nullptr && labels[row] != label) ++my_changed;
+                labels[row] = label;
                 mind[row] = fmaxf(best[r] + x_sq[row], 0.0f);
             }
         }
     }
+    __syncthreads();  // block_changed was set before any thread adds to it
+    if (changed != nullptr && my_changed != 0) atomicAdd(&block_changed, my_changed);
+    __syncthreads();
+    if (changed != nullptr && threadIdx.x == 0 && block_changed != 0)
+        atomicAdd(changed, block_changed);
 }

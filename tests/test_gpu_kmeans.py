@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.kmeans import KMeans
+from explorer.kmeans import KMeans, number_by_first_point
 
 pytestmark = pytest.mark.gpu
 
@@ -272,3 +272,231 @@ def test_kmeans_at_k_4096_seeds_by_kmeans_parallel_and_fits_blobs(rng):
     # Greedy k-means++ can miss a few blobs too (seen: 4093 of 4096).
     assert blobs_found(greedy) >= k - 8
     assert blobs_found(fast) >= blobs_found(greedy) - 8
+
+
+# ------------------------------------------------------------ restarts side by side
+
+
+def blob_starts(rng, n, d, k, S):
+    """Separated blobs and S sets of centres near the blob means (no near-ties), the
+    last centre of restart 1 far from every row (an empty cluster)."""
+    means = rng.uniform(-50, 50, size=(k, d))
+    X = (means[rng.integers(k, size=n)] + rng.standard_normal((n, d))).astype(np.float32)
+    centers = means[None] + 0.3 * rng.standard_normal((S, k, d))
+    centers[1, -1] = 1e4
+    return X, np.einsum("ij,ij->i", X, X), centers
+
+
+@pytest.mark.parametrize(("k", "d"), [(5, 4), (40, 8), (70, 40)])  # fused, tiled, GEMM
+def test_device_starts_step_matches_the_host(k, d, rng, poisoned):
+    # kmeans_step with a grid row per restart (or the per-restart kernels), the
+    # labels-changed counts and lloyd_update, against the CPU's step in float64: for
+    # subsets of the restarts (the slots), with an empty cluster and its re-seeding.
+    import cupy
+    from explorer.kernels.kmeans import DeviceStarts, _float32_centres
+
+    from explorer.kmeans import _HostStarts
+
+    X, x_sq, centers = blob_starts(rng, 3_001, d, k, 3)
+    host = _HostStarts(X, x_sq, centers)
+    dev = DeviceStarts(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(centers))
+    scale = 1e-5 * (x_sq.max() + (centers[:, :-1] ** 2).sum(-1).max())
+    empties = 0
+    for active in ([0, 1, 2], [2, 1], [1]):
+        want = host.step(active)
+        empties += int(want[1].sum())
+        got = dev.step(active)
+        np.testing.assert_array_equal(got[0], want[0])  # labels changed
+        np.testing.assert_array_equal(got[1], want[1])  # empty clusters
+        np.testing.assert_allclose(got[2], want[2], rtol=1e-9, atol=1e-9)  # shift
+        for s in active:
+            np.testing.assert_array_equal(dev.labels[s].get(), host.labels[s])
+            if dev.fused or dev.tiled:  # the checked path's are TF32 distances
+                np.testing.assert_allclose(dev.mind[s].get(), host.mind[s], rtol=1e-4,
+                                           atol=scale)
+            np.testing.assert_allclose(dev.centers[s].get(), host.centers[s], rtol=1e-12,
+                                       atol=1e-9)
+            np.testing.assert_array_equal(dev.counts[s].get(), host.counts[s])
+            if want[1][active.index(s)]:
+                host.reseed_empty(s, int(want[1][active.index(s)]))
+                dev.reseed_empty(s, int(got[1][active.index(s)]))
+                np.testing.assert_allclose(dev.centers[s].get(), host.centers[s], rtol=1e-12,
+                                           atol=1e-9)
+        # The next step's float32 terms, and the sums and counters zeroed for it.
+        C32, c_sq = _float32_centres(dev.centers)
+        np.testing.assert_array_equal(dev.neg2c.get(), (-2.0 * C32).get())
+        np.testing.assert_allclose(dev.c_sq.get(), c_sq.get(), rtol=1e-6)
+        assert not dev.sums.any() and not dev.changed.any()
+    assert empties >= 1 and host.centers[1, -1, 0] != 1e4  # the far centre was re-seeded
+    dev.assign([0, 2])
+    host.assign([0, 2])
+    for s in (0, 2):
+        np.testing.assert_array_equal(dev.labels[s].get(), host.labels[s])
+    np.testing.assert_allclose(dev.inertia(), host.inertia(), rtol=1e-9)
+
+
+def test_squared_errors_of_several_restarts(rng, poisoned):
+    import cupy
+    from explorer.kernels.kmeans import squared_errors
+
+    S, n, d, k = 4, 20_011, 6, 9
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    C = rng.standard_normal((S, k, d))
+    labels = rng.integers(0, k, size=(S, n)).astype(np.int32)
+    want = [float(((X.astype(np.float64) - C[s][labels[s]]) ** 2).sum()) for s in range(S)]
+    got = squared_errors(cupy.asarray(X), cupy.asarray(C), cupy.asarray(labels))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("k", "d", "init"), [(10, 10, "k-means++"), (40, 8, "k-means++"),
+                                              (70, 40, "random"), (6, 3, "k-means||")])
+def test_kmeans_restarts_on_the_gpu_match_the_cpu(k, d, init, rng):
+    # Same seed, same draws: the restarts run side by side on the GPU and on the CPU
+    # and end in the same partition (k-means|| draws its candidates from CuPy's
+    # generator on the GPU, so there only the quality is compared).
+    import cupy
+
+    centres = rng.uniform(-10, 10, size=(k, d))
+    n = 20_000
+    X = (centres[rng.integers(k, size=n)] + rng.standard_normal((n, d))).astype(np.float32)
+    seed = int(rng.integers(2**31))
+    cpu = KMeans(k, init=init, n_init=4, random_state=seed).fit(X)
+    gpu = KMeans(k, init=init, n_init=4, random_state=seed).fit(cupy.asarray(X))
+    labels = cupy.asnumpy(gpu.labels_)
+    C = cupy.asnumpy(gpu.cluster_centers_).astype(np.float64)
+    assert gpu.inertia_ == pytest.approx(float(((X - C[labels]) ** 2).sum()), rel=1e-5)
+    if init == "k-means||":
+        assert gpu.inertia_ <= 1.01 * cpu.inertia_
+        return
+    assert gpu.inertia_ == pytest.approx(cpu.inertia_, rel=1e-5)
+    # Two restarts can reach the same partition numbered differently, and which of
+    # them is kept then rests on the last bits of equal inertias (seen at k = 10):
+    # compare partitions, numbered by first point.
+    number_by_first_point(cpu)
+    number_by_first_point(gpu)
+    assert np.mean(cupy.asnumpy(gpu.labels_) == cpu.labels_) > 0.999
+
+
+@pytest.mark.parametrize(("n", "d", "k"), [(1, 1, 1), (5_000, 40, 70), (20_011, 128, 1024),
+                                           (3_000, 300, 5)])
+def test_checked_tf32_assignment_gives_the_exact_labels(n, d, k, rng, poisoned):
+    # TF32 cross terms, rows near a tie re-checked in float64: the labels are the
+    # argmin of the exact distances to the float32 centres wherever that argmin is
+    # not itself a float64 tie; a tenth of the rows are put at midpoints of two
+    # centres to make near-ties.
+    import cupy
+    from explorer.kernels.kmeans import checked_bound, nearest_checked
+
+    X, C, _ = step_inputs(rng, n, d, k)
+    C32 = C.astype(np.float32)
+    if k > 1:
+        some = rng.choice(n, size=n // 10, replace=False)
+        i, j = rng.integers(k, size=(2, some.size))
+        X[some] = 0.5 * (C32[i] + C32[j]) + 1e-4 * rng.standard_normal((some.size, d))
+    x_sq = np.einsum("ij,ij->i", X, X)
+    c_sq = (C32 * C32).sum(1)
+    labels = cupy.full(n, -1, dtype=cupy.int32)
+    mind = cupy.empty(n, dtype=cupy.float32)
+    changed = cupy.zeros(1, dtype=cupy.int32)
+    m = nearest_checked(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(-2.0 * C32),
+                        cupy.asarray(c_sq), labels, mind, changed)
+    X64, C64 = X.astype(np.float64), C32.astype(np.float64)
+    V = -2.0 * X64 @ C64.T + (C64 * C64).sum(1)[None, :]
+    order = np.argsort(V, axis=1, kind="stable")
+    rows = np.arange(n)
+    want = order[:, 0]
+    got = labels.get()
+    scale = (X64 * X64).sum(1) + (C64 * C64).sum(1).max()
+    if k > 1:
+        clear = V[rows, order[:, 1]] - V[rows, want] > 1e-12 * scale
+        np.testing.assert_array_equal(got[clear], want[clear])
+        assert np.all(V[rows, got] - V[rows, want] <= 1e-12 * scale)
+        assert 0 < m < n  # the midpoints re-checked, most rows settled in TF32
+    else:
+        np.testing.assert_array_equal(got, 0)
+    assert int(changed.get()[0]) == n  # every label was -1
+    a, b = checked_bound(d)
+    cm_sq = (C64 * C64).sum(1).max()
+    err = a * np.sqrt(x_sq) * np.sqrt(cm_sq) + b * cm_sq + 1e-6 * scale
+    exact = np.maximum(V[rows, got] + (X64 * X64).sum(1), 0.0)
+    assert np.all(np.abs(mind.get() - exact) <= err)
+
+
+def test_checked_bound_holds_for_tf32_products(rng):
+    # The bound's premise, on the device's own TF32 product: |TF32 x·(-2c) - exact|
+    # stays below the part of checked_bound that covers it, for rows of every scale.
+    import cupy
+    from cupy.cuda import device
+    from cupy_backends.cuda.libs import cublas
+    from explorer.kernels.kmeans import CHECKED_SAFETY, _tf32_product, checked_bound
+
+    n, d, k = 4_096, 256, 512
+    X = (rng.standard_normal((n, d)) * 10.0 ** rng.uniform(-3, 3, size=(n, 1))).astype(
+        np.float32)
+    neg2c = (-2.0 * rng.standard_normal((k, d))).astype(np.float32)
+    out = cupy.empty((n, k), dtype=cupy.float32)
+    handle = device.get_cublas_handle()
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, 0)
+    try:
+        _tf32_product(handle, cublas, cupy.asarray(neg2c), cupy.asarray(X), out)
+    finally:
+        cublas.setPointerMode(handle, mode)
+    exact = X.astype(np.float64) @ neg2c.astype(np.float64).T
+    a, _ = checked_bound(d)
+    norms = np.linalg.norm(X.astype(np.float64), axis=1)[:, None] * np.linalg.norm(
+        neg2c.astype(np.float64) / 2, axis=1)[None, :]
+    err = np.abs(out.get() - exact)
+    assert np.all(err <= a / CHECKED_SAFETY * norms)
+    # TF32 did round (float32 products would stay near 2^-20 of the norms): the
+    # product ran on tensor cores, which is what the checked path is for.
+    assert (err / norms).max() > 2.0**-17
+
+
+@pytest.mark.parametrize(("n", "d", "k", "S"), [(1_000, 1, 1, 2), (5_000, 3, 8, 4),
+                                                (20_011, 64, 30, 3), (3_000, 10, 200, 2)])
+def test_kmeans_plusplus_kernels_draw_as_the_cpu(n, d, k, S, rng, poisoned):
+    # Integer coordinates: every squared distance and running sum is exact on both
+    # sides, so the same draws must pick the same rows (the CPU's CuPy-free path is
+    # explorer.kmeans.kmeans_plusplus_starts on NumPy).
+    import cupy
+    from explorer.kernels.kmeans import kmeans_plusplus_device
+
+    from explorer.kmeans import kmeans_plusplus_starts
+
+    X = rng.integers(-20, 21, size=(n, d)).astype(np.float32)
+    x_sq = np.einsum("ij,ij->i", X, X)
+    trials = 2 + int(np.log(k))
+    draws = [(int(rng.integers(n)), rng.uniform(size=(k - 1, trials))) for _ in range(S)]
+    want = kmeans_plusplus_starts(X, x_sq, k, draws, np)
+    got = kmeans_plusplus_device(cupy.asarray(X), cupy.asarray(x_sq), k, draws).get()
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("every", [1, 4])
+def test_device_run_stops_each_restart_as_the_host_loop(every, rng, poisoned):
+    # DeviceStarts.run decides the stopping rule on the device and looks every
+    # `every` steps; restart by restart it must stop where the host's loop stops, and
+    # a restart with an empty cluster must pause, be re-seeded and go on.
+    import cupy
+    from explorer.kernels.kmeans import DeviceStarts
+
+    from explorer import kmeans as km
+
+    X, x_sq, centers = blob_starts(rng, 4_001, 4, 6, 4)
+    centers[2] = X[rng.choice(len(X), 6, replace=False)]  # a start that must iterate
+    tol_abs = km.variance_tolerance(1e-4, float(x_sq.sum()), X.sum(0, dtype=np.float64),
+                                    *X.shape)
+    host, dev = {}, {}
+    want = km._lloyd_starts(X, x_sq, centers, 300, tol_abs, np, record=host)
+    runner = DeviceStarts(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(centers))
+    n_iter, consistent, steps = runner.run(300, tol_abs, check_every=every)
+    assert n_iter.tolist() == host["n_iter"]
+    # A restart paused on an empty cluster waits for the next look to go on.
+    assert max(n_iter) <= steps <= max(n_iter) + 2 * every
+    got = km._lloyd_starts(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(centers), 300,
+                           tol_abs, cupy, record=dev)
+    assert dev["n_iter"] == host["n_iter"]
+    np.testing.assert_array_equal(cupy.asnumpy(got[1]), want[1])
+    assert got[2] == pytest.approx(want[2], rel=1e-9)
+    np.testing.assert_allclose(dev["inertia"], host["inertia"], rtol=1e-9)

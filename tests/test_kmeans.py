@@ -99,16 +99,59 @@ def test_output_kinds(rng):
     assert km64.cluster_centers_.dtype == np.float64
 
 
-def test_tol_counts_points_that_change_label(rng):
+@pytest.mark.parametrize("tol", [0.0, 1e-4, 1e-2, 0.3])
+def test_tol_is_scikit_learns_centre_shift_rule(tol, rng):
+    # Same initial centres, same rule: stop when the squared centre shift summed over
+    # the centres is <= tol * mean variance of the features, or when no label changed
+    # (tol = 0). Overlapping blobs take a few dozen iterations, so the rule decides
+    # where each side stops; float32 distances against scikit-learn's float64 could
+    # part them only at a near-tie, which these draws never hold.
     X = blobs(rng, 2000, 2, 5, spread=3.0, separation=0)
-    # tol = 1: every point may move, so the first iteration already stops.
-    assert KMeans(5, tol=1.0, n_init=1, random_state=0).fit(X).n_iter_ == 1
+    init = X[rng.choice(len(X), 5, replace=False)]
+    ours = KMeans(5, init=init, tol=tol).fit(X)
+    ref = SkKMeans(5, init=init, n_init=1, tol=tol, algorithm="lloyd").fit(X)
+    assert ours.n_iter_ == ref.n_iter_
+    np.testing.assert_array_equal(ours.labels_, ref.labels_)
+    np.testing.assert_allclose(ours.cluster_centers_, ref.cluster_centers_, rtol=1e-5, atol=1e-5)
+    # Even when stopped early the labels are those of the returned centres.
+    np.testing.assert_array_equal(ours.predict(X), ours.labels_)
+
+
+def test_variance_tolerance_is_tol_times_the_mean_variance(rng):
+    X = rng.standard_normal((500, 3)) * [1.0, 2.0, 3.0] + 100.0
+    got = kmeans_module.variance_tolerance(1e-3, (X * X).sum(), X.sum(0), *X.shape)
+    assert got == pytest.approx(1e-3 * X.var(0).mean(), rel=1e-9)
+    assert kmeans_module.variance_tolerance(0.0, (X * X).sum(), X.sum(0), *X.shape) == 0.0
+
+
+def test_max_iter_and_loose_tol_stop_early(rng):
+    X = blobs(rng, 2000, 2, 5, spread=3.0, separation=0)
     assert KMeans(5, max_iter=1, n_init=1, random_state=0).fit(X).n_iter_ == 1
     full = KMeans(5, tol=0.0, n_init=1, random_state=0).fit(X)
     loose = KMeans(5, tol=0.2, n_init=1, random_state=0).fit(X)
     assert loose.n_iter_ <= full.n_iter_
-    # Even when stopped early the labels are those of the returned centres.
     np.testing.assert_array_equal(loose.predict(X), loose.labels_)
+
+
+def test_batched_restarts_are_the_restarts_one_by_one(rng):
+    # All restarts advance together; each must be the run it would be alone: the
+    # restart r of n_init restarts is seeded by the draws r of the same stream.
+    X = blobs(rng, 1500, 3, 6, spread=2.0, separation=0).astype(np.float32)
+    Xc, _, _ = kmeans_module.centre(X)
+    x_sq = kmeans_module.row_sq_norms(Xc, np)
+    seed = int(rng.integers(2**31))
+    together = kmeans_module._initial_centers_starts(
+        Xc, x_sq, 6, "k-means++", 4, np.random.RandomState(seed), np, None)
+    stream = np.random.RandomState(seed)
+    for r in range(4):
+        alone = kmeans_module.kmeans_plusplus(Xc, x_sq, 6, stream, np)
+        np.testing.assert_array_equal(together[r], alone)
+    best = kmeans_module._lloyd_starts(Xc, x_sq, together, 300, 0.0, np)
+    singles = [kmeans_module._lloyd_starts(Xc, x_sq, together[r : r + 1], 300, 0.0, np)
+               for r in range(4)]
+    first_best = min(range(4), key=lambda r: (singles[r][2], r))
+    np.testing.assert_array_equal(best[1], singles[first_best][1])
+    assert best[2] == singles[first_best][2] and best[3] == singles[first_best][3]
 
 
 def test_more_restarts_never_do_worse(rng):

@@ -186,11 +186,14 @@ def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
     # their latencies overlap instead of adding up. The best is kept in restart order.
     draws = [_restart_draws(blocks.n, k, init, rng, pool) for _ in range(n_init)]
 
+    tol_abs = _tolerance(blocks, prepared, tol, d)
+
     def restart(r):
         t2 = time.perf_counter()
         centers = _initial_centers(blocks, prepared, k, d, init, draws[r])
         t3 = time.perf_counter()
-        return _lloyd(blocks, prepared, centers, max_iter, tol), t3 - t2, time.perf_counter() - t3
+        return (_lloyd(blocks, prepared, centers, max_iter, tol_abs), t3 - t2,
+                time.perf_counter() - t3)
 
     with ThreadPoolExecutor(max_workers=min(n_init, MAX_CONCURRENT_RESTARTS)) as pool_:
         results = list(pool_.map(restart, range(n_init)))
@@ -249,6 +252,14 @@ def _centre_block(block, shift, is64):
         X32 = check_data(block, min_samples=1)
         Xc = X32 - xp.asarray(shift.astype(np.float32))
     return Xc, _km.row_sq_norms(Xc, xp)
+
+
+def _block_moments(prep):
+    """float64 sum of the block's squared row norms and its column sums (centred rows),
+    for :func:`explorer.kmeans.variance_tolerance`."""
+    Xc, x_sq = prep
+    xp = array_module(Xc)
+    return float(x_sq.sum(dtype=xp.float64)), to_numpy(column_sums(Xc, xp))
 
 
 def _rows(prep, local):
@@ -504,11 +515,22 @@ def _global_farthest(blocks, values, count) -> np.ndarray:
     return rows[order]
 
 
-def _lloyd(blocks, prepared, centers, max_iter, tol):
-    """Lloyd iterations as :func:`explorer.kmeans._lloyd`, the assignment on the
-    workers and the partial sums reduced on the client in block order."""
+def _tolerance(blocks, prepared, tol, d):
+    """The absolute centre-shift tolerance of :class:`explorer.KMeans` (scikit-learn's
+    rule, :func:`explorer.kmeans.variance_tolerance`) from per-block float64 totals
+    added in block order."""
+    sq_total, columns = 0.0, np.zeros(d)
+    for sq, col in blocks.client.gather(blocks.map(_block_moments, blocks=prepared)):
+        sq_total, columns = sq_total + sq, columns + col
+    return _km.variance_tolerance(tol, sq_total, columns, blocks.n, d)
+
+
+def _lloyd(blocks, prepared, centers, max_iter, tol_abs):
+    """Lloyd iterations as :func:`explorer.kmeans._lloyd_starts` runs one restart, the
+    assignment on the workers and the partial sums reduced on the client in block
+    order; the same stopping rule (no label changed, or without an empty cluster a
+    squared centre shift of at most `tol_abs`)."""
     client = blocks.client
-    n = blocks.n
     previous = [None] * blocks.n_blocks
     consistent = False
     n_iter = 0
@@ -524,14 +546,17 @@ def _lloyd(blocks, prepared, centers, max_iter, tol):
         counts = sums[:, -1]
         empty = counts == 0
         n_empty = int(np.count_nonzero(empty))
-        centers = sums[:, :-1] / np.where(empty, 1.0, counts)[:, None]
+        new = np.where(empty[:, None], centers,
+                       sums[:, :-1] / np.where(empty, 1.0, counts)[:, None])
+        shift = float(((new - centers) ** 2).sum())
+        centers = new
         if n_empty:
             mind = blocks.parts(steps, 1)
             far = _global_farthest(blocks, mind, n_empty)
             centers[np.flatnonzero(empty)] = _fetch_rows(blocks, prepared, far)
         previous = steps  # the next step reads the labels where they are
         consistent = changed == 0 and n_empty == 0
-        if changed <= tol * n:
+        if changed == 0 or (n_empty == 0 and shift <= tol_abs):
             break
     if consistent:
         labels = blocks.parts(previous, 0)
