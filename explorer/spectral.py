@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils.metaestimators import available_if
 
 from ._backend import array_module, gpu_status, resolve_backend, to_numpy
 from ._csr import block_rows, csr_from_arrays, row_blocks, with_values
@@ -590,7 +591,79 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             **part.timings,
             "total": time.perf_counter() - t_start,
         }
+        # What predict / transform extend through (explorer.extension): one attribute.
+        from ._validation import column_offsets
+        from .extension import exact_model
+
+        centred = self.metric != "cosine" and not (rule is not None and rule.compares == "cosine"
+                                                   and scaler is None and reps is None)
+        self.extension_ = None if rule is None else exact_model(
+            Xv, rule, emb.vectors, emb.eigenvalues, part.kmeans, scaler=scaler,
+            offsets=column_offsets(X) if centred else None,
+            counts=None if reps is None else reps.counts,
+            point_labels=self.representative_labels_)
         return self
+
+    @available_if(lambda self: self.affinity != "precomputed")
+    def transform(self, X):
+        """The spectral embedding of new points (rows of unit length, k columns), by the
+        Nyström extension of the fitted eigenvectors (:mod:`explorer.extension`).
+
+        Each new point is joined to the training points by the fitted edge rule (same
+        threshold and σ; kNN graphs: its k nearest and those that would count it among
+        theirs; self-tuning σ: its own σ from its m-th nearest training point), and its
+        row is u(x) = (1/μ) Σ_j w(x, j) u_j / d(x), scaled to unit length: on a training
+        point the row the fit gave it. Approximated: the training points' degrees and
+        eigenvectors stay those of the graph without the new points. Mode
+        representatives: the same through the representatives (weighted by their point
+        counts, as fitted); mode landmarks: u(x) = Ẑ(x) V Σ^-1 through x's nearest
+        landmarks. Not with ``affinity="precomputed"`` (no points to join).
+
+        Returns
+        -------
+        ndarray of float64, shape (n_new, n_clusters_)
+            NumPy for NumPy input, CuPy for CuPy input; NaN rows for new points with no
+            edge to an embedded training point.
+        """
+        from .extension import fitted_space, transform
+
+        model = self._extension_model(X)
+        return _like_input(transform(model, fitted_space(model, X)), X)
+
+    @available_if(lambda self: self.affinity != "precomputed")
+    def predict(self, X):
+        """Cluster labels of new points: the fitted k-means' nearest centre to their
+        :meth:`transform` row; mode representatives: the nearest representative's
+        label (how the fit labels its own points). ``fit_predict`` is unchanged.
+
+        New points with no edge to an embedded training point under the fitted rule
+        (outside every training point's reach) get −1, and an
+        :class:`explorer.extension.UnreachableWarning` says how many.
+
+        Returns
+        -------
+        ndarray of int32, shape (n_new,)
+            NumPy for NumPy input, CuPy for CuPy input.
+        """
+        from .extension import fitted_space, predict
+
+        model = self._extension_model(X)
+        return _like_input(predict(model, fitted_space(model, X)), X)
+
+    def _extension_model(self, X):
+        """The fitted :class:`~explorer.extension.ExtensionModel` after checking `X`'s
+        features against the fit's."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "labels_")
+        model = getattr(self, "extension_", None)
+        if model is None:
+            raise ValueError(
+                "this fit keeps no model for new points (a fit of a Dask array, or of an "
+                "estimator pickled before predict existed); refit on a NumPy or CuPy array")
+        check_data(X, min_samples=1, center=False)
+        check_features(self, X, reset=False)
+        return model
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -737,6 +810,12 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.reorder_ = None  # no graph to reorder: the products are the CSRC ones
         self.representatives_ = self.representative_of_ = None
         self.representative_counts_ = self.representative_labels_ = None
+        from ._validation import column_offsets
+        from .extension import landmark_model
+
+        self.extension_ = landmark_model(
+            part, part.affinity, scaler=scaler,
+            offsets=column_offsets(X) if metric != "cosine" else None)
         # Without the stored affinity: the estimator keeps no n × p matrix (as it keeps
         # no graph), and what it keeps pickles to the host (see __getstate__).
         self.landmark_partition_ = replace(part, affinity=None)
