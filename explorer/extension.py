@@ -75,6 +75,9 @@ GPU_BATCH_BYTES = 1 << 31
 #: product block, the approximate compared values and a few masks.
 _PAIR_SCRATCH = 24
 
+#: Smallest |μ| = |1 − λ| the extension divides by.
+MU_MIN = 1e-8
+
 #: The kd-tree path (CPU, distance rules) for up to this many features.
 KDTREE_MAX_D = 8
 
@@ -585,7 +588,9 @@ def extend(rows, cols, weights, vectors, eigenvalues, n_rows: int, *, counts=Non
         The fit's U; NaN rows (training points left out of the embedding) take no
         part: their edges count neither in the sum nor in d(x).
     eigenvalues : array of shape (k,)
-        λ; μ = 1 − λ must be positive (columns of the k smallest λ < 1).
+        λ; μ = 1 − λ must not vanish (:data:`MU_MIN`). The k smallest λ are below 1 on
+        graphs with clusters; a column of λ near 1 is extended with its error amplified
+        by 1/|μ|.
     n_rows : int
         The new points (rows of the result).
     counts : array of shape (n,), optional
@@ -599,11 +604,11 @@ def extend(rows, cols, weights, vectors, eigenvalues, n_rows: int, *, counts=Non
     """
     xp = array_module(vectors)
     mu = 1.0 - np.asarray(to_numpy(eigenvalues), dtype=np.float64)
-    if not (mu > 0).all():
+    if not (np.abs(mu) > MU_MIN).all():
         raise ValueError(
             f"the Nyström extension divides by μ = 1 − λ; the fitted eigenvalues "
-            f"{np.asarray(eigenvalues).tolist()} include λ >= 1, whose columns it cannot "
-            "extend; refit with fewer clusters")
+            f"{np.asarray(eigenvalues).tolist()} include λ = 1 (to {MU_MIN:g}), whose "
+            "columns it cannot extend; refit with fewer clusters")
     U = xp.asarray(vectors, dtype=xp.float64)
     active = xp.isfinite(U).all(axis=1)
     U = xp.where(active[:, None], U, 0.0)

@@ -650,6 +650,13 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         model = self._extension_model(X)
         return _like_input(predict(model, fitted_space(model, X)), X)
 
+    @available_if(lambda self: self.affinity != "precomputed")
+    def fit_transform(self, X, y=None):
+        """``fit(X).transform(X)``: the extension's rows of the fitted points themselves
+        (each joined to itself as to any training point; `embedding_` keeps the fit's own
+        rows, which leave the self-edge out)."""
+        return self.fit(X, y).transform(X)
+
     def _extension_model(self, X):
         """The fitted :class:`~explorer.extension.ExtensionModel` after checking `X`'s
         features against the fit's."""
@@ -671,6 +678,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         tags.input_tags.pairwise = precomputed  # X is n_samples × n_samples
         tags.input_tags.sparse = precomputed  # points must be dense; a graph may be sparse
         tags.input_tags.positive_only = precomputed  # affinities are >= 0
+        if not precomputed:  # transform: the embedding of new points, float64 rows
+            from sklearn.utils import TransformerTags
+
+            tags.transformer_tags = TransformerTags(preserves_dtype=["float64"])
         # Bit-identical repeats are promised on the CPU only (see Notes).
         tags.non_deterministic = self.backend == "gpu" or (
             self.backend == "auto" and gpu_status()[0]
