@@ -67,9 +67,9 @@ __all__ = [
 
 #: Scratch bytes of one batch of new points against all training points (the compared
 #: values and their masks): batches are sized to this on the host, and to a quarter of
-#: the free GPU memory (at most 2 GiB) on the device.
+#: the free GPU memory (at most 16 GiB) on the device.
 HOST_BATCH_BYTES = 1 << 27
-GPU_BATCH_BYTES = 1 << 31
+GPU_BATCH_BYTES = 1 << 34
 
 #: Scratch bytes per (new point, training point) pair in a brute-force batch: the
 #: product block, the approximate compared values and a few masks.
