@@ -81,6 +81,14 @@ MU_MIN = 1e-8
 #: The kd-tree path (CPU, distance rules) for up to this many features.
 KDTREE_MAX_D = 8
 
+#: kNN reverse edges on the kd-tree: training points whose k-th distance is beyond this
+#: quantile of all of them query alone (one joint query at that quantile for the rest).
+WIDE_QUANTILE = 0.99
+
+#: Scratch bytes per new point on the kd-tree path (its candidate pairs: a few dozen
+#: bytes each, for up to a few hundred candidates).
+_KD_ROW_SCRATCH = 1 << 13
+
 #: Relative widening of kd-tree radii (as the CPU builders': candidates are re-decided
 #: in float64 afterwards).
 _KD_MARGIN = 1e-6
@@ -242,20 +250,27 @@ def landmark_model(partition, affinity, *, offsets=None, scaler=None) -> Extensi
 # ------------------------------------------------------------------ batches
 
 
-def batch_rows(model: ExtensionModel, n_new: int, *, budget: float | None = None) -> int:
+def batch_rows(model: ExtensionModel, n_new: int, *, budget: float | None = None,
+               method: str = "auto") -> int:
     """New points per batch, after checking that the outputs and one batch fit.
 
     The outputs (the embedding rows in float64 and the labels) are allocated whole;
-    a batch's scratch grows with its rows times the training points (brute force) or
-    their candidate edges. Raises :class:`explorer.memory.MemoryEstimateError` when
-    the outputs and a batch of one row do not fit.
+    a batch's scratch grows with its rows times the training points (brute force),
+    their candidate edges (kd-tree, :data:`_KD_ROW_SCRATCH` a row) or the landmarks
+    (one row of products each). Raises :class:`explorer.memory.MemoryEstimateError`
+    when the outputs and a batch of one row do not fit.
     """
     xp = model.xp
     n, d = model.points.shape
     k = model.n_columns
     gpu = xp is not np
     out_bytes = n_new * (8 * k + 8 + 4 * d)
-    per_row = _PAIR_SCRATCH * n + 8 * k
+    if model.mode == "landmarks":
+        per_row = 4 * n + 16 * model.n_nearest * (k + 2)
+    elif _cross_method(method, model.rule, model.points) == "kdtree":
+        per_row = _KD_ROW_SCRATCH + 8 * k
+    else:
+        per_row = _PAIR_SCRATCH * n + 8 * k
     if budget is None:
         if gpu:
             free = memory.free_device_bytes()
@@ -314,7 +329,7 @@ def _passes(compared, rule: EdgeRule):
 class _Training:
     """The training side of the cross edges, prepared once per call."""
 
-    def __init__(self, P, rule: EdgeRule, method: str):
+    def __init__(self, P, rule: EdgeRule, method: str, products=None):
         xp = array_module(P)
         self.P, self.rule, self.xp = P, rule, xp
         self.method = method
@@ -325,7 +340,7 @@ class _Training:
             return
         # Products in the device's fast dtype (float64 on the host), centred on the
         # training mean (distances) or on unit rows (cosines); re-decided in float64.
-        self.dtype = xp.float64 if xp is np else xp.float32
+        self.dtype = products or (xp.float64 if xp is np else xp.float32)
         if rule.compares == "sqdist":
             self.shift = P.astype(xp.float64).mean(axis=0)
             Z = (P.astype(xp.float64) - self.shift).astype(self.dtype)
@@ -359,7 +374,7 @@ class _Training:
 
 
 def cross_edges(Q, P, rule: EdgeRule, *, neighbor_key=None, local_sigma=None,
-                exclude=None, method: str = "auto"):
+                exclude=None, method: str = "auto", products=None):
     """The edges between new points `Q` and training points `P` under the fitted rule.
 
     Parameters
@@ -385,7 +400,14 @@ def cross_edges(Q, P, rule: EdgeRule, *, neighbor_key=None, local_sigma=None,
         ``"kdtree"`` (host, distance rules): a kd-tree of the training points;
         ``"bruteforce"``: blocks of products (the only method on the GPU). ``"auto"``:
         the kd-tree on the host for d <= 8 distance rules. Either way the candidates are
-        decided on float64 values.
+        decided on float64 values, except which training points are x's k nearest: the
+        kd-tree's float64 distances or the products choose them (float32 products on
+        the GPU: a near-tie at the k-th place may go either way). On the GPU that
+        choice sorts each batch's rows (CuPy's ``argpartition`` sorts), the costliest
+        step of a kNN rule there.
+    products : numpy dtype, optional
+        The brute force's product dtype (default: float64 on the host, float32 on the
+        GPU); its rounding slack keeps every edge among the candidates.
 
     Returns
     -------
@@ -396,9 +418,7 @@ def cross_edges(Q, P, rule: EdgeRule, *, neighbor_key=None, local_sigma=None,
     """
     xp = array_module(P)
     Q = xp.ascontiguousarray(xp.asarray(Q, dtype=xp.float32))
-    if method == "auto":
-        method = ("kdtree" if xp is np and rule.compares == "sqdist"
-                  and P.shape[1] <= KDTREE_MAX_D else "bruteforce")
+    method = _cross_method(method, rule, P)
     if method not in ("bruteforce", "kdtree") or (method == "kdtree" and (
             xp is not np or rule.compares != "sqdist")):
         raise ValueError(f"method={method!r} is not a cross-edge search here; allowed: "
@@ -407,7 +427,7 @@ def cross_edges(Q, P, rule: EdgeRule, *, neighbor_key=None, local_sigma=None,
         raise ValueError("a kNN rule needs neighbor_key (training_neighborhoods)")
     if rule.local_sigma and local_sigma is None:
         raise ValueError("sigma='local' needs local_sigma (training_neighborhoods)")
-    train = _Training(P, rule, method)
+    train = _Training(P, rule, method, products)
     if method == "kdtree":
         rows, cols, sigma_q = _kd_pairs(Q, train, rule, neighbor_key, exclude)
     else:
@@ -422,6 +442,16 @@ def cross_edges(Q, P, rule: EdgeRule, *, neighbor_key=None, local_sigma=None,
     else:
         weights = weights_from(compared, rule)
     return rows, cols, weights
+
+
+def _cross_method(method: str, rule: EdgeRule, P) -> str:
+    """``method="auto"`` resolved: the kd-tree on the host for d <= 8 distance rules."""
+    if method != "auto":
+        return method
+    host = array_module(P) is np
+    if host and rule.compares == "sqdist" and P.shape[1] <= KDTREE_MAX_D:
+        return "kdtree"
+    return "bruteforce"
 
 
 def _excluded(exclude, b, xp):
@@ -517,14 +547,18 @@ def _kd_pairs(Q, train: _Training, rule: EdgeRule, neighbor_key, exclude):
         d2 = _exact_compared(Q, train.P, np.repeat(rows_all, m), near.reshape(-1), "sqdist")
         sigma_q = np.sqrt(d2.reshape(b, m).max(axis=1))
 
-    def within(radius):
-        found = cKDTree(Q64).sparse_distance_matrix(
-            train.tree, radius * (1.0 + _KD_MARGIN), output_type="ndarray")
-        r, c = found["i"].astype(np.int64), found["j"].astype(np.int64)
+    q_tree = cKDTree(Q64)
+
+    def drop_excluded(r, c):
         if ex is not None:
             ok = c != ex[r]
             r, c = r[ok], c[ok]
         return r, c
+
+    def within(radius):
+        found = q_tree.sparse_distance_matrix(
+            train.tree, radius * (1.0 + _KD_MARGIN), output_type="ndarray")
+        return drop_excluded(found["i"].astype(np.int64), found["j"].astype(np.int64))
 
     if not rule.is_knn:
         r, c = within(rule.radius)
@@ -533,7 +567,24 @@ def _kd_pairs(Q, train: _Training, rule: EdgeRule, neighbor_key, exclude):
     kk = fwd.shape[1]
     fr, fc = np.repeat(rows_all, kk), fwd.reshape(-1)
     key = np.asarray(neighbor_key)
-    rr, rc = within(math.sqrt(max(float(key.max()), 0.0)))
+    # Reverse candidates: within each training point's own k-th distance. One joint
+    # query at a radius most of them share; the few wider ones (sparse tails, whose
+    # radius would multiply everyone's candidates) each query the batch's tree alone.
+    finite = key[np.isfinite(key)]
+    common = float(np.quantile(finite, WIDE_QUANTILE)) if finite.size else 0.0
+    wide = key > common
+    rr, rc = within(math.sqrt(max(common, 0.0)))
+    keep = ~wide[rc]
+    rr, rc = rr[keep], rc[keep]
+    if wide.any():
+        ids = np.flatnonzero(wide)
+        lists = q_tree.query_ball_point(np.asarray(train.P[ids], dtype=np.float64),
+                                        np.sqrt(key[ids]) * (1.0 + _KD_MARGIN))
+        sizes = np.fromiter((len(x) for x in lists), dtype=np.int64, count=ids.size)
+        if sizes.sum():
+            r2 = np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if len(x)])
+            r2, c2 = drop_excluded(r2, np.repeat(ids, sizes))
+            rr, rc = np.concatenate([rr, r2]), np.concatenate([rc, c2])
     # Drop the reverse candidates that are forward pairs (each pair once).
     fkeys = np.sort(fr * n + fc)
     rkeys = rr * n + rc
@@ -685,7 +736,7 @@ def transform(model: ExtensionModel, Xv, *, method: str = "auto", exclude=None,
     b = Xv.shape[0]
     k = model.n_columns
     if batch is None:
-        batch = batch_rows(model, b)
+        batch = batch_rows(model, b, method=method)
     if model.mode != "landmarks":
         training_neighborhoods(model)
     out = xp.empty((b, k), dtype=xp.float64)

@@ -124,6 +124,25 @@ def test_cross_edges_match_the_float64_reference(rng, rule, method, self_exclude
     np.testing.assert_allclose(W, W_ref, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.describe())
+def test_float32_products_keep_every_edge(rng, rule):
+    """The GPU's float32 candidate products (here on the host), with their rounding
+    slack, give the reference's edges; far from the origin too (centred products)."""
+    P = (rng.normal(size=(300, 3)) + 50.0).astype(np.float32)
+    Q = (rng.normal(size=(40, 3)) * 1.3 + 50.0).astype(np.float32)
+    if rule.compares == "cosine":
+        P, Q = P - 50.0, Q - 50.0
+    model = _model(P, rule)
+    ext.training_neighborhoods(model)
+    r, c, w = ext.cross_edges(Q, P, rule, neighbor_key=model.neighbor_key,
+                              local_sigma=model.local_sigma, method="bruteforce",
+                              products=np.float32)
+    W, E = _as_dense(r, c, w, (40, 300))
+    W_ref, E_ref = reference_cross(Q, P, rule)
+    np.testing.assert_array_equal(E.astype(bool), E_ref)
+    np.testing.assert_allclose(W, W_ref, rtol=1e-12, atol=0)
+
+
 def test_cross_edges_refuse_an_unknown_method():
     P = np.zeros((5, 2), np.float32)
     rule = EdgeRule.from_args("cosine", None, threshold_sim=0.5)
