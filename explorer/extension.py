@@ -460,24 +460,52 @@ def _excluded(exclude, b, xp):
     return xp.asarray(exclude, dtype=xp.int64).reshape(b)
 
 
+def _smallest(key, m: int, *, by_min: bool | None = None):
+    """Each row's `m` smallest keys' columns, ascending (ties: the lower column).
+
+    NumPy: ``argpartition`` and a sort of the m. CuPy (``by_min``): m passes of
+    ``argmin``, each setting the entry found to +inf, which overwrites `key`; CuPy's
+    ``argpartition`` sorts whole rows, far costlier for m much smaller than the row.
+    """
+    xp = array_module(key)
+    if by_min is None:
+        by_min = xp is not np
+    b = key.shape[0]
+    if not by_min:
+        part = xp.argpartition(key, m - 1, axis=1)[:, :m]
+        kth = xp.take_along_axis(key, part, axis=1).max(axis=1)[:, None]
+        # argpartition breaks a tie at the m-th place arbitrarily: the lower columns win.
+        less = key < kth
+        tied = key == kth
+        need = m - less.sum(axis=1)[:, None]
+        picked = less | (tied & (xp.cumsum(tied, axis=1) <= need))
+        cols = xp.nonzero(picked)[1].reshape(b, m)
+        vals = xp.take_along_axis(key, cols, axis=1)
+        order = xp.lexsort((cols, vals), axis=1)
+        return xp.take_along_axis(cols, order, axis=1).astype(xp.int64)
+    rows = xp.arange(b, dtype=xp.int64)
+    out = xp.empty((b, m), dtype=xp.int64)
+    for t in range(m):
+        idx = xp.argmin(key, axis=1)
+        out[:, t] = idx
+        key[rows, idx] = xp.inf
+    return out
+
+
 def _brute_pairs(Q, train: _Training, rule: EdgeRule, neighbor_key, exclude):
-    """Candidate pairs of one batch by products; kNN choices re-decided in float64."""
+    """Candidate pairs of one batch by products; the threshold and the kNN reverse
+    condition re-decided in float64 afterwards (:func:`cross_edges`, :func:`_combine`)."""
     xp = train.xp
     b, n = Q.shape[0], train.P.shape[0]
     G, slack = train.approx(Q)
     key = G if rule.compares == "sqdist" else -G
     ex = _excluded(exclude, b, xp)
     rows_all = xp.arange(b, dtype=xp.int64)
+    others = n - (0 if ex is None else 1)
     if ex is not None:
         has = ex >= 0
         key[rows_all[has], ex[has]] = xp.inf
-    sigma_q = None
-    if rule.local_sigma:
-        m = min(rule.local_neighbor, n - (0 if ex is None else 1))
-        near = xp.argpartition(key, m - 1, axis=1)[:, :m]
-        r = xp.repeat(rows_all, m)
-        d2 = _exact_compared(Q, train.P, r, near.reshape(-1).astype(xp.int64), "sqdist")
-        sigma_q = xp.sqrt(d2.reshape(b, m).max(axis=1))
+    m = min(rule.local_neighbor, others) if rule.local_sigma else 0
     if not rule.is_knn:
         if rule.compares == "sqdist":
             cand = G < rule.sqdist_cutoff + slack
@@ -486,18 +514,35 @@ def _brute_pairs(Q, train: _Training, rule: EdgeRule, neighbor_key, exclude):
         if ex is not None:
             cand[rows_all[has], ex[has]] = False
         r, c = xp.nonzero(cand)
-        return r.astype(xp.int64), c.astype(xp.int64), sigma_q
-    kk = min(rule.n_neighbors, n - (0 if ex is None else 1))
-    fwd = xp.argpartition(key, kk - 1, axis=1)[:, :kk].astype(xp.int64)
-    fr, fc = xp.repeat(rows_all, kk), fwd.reshape(-1)
-    # Reverse: x nearer to j than j's k-th nearest (candidates with slack, decided exactly).
+        del cand
+        near = _smallest(key, m) if m else None  # may overwrite key (and G)
+        return r.astype(xp.int64), c.astype(xp.int64), _sigma_q(Q, train, near)
+    kk = min(rule.n_neighbors, others)
+    # Reverse: x as near to j as j's k-th nearest (candidates with slack, decided
+    # exactly), taken before the selection may overwrite key.
     rev = key <= xp.asarray(neighbor_key)[None, :].astype(key.dtype) + slack
-    rev[fr, fc] = False
     if ex is not None:
         rev[rows_all[has], ex[has]] = False
+    chosen = _smallest(key, max(kk, m))
+    fwd = chosen[:, :kk]
+    fr, fc = xp.repeat(rows_all, kk), fwd.reshape(-1)
+    rev[fr, fc] = False
     rr, rc = xp.nonzero(rev)
+    del rev
     rr, rc = rr.astype(xp.int64), rc.astype(xp.int64)
+    sigma_q = _sigma_q(Q, train, chosen[:, :m] if m else None)
     return _combine(Q, train, rule, neighbor_key, fr, fc, rr, rc) + (sigma_q,)
+
+
+def _sigma_q(Q, train: _Training, near):
+    """σ_x: the float64 distance to the farthest of the m nearest training points."""
+    if near is None:
+        return None
+    xp = train.xp
+    b, m = near.shape
+    r = xp.repeat(xp.arange(b, dtype=xp.int64), m)
+    d2 = _exact_compared(Q, train.P, r, near.reshape(-1).astype(xp.int64), "sqdist")
+    return xp.sqrt(d2.reshape(b, m).max(axis=1))
 
 
 def _combine(Q, train: _Training, rule: EdgeRule, neighbor_key, fr, fc, rr, rc):

@@ -143,6 +143,13 @@ def test_float32_products_keep_every_edge(rng, rule):
     np.testing.assert_allclose(W, W_ref, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("by_min", [False, True])
+def test_the_smallest_keys_in_order_ties_to_the_lower_column(rng, by_min):
+    key = rng.integers(0, 6, size=(50, 40)).astype(np.float32)  # many ties
+    ref = np.lexsort((np.broadcast_to(np.arange(40), key.shape), key), axis=1)[:, :7]
+    np.testing.assert_array_equal(ext._smallest(key.copy(), 7, by_min=by_min), ref)
+
+
 def test_cross_edges_refuse_an_unknown_method():
     P = np.zeros((5, 2), np.float32)
     rule = EdgeRule.from_args("cosine", None, threshold_sim=0.5)
