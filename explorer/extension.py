@@ -49,7 +49,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from . import memory
-from ._backend import array_module, sparse_module, to_numpy
+from ._backend import array_module, to_numpy
 from .graph._reference import local_weights_from, weights_from
 from .graph.rule import EdgeRule
 
@@ -296,18 +296,23 @@ def _exact_compared(Q, P, i, j, compares: str, q_norm=None, p_norm=None):
     """Float64 compared values of the pairs (Q[i], P[j]): squared distances summed one
     feature at a time in feature order (as the reference builders), or cosines."""
     xp = array_module(P)
-    if compares == "sqdist":
-        acc = xp.zeros(i.shape[0], dtype=xp.float64)
-        for f in range(P.shape[1]):
-            diff = Q[i, f].astype(xp.float64) - P[j, f].astype(xp.float64)
-            acc += diff * diff
-        return acc
-    dot = xp.zeros(i.shape[0], dtype=xp.float64)
+    qc = xp.ascontiguousarray(Q.T)  # one contiguous row per feature: gathers stay cheap
+    pc = xp.ascontiguousarray(P.T)
+    acc = xp.zeros(i.shape[0], dtype=xp.float64)
     for f in range(P.shape[1]):
-        dot += Q[i, f].astype(xp.float64) * P[j, f].astype(xp.float64)
+        a = qc[f][i].astype(xp.float64)
+        bf = pc[f][j].astype(xp.float64)
+        if compares == "sqdist":
+            a -= bf
+            a *= a
+        else:
+            a *= bf
+        acc += a
+    if compares == "sqdist":
+        return acc
     den = q_norm[i] * p_norm[j]
     with np.errstate(divide="ignore", invalid="ignore"):
-        return xp.where(den > 0, dot / xp.where(den > 0, den, 1.0), -xp.inf)
+        return xp.where(den > 0, acc / xp.where(den > 0, den, 1.0), -xp.inf)
 
 
 def _norms(X):
@@ -711,12 +716,11 @@ def extend(rows, cols, weights, vectors, eigenvalues, n_rows: int, *, counts=Non
     w = xp.asarray(weights, dtype=xp.float64) * active[cols]
     if counts is not None:
         w = w * counts[cols]
-    sparse = sparse_module(xp)
-    if xp is not np and max(n_rows, U.shape[0]) < 2**31:  # cupyx takes int32 indices
-        rows, cols = rows.astype(xp.int32), cols.astype(xp.int32)
-    W = sparse.coo_matrix((w, (rows, cols)), shape=(n_rows, U.shape[0])).tocsr()
-    degree = xp.asarray(W.sum(axis=1)).reshape(-1)
-    num = W @ U
+    # Sums by row with bincount: no sort of the pairs (a sparse matrix would sort them).
+    degree = xp.bincount(rows, weights=w, minlength=n_rows)
+    num = xp.empty((n_rows, U.shape[1]), dtype=xp.float64)
+    for c in range(U.shape[1]):
+        num[:, c] = xp.bincount(rows, weights=w * U[cols, c], minlength=n_rows)
     with np.errstate(divide="ignore", invalid="ignore"):
         u = num / degree[:, None] / xp.asarray(mu)[None, :]
     u[degree <= 0] = xp.nan
