@@ -368,8 +368,11 @@ class _Training:
             G *= -2.0
             G += q_sq[:, None].astype(self.dtype)
             G += self.sq[None, :].astype(self.dtype)
-            slack = self.eps * (q_sq[:, None] + self.sq[None, :])
-            return G, slack.astype(self.dtype)
+            # In the product dtype: a margin needs no more, and a float64 (b, n) array
+            # would double the batch's scratch.
+            slack = q_sq[:, None].astype(self.dtype) + self.sq[None, :].astype(self.dtype)
+            slack *= self.dtype(self.eps)
+            return G, slack
         qn = _norms(Q)
         safe = xp.where(qn > 0, qn, 1.0)
         Z = (Q.astype(xp.float64) / safe[:, None]).astype(self.dtype)
