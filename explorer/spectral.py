@@ -612,8 +612,9 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         Each new point is joined to the training points by the fitted edge rule (same
         threshold and σ; kNN graphs: its k nearest and those that would count it among
         theirs; self-tuning σ: its own σ from its m-th nearest training point), and its
-        row is u(x) = (1/μ) Σ_j w(x, j) u_j / d(x), scaled to unit length: on a training
-        point the row the fit gave it. Approximated: the training points' degrees and
+        row is u(x) = (1/μ) Σ_j w(x, j) u_j / d(x), scaled to unit length (a training
+        point with its own edge left out gets back the row the fit gave it; given as
+        new, it is also joined to itself). Approximated: the training points' degrees and
         eigenvectors stay those of the graph without the new points. Mode
         representatives: the same through the representatives (weighted by their point
         counts, as fitted); mode landmarks: u(x) = Ẑ(x) V Σ^-1 through x's nearest
