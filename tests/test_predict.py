@@ -214,6 +214,13 @@ def test_representatives_transform_through_their_weighted_graph():
     np.testing.assert_allclose(rows[ok], fit.embedding_[ok], atol=1e-6)
     # predict is the nearest representative's label: the fit's own labels back.
     np.testing.assert_array_equal(fit.predict(X), fit.labels_)
+    # The two rules agree on new points: the Nyström row's k-means centre and the
+    # nearest representative's label (measured 0.9995 to 1.0 on the six shapes).
+    new = data.load("moons", 3000, random_state=5).X
+    emb = ext.transform(model, ext.fitted_space(model, new))
+    ok = np.isfinite(emb).all(axis=1)
+    through = model.kmeans.predict(emb[ok].astype(np.float32))
+    assert np.mean(through == fit.predict(new)[ok]) >= 0.99
 
 
 # ------------------------------------------------------------------ held-out halves
