@@ -58,10 +58,13 @@ __all__ = [
     "UnreachableWarning",
     "batch_rows",
     "cross_edges",
+    "describe",
     "exact_model",
     "extend",
+    "fitted_space",
     "landmark_model",
     "predict",
+    "training_neighborhoods",
     "transform",
 ]
 
@@ -410,9 +413,8 @@ def cross_edges(Q, P, rule: EdgeRule, *, neighbor_key=None, local_sigma=None,
         the kd-tree on the host for d <= 8 distance rules. Either way the candidates are
         decided on float64 values, except which training points are x's k nearest: the
         kd-tree's float64 distances or the products choose them (float32 products on
-        the GPU: a near-tie at the k-th place may go either way). On the GPU that
-        choice sorts each batch's rows (CuPy's ``argpartition`` sorts), the costliest
-        step of a kNN rule there.
+        the GPU: a near-tie at the k-th place may go either way); on the GPU by k
+        passes of ``argmin`` over the batch (:func:`_smallest`).
     products : numpy dtype, optional
         The brute force's product dtype (default: float64 on the host, float32 on the
         GPU); its rounding slack keeps every edge among the candidates.
@@ -432,9 +434,12 @@ def cross_edges(Q, P, rule: EdgeRule, *, neighbor_key=None, local_sigma=None,
         raise ValueError(f"method={method!r} is not a cross-edge search here; allowed: "
                          "'auto', 'bruteforce', and 'kdtree' on the host for distance rules")
     if rule.is_knn and neighbor_key is None:
-        raise ValueError("a kNN rule needs neighbor_key (training_neighborhoods)")
+        raise ValueError(f"rule {rule.describe()!r} is a kNN rule: it needs neighbor_key, "
+                         "the training points' k-th nearest keys (training_neighborhoods); "
+                         "got None")
     if rule.local_sigma and local_sigma is None:
-        raise ValueError("sigma='local' needs local_sigma (training_neighborhoods)")
+        raise ValueError(f"rule {rule.describe()!r} has sigma='local': it needs local_sigma, "
+                         "the training points' σ_j (training_neighborhoods); got None")
     train = _Training(P, rule, method, products)
     if method == "kdtree":
         rows, cols, sigma_q = _kd_pairs(Q, train, rule, neighbor_key, exclude)
