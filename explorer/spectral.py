@@ -13,10 +13,11 @@ import time
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.utils.metaestimators import available_if
 
 from ._backend import array_module, gpu_status, to_numpy
 from ._persistence import host_state
-from ._validation import check_features
+from ._validation import check_features, real_matrix
 from .params import AFFINITIES, AFFINITY_GRAPH, SPECTRAL_PARAMS, check_params
 from .partition import GraphPartition, partition_graph
 from .pipeline import FitPlan, FitResult, plan_fit, run_plan
@@ -452,7 +453,78 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.representative_of_ = None if reps is None else reps.labels
         self.representative_counts_ = None if reps is None else reps.counts
         self.representative_labels_ = result.representative_labels
+        # What predict / transform extend through (explorer.extension), from the runner.
+        self.extension_ = result.extension
         self.timings_ = {**result.timings, "total": time.perf_counter() - t_start}
+
+    @available_if(lambda self: self.affinity != "precomputed")
+    def transform(self, X):
+        """The spectral embedding of new points (rows of unit length, k columns), by the
+        Nyström extension of the fitted eigenvectors (:mod:`explorer.extension`).
+
+        Each new point is joined to the training points by the fitted edge rule (same
+        threshold and σ; kNN graphs: its k nearest and those that would count it among
+        theirs; self-tuning σ: its own σ from its m-th nearest training point), and its
+        row is u(x) = (1/μ) Σ_j w(x, j) u_j / d(x), scaled to unit length (a training
+        point with its own edge left out gets back the row the fit gave it; given as
+        new, it is also joined to itself). Approximated: the training points' degrees and
+        eigenvectors stay those of the graph without the new points. Mode
+        representatives: the same through the representatives (weighted by their point
+        counts, as fitted); mode landmarks: u(x) = Ẑ(x) V Σ^-1 through x's nearest
+        landmarks. Not with ``affinity="precomputed"`` (no points to join).
+
+        Returns
+        -------
+        ndarray of float64, shape (n_new, n_clusters_)
+            NumPy for NumPy input, CuPy for CuPy input; NaN rows for new points with no
+            edge to an embedded training point.
+        """
+        from .extension import fitted_space, transform
+
+        model = self._extension_model(X)
+        return _like_input(transform(model, fitted_space(model, X)), X)
+
+    @available_if(lambda self: self.affinity != "precomputed")
+    def predict(self, X):
+        """Cluster labels of new points: the fitted k-means' nearest centre to their
+        :meth:`transform` row; mode representatives: the nearest representative's
+        label (how the fit labels its own points). ``fit_predict`` is unchanged.
+
+        New points with no edge to an embedded training point under the fitted rule
+        (outside every training point's reach) get −1, and an
+        :class:`explorer.extension.UnreachableWarning` says how many.
+
+        Returns
+        -------
+        ndarray of int32, shape (n_new,)
+            NumPy for NumPy input, CuPy for CuPy input.
+        """
+        from .extension import fitted_space, predict
+
+        model = self._extension_model(X)
+        return _like_input(predict(model, fitted_space(model, X)), X)
+
+    @available_if(lambda self: self.affinity != "precomputed")
+    def fit_transform(self, X, y=None):
+        """``fit(X).transform(X)``: the extension's rows of the fitted points themselves
+        (each joined to itself as to any training point; `embedding_` keeps the fit's own
+        rows, which leave the self-edge out)."""
+        return self.fit(X, y).transform(X)
+
+    def _extension_model(self, X):
+        """The fitted :class:`~explorer.extension.ExtensionModel` after checking `X`'s
+        features against the fit's."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "labels_")
+        model = getattr(self, "extension_", None)
+        if model is None:
+            raise ValueError(
+                "this fit keeps no model for new points (a fit of a Dask array, or of an "
+                "estimator pickled before predict existed); refit on a NumPy or CuPy array")
+        real_matrix(X, min_samples=1)
+        check_features(self, X, reset=False)
+        return model
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -460,6 +532,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         tags.input_tags.pairwise = precomputed  # X is n_samples × n_samples
         tags.input_tags.sparse = precomputed  # points must be dense; a graph may be sparse
         tags.input_tags.positive_only = precomputed  # affinities are >= 0
+        if not precomputed:  # transform: the embedding of new points, float64 rows
+            from sklearn.utils import TransformerTags
+
+            tags.transformer_tags = TransformerTags(preserves_dtype=["float64"])
         # Bit-identical repeats are promised on the CPU only (see Notes).
         tags.non_deterministic = self.backend == "gpu" or (
             self.backend == "auto" and gpu_status()[0]

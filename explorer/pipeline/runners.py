@@ -19,6 +19,7 @@ from .._backend import array_module
 from ..components import components_besides_isolated
 from ..embedding import isolated_vertices
 from ..engines import ENGINE_MODULES, engine_for
+from ..extension import exact_model, landmark_model
 from ..graph import build_graph
 from ..landmarks import SVD_MAX_ITER, SVD_TOL, landmark_partition
 from ..partition import partition_graph, warn_components, zero_weights_message
@@ -58,6 +59,9 @@ class FitResult:
     representative_labels : array or None
         The representatives' clusters (mode representatives).
     landmark_partition : explorer.landmarks.LandmarkPartition or None
+    extension : explorer.extension.ExtensionModel or None
+        What ``predict`` and ``transform`` extend through (None: no points to join,
+        or an engine that keeps none).
     backend, backend_why : str
         Where it ran.
     timings : dict of str to float
@@ -83,6 +87,7 @@ class FitResult:
     kmeans: object = None
     representative_labels: object = None
     landmark_partition: object = None
+    extension: object = None
     timings: dict = field(default_factory=dict)
 
 
@@ -160,6 +165,10 @@ def run_graph(plan: FitPlan) -> FitResult:
         backend=graph.backend, backend_why=plan.backend_why, spectrum=part.embedding,
         graph=graph, affinity_matrix=csr, reorder=part.reorder, kmeans=part.kmeans,
         representative_labels=rep_labels,
+        extension=None if plan.rule is None else exact_model(
+            plan.points, plan.rule, emb.vectors, emb.eigenvalues, part.kmeans,
+            data=replace(plan.data, X=None), scaler=plan.scaler,
+            counts=None if reps is None else reps.counts, point_labels=rep_labels),
         timings={"graph": t_graph, **part.timings},
     )
 
@@ -197,6 +206,8 @@ def run_landmarks(plan: FitPlan) -> FitResult:
         eigen_iterations=part.iterations, eigen_residuals=part.svd.residuals[:k],
         backend=part.backend, backend_why=part.backend_reason,
         landmark_partition=replace(part, affinity=None),
+        extension=landmark_model(part, part.affinity, data=replace(plan.data, X=None),
+                                 scaler=plan.scaler),
         timings={key: v for key, v in part.timings.items() if key != "total"},
     )
 
