@@ -50,7 +50,7 @@ from scipy.spatial import cKDTree
 
 from . import memory
 from ._backend import array_module, to_numpy
-from .graph._reference import local_weights_from, weights_from
+from .graph.reference import local_weights_from, weights_from
 from .graph.rule import EdgeRule
 
 __all__ = [
