@@ -70,13 +70,12 @@ def cluster_qr(vectors):
 
     Notes
     -----
-    The pivots come from LAPACK's column-pivoted QR (``scipy.linalg.qr(...,
-    pivoting=True)``, the same routine scikit-learn's ``cluster_qr`` uses, so the two
-    give the same labels on the same vectors). CuPy has no pivoted QR, so a CuPy
-    embedding is copied to the host for this one step: the k × n QR costs O(n k²)
-    flops and 2 n k · 8 bytes of host memory (the copy and the R factor; Q, k × k, is
-    not formed), cheap next to the eigensolver that made the embedding. The rotation
-    and the argmax over the n × k product run on the GPU.
+    On NumPy the pivots come from LAPACK's column-pivoted QR (``scipy.linalg.qr(...,
+    pivoting=True)``, the routine scikit-learn's ``cluster_qr`` uses, so the two give
+    the same labels on the same vectors). CuPy has no pivoted QR, and a host copy costs
+    seconds at 10⁷ points (the transfer and an O(n k²) QR on one core), so on CuPy the
+    k pivots are chosen on the device by :func:`_pivots`: the same rule (the column of
+    largest residual norm, then project it out), k steps of O(n k) each.
     """
     xp, v = _embedding(vectors)
     n, k = v.shape
@@ -85,12 +84,43 @@ def cluster_qr(vectors):
             f"cluster_qr needs at least as many samples as components (k pivots of Vᵀ); got "
             f"vectors of shape {(n, k)}"
         )
-    # mode="r": only R and the pivots, no Q. The pivots are all that is needed.
-    _, piv = scipy.linalg.qr(to_numpy(v).T, mode="r", pivoting=True)
-    chosen = to_numpy(v[xp.asarray(piv[:k])])  # k x k, the representative rows
+    if xp is np:
+        # mode="r": only R and the pivots, no Q. The pivots are all that is needed.
+        piv = scipy.linalg.qr(v.T, mode="r", pivoting=True)[1][:k]
+    else:
+        piv = _pivots(xp, v.T, k)
+    chosen = to_numpy(v[xp.asarray(piv)])  # k x k, the representative rows
     ut, _, vt = np.linalg.svd(chosen.T)
     rotation = xp.asarray(ut @ vt)
     return xp.abs(v @ rotation).argmax(axis=1).astype(xp.int64)
+
+
+def _pivots(xp, A, k: int) -> list[int]:
+    """The first `k` column pivots of the column-pivoted QR of `A` (k × n), in `xp`.
+
+    Column pivoting (Businger & Golub) takes, at each step, the column of largest
+    norm once the span of the columns taken is projected out; the projection here is
+    Gram-Schmidt, applied twice per step so that the residual stays orthogonal to the
+    columns taken (LAPACK does the same with Householder reflections and downdated
+    norms: equal pivots but for near ties). A step whose residual is all zero (`A` of
+    rank below k) takes the first column not taken, as LAPACK does.
+    """
+    R = A.copy()
+    taken: list[int] = []
+    for _ in range(k):
+        norms = (R * R).sum(axis=0)
+        if taken:
+            norms[xp.asarray(taken)] = -1.0
+        p = int(norms.argmax())
+        if float(norms[p]) <= 0.0:
+            p = next(j for j in range(A.shape[1]) if j not in taken)
+            taken.append(p)
+            continue
+        taken.append(p)
+        q = R[:, p] / xp.sqrt(norms[p])
+        for _ in range(2):
+            R -= xp.outer(q, q @ R)
+    return taken
 
 
 def _one_hot_gram(xp, labels, v, k: int) -> np.ndarray:

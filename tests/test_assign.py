@@ -17,7 +17,7 @@ from sklearn.manifold import spectral_embedding
 from sklearn.metrics import adjusted_rand_score
 from sklearn.metrics.pairwise import rbf_kernel
 
-from explorer.assign import ASSIGN_LABELS, cluster_qr, discretize
+from explorer.assign import ASSIGN_LABELS, _pivots, cluster_qr, discretize
 
 
 def _blob_embedding(rng, n=300, k=4, std=0.6):
@@ -86,6 +86,23 @@ def test_cluster_qr_does_not_depend_on_the_order_of_the_points(rng):
     V = rng.standard_normal((120, 4))
     perm = rng.permutation(120)
     np.testing.assert_array_equal(cluster_qr(V)[perm], cluster_qr(V[perm]))
+
+
+def test_device_pivots_are_lapacks_column_pivots(rng):
+    # The pivot rule CuPy runs (explorer.assign._pivots), here in NumPy, against LAPACK's.
+    import scipy.linalg
+
+    cases = [rng.standard_normal((int(rng.integers(50, 400)), int(rng.integers(2, 10))))
+             for _ in range(5)]
+    cases += [_blob_embedding(rng, k=k)[0] for k in (2, 4, 6)]
+    for V in cases:
+        k = V.shape[1]
+        lapack = scipy.linalg.qr(V.T, mode="r", pivoting=True)[1][:k]
+        assert _pivots(np, V.T, k) == lapack.tolist()
+    # rank below k: the columns not yet taken, first one first, as LAPACK does
+    V = np.zeros((6, 3))
+    V[2] = [1.0, 0.0, 0.0]
+    assert _pivots(np, V.T, 3)[:1] == [2] and sorted(_pivots(np, V.T, 3)) == [0, 1, 2]
 
 
 def test_discretize_with_a_zero_row_stays_finite(rng):
