@@ -75,7 +75,9 @@ def cluster_qr(vectors):
     the same labels on the same vectors). CuPy has no pivoted QR, and a host copy costs
     seconds at 10⁷ points (the transfer and an O(n k²) QR on one core), so on CuPy the
     k pivots are chosen on the device by :func:`_pivots`: the same rule (the column of
-    largest residual norm, then project it out), k steps of O(n k) each.
+    largest residual norm, then project it out), k steps of O(n k) each. Where two
+    points' residual norms tie to rounding (points of one tight cluster), the two may
+    take different ones of them, which barely moves the rotation.
     """
     xp, v = _embedding(vectors)
     n, k = v.shape
@@ -89,6 +91,12 @@ def cluster_qr(vectors):
         piv = scipy.linalg.qr(v.T, mode="r", pivoting=True)[1][:k]
     else:
         piv = _pivots(xp, v.T, k)
+    return _labels_from_pivots(xp, v, piv)
+
+
+def _labels_from_pivots(xp, v, piv):
+    """cluster_qr's labels of the embedding `v` (n × k float64) given its k pivots: the
+    rotation U Wᵀ of the pivot rows' SVD (host, k × k), then the argmax of |V U Wᵀ|."""
     chosen = to_numpy(v[xp.asarray(piv)])  # k x k, the representative rows
     ut, _, vt = np.linalg.svd(chosen.T)
     rotation = xp.asarray(ut @ vt)
@@ -178,8 +186,10 @@ def discretize(vectors, random_state=None, *, max_svd_restarts=30, n_iter_max=20
     Notes
     -----
     A row of V that is all zeros (possible in an embedding of a graph with isolated
-    points) has no direction; it stays zero instead of becoming NaN, and takes label 0
-    (scikit-learn's division would make it NaN, which poisons the SVD).
+    points) has no direction; it stays zero instead of becoming NaN, is never taken into
+    the starting rotation, and takes label 0 (scikit-learn's division would make it
+    NaN, which poisons the search). Without zero rows, the steps and the random draws
+    are scikit-learn's.
 
     The n × k work (normalising, V R, the per-label sums Pᵀ V) runs in the namespace
     of `vectors`; the k × k SVDs run on the host with ``numpy.linalg.svd``.
@@ -200,12 +210,19 @@ def discretize(vectors, random_state=None, *, max_svd_restarts=30, n_iter_max=20
     v = v / norms[None, :] * np.sqrt(n) * first[None, :]  # scikit-learn's order of rounding
     rows = xp.sqrt((v * v).sum(axis=1))
     v /= xp.where(rows > 0, rows, 1.0)[:, None]
+    zero = to_numpy(rows == 0)
+    if zero.all():
+        return xp.zeros(n, dtype=xp.int64)
 
     for _ in range(max_svd_restarts):
-        # 2. A start: one random row, then the rows least aligned with those taken.
+        # 2. A start: one random row, then the rows least aligned with those taken
+        # (never a zero row: it has no direction and would make R singular).
         rotation = np.zeros((k, k))
-        rotation[:, 0] = to_numpy(v[rng.randint(n)])
-        c = xp.zeros(n)
+        first = rng.randint(n)
+        while zero[first]:
+            first = rng.randint(n)
+        rotation[:, 0] = to_numpy(v[first])
+        c = xp.asarray(np.where(zero, np.inf, 0.0))
         for j in range(1, k):
             c += xp.abs(v @ xp.asarray(rotation[:, j - 1]))
             rotation[:, j] = to_numpy(v[int(c.argmin())])

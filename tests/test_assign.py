@@ -17,13 +17,17 @@ from sklearn.manifold import spectral_embedding
 from sklearn.metrics import adjusted_rand_score
 from sklearn.metrics.pairwise import rbf_kernel
 
-from explorer.assign import ASSIGN_LABELS, _pivots, cluster_qr, discretize
+from explorer.assign import ASSIGN_LABELS, _labels_from_pivots, _pivots, cluster_qr, discretize
 
 
 def _blob_embedding(rng, n=300, k=4, std=0.6):
-    """Separated blobs, their rbf affinity's spectral embedding (k columns), the truth."""
+    """Separated blobs (centres 10 apart on a circle, turned at random), their rbf
+    affinity's spectral embedding (k columns), the truth."""
     seed = int(rng.integers(2**31))
-    X, y = make_blobs(n, centers=k, cluster_std=std, center_box=(-20, 20), random_state=seed)
+    angles = rng.uniform(0, 2 * np.pi) + 2 * np.pi * np.arange(k) / k
+    radius = 5.0 / np.sin(np.pi / k)  # neighbouring centres 10 apart
+    centers = radius * np.column_stack([np.cos(angles), np.sin(angles)])
+    X, y = make_blobs(n, centers=centers, cluster_std=std, random_state=seed)
     A = rbf_kernel(X, gamma=0.5)
     V = spectral_embedding(A, n_components=k, random_state=seed, drop_first=False)
     return V, y, seed
@@ -92,13 +96,16 @@ def test_device_pivots_are_lapacks_column_pivots(rng):
     # The pivot rule CuPy runs (explorer.assign._pivots), here in NumPy, against LAPACK's.
     import scipy.linalg
 
-    cases = [rng.standard_normal((int(rng.integers(50, 400)), int(rng.integers(2, 10))))
-             for _ in range(5)]
-    cases += [_blob_embedding(rng, k=k)[0] for k in (2, 4, 6)]
-    for V in cases:
+    for _ in range(5):  # no ties: the same pivots
+        V = rng.standard_normal((int(rng.integers(50, 400)), int(rng.integers(2, 10))))
         k = V.shape[1]
         lapack = scipy.linalg.qr(V.T, mode="r", pivoting=True)[1][:k]
         assert _pivots(np, V.T, k) == lapack.tolist()
+    for k in (2, 4, 6):  # tight clusters: pivots may differ among near ties, labels do not
+        V, y, _ = _blob_embedding(rng, k=k)
+        labels = _labels_from_pivots(np, V, _pivots(np, V.T, k))
+        assert _same_partition(labels, cluster_qr(V))
+        assert adjusted_rand_score(y, labels) == 1.0
     # rank below k: the columns not yet taken, first one first, as LAPACK does
     V = np.zeros((6, 3))
     V[2] = [1.0, 0.0, 0.0]
@@ -112,6 +119,7 @@ def test_discretize_with_a_zero_row_stays_finite(rng):
     labels = discretize(V, random_state=seed)
     assert labels[-1] == 0
     assert adjusted_rand_score(y, labels[:-1]) == 1.0
+    assert discretize(np.zeros((5, 2)), random_state=seed).tolist() == [0] * 5
 
 
 def test_discretize_gives_up_with_linalgerror_after_max_svd_restarts(monkeypatch):
