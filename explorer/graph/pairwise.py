@@ -187,8 +187,9 @@ def kernel_affinity(X, kernel="rbf", *, gamma=None, degree=3, coef0=1, kernel_pa
     ValueError
         An unknown kernel name, a negative or non-finite gamma.
     explorer.memory.MemoryEstimateError
-        Before anything is allocated, when the n × n matrix (n² × 4 or 8 bytes, twice
-        that for laplacian on the host) would not fit: the message names the size.
+        Before anything is allocated, when the n × n matrix (n² × 4 or 8 bytes; twice
+        that on the host for laplacian and for a callable, whose results hold a second
+        n × n matrix) would not fit: the message names the size.
         The sparse alternative for rbf is :func:`rbf_edge_rule`.
     """
     kernel = _check_kernel(kernel)
@@ -216,9 +217,8 @@ def kernel_affinity(X, kernel="rbf", *, gamma=None, degree=3, coef0=1, kernel_pa
                      available=available)
     if xp is np:
         return pairwise_kernels(X, metric=kernel, filter_params=True, **params)
-    if free is None or free > 0:  # the host result is copied to the device
-        check_gpu_allocation(result, what, advice, free=free)
-    host = X.get() if hasattr(X, "get") else to_numpy(X)
+    check_gpu_allocation(result, what, advice, free=free)  # the host result goes to the device
+    host = X.get()  # CuPy dense or sparse: NumPy or SciPy sparse
     return xp.asarray(pairwise_kernels(host, metric=kernel, filter_params=True, **params))
 
 
