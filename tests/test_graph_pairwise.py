@@ -64,6 +64,12 @@ def test_float32_data_gives_a_float32_affinity(rng):
                                                    gamma=1.0), rtol=1e-6)
 
 
+def test_lists_of_rows_are_taken(rng):
+    X = rng.random((10, 2))
+    np.testing.assert_array_equal(kernel_affinity(X.tolist(), "rbf"), kernel_affinity(X, "rbf"))
+    assert rbf_edge_rule(X.tolist()).rule == rbf_edge_rule(X).rule
+
+
 def test_kernel_params_as_scikit_learn_passes_them(rng):
     X = rng.random((15, 3))
     # named kernel: gamma/degree/coef0 win over kernel_params, unknown keys are dropped

@@ -195,6 +195,8 @@ def kernel_affinity(X, kernel="rbf", *, gamma=None, degree=3, coef0=1, kernel_pa
     kernel = _check_kernel(kernel)
     gamma = _check_gamma(gamma, low_inclusive=True)
     params = _kernel_params(kernel, gamma, degree, coef0, kernel_params)
+    if not hasattr(X, "shape"):  # a list of rows
+        X = np.asarray(X, dtype=np.float64)
     xp = array_module(X)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features); got shape {tuple(X.shape)}")
@@ -379,6 +381,8 @@ def rbf_edge_rule(X, gamma=None, *, max_dropped=DEFAULT_MAX_DROPPED,
             or n_sample_rows < 1:
         raise ValueError(f"n_sample_rows must be an integer >= 1; got {n_sample_rows!r}")
     eps = float(max_dropped)
+    if not hasattr(X, "shape"):  # a list of rows
+        X = np.asarray(X, dtype=np.float64)
     xp = array_module(X)
     if X.ndim != 2 or X.shape[0] < 1:
         raise ValueError(f"X must be 2-D with at least one row; got shape {tuple(X.shape)}")
