@@ -42,8 +42,11 @@ def _until_wired(**keywords):
 
 
 def _blobs_affinity(rng, n=120, k=3, sparse=False):
+    """The rbf affinity of k separated blobs (centres 6 apart on a circle, std 0.3)."""
     seed = int(rng.integers(2**31))
-    X, y = make_blobs(n, centers=k, cluster_std=0.3, center_box=(-10, 10), random_state=seed)
+    angles = rng.uniform(0, 2 * np.pi) + 2 * np.pi * np.arange(k) / k
+    centers = 3.0 / np.sin(np.pi / k) * np.column_stack([np.cos(angles), np.sin(angles)])
+    X, y = make_blobs(n, centers=centers, cluster_std=0.3, random_state=seed)
     A = rbf_kernel(X, gamma=1.0)
     if sparse:
         A = sp.csr_matrix(np.where(A > 1e-6, A, 0.0))
