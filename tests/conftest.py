@@ -122,3 +122,30 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield b
         b.close()
+
+
+def pytest_configure(config):
+    # A mark of scikit-learn's test_spectral.py (tests/test_sklearn_suite.py runs it).
+    config.addinivalue_line("markers", "no_check_spmatrix: scikit-learn's mark, unused here")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many of scikit-learn's own SpectralClustering tests pass on ours, when
+    tests/test_sklearn_suite.py ran: passed and xpassed pass; xfailed and failed do not."""
+    outcomes = {}
+    for outcome in ("passed", "xpassed", "failed", "xfailed", "error", "skipped"):
+        for report in terminalreporter.stats.get(outcome, ()):
+            nodeid = getattr(report, "nodeid", "")
+            if "test_sklearn_suite.py::" in nodeid and "::test_the_suite_is" not in nodeid:
+                outcomes.setdefault(nodeid, outcome)
+    if outcomes:
+        counts = {o: list(outcomes.values()).count(o) for o in set(outcomes.values())}
+        passing = counts.get("passed", 0) + counts.get("xpassed", 0)
+        detail = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        import sklearn
+
+        terminalreporter.write_line(
+            f"scikit-learn {sklearn.__version__}'s test_spectral.py on explorer: {passing} of "
+            f"{len(outcomes)} "
+            f"pass ({detail})"
+        )
