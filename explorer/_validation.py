@@ -244,8 +244,17 @@ def _check_dtype(dtype, name: str) -> None:
         raise TypeError(f"{name} must be numeric; got dtype {dtype}")
 
 
+def reject_matrix(X, name: str = "X") -> None:
+    """Refuse ``numpy.matrix`` (whose rows stay 2-D when indexed), with scikit-learn's
+    words."""
+    if isinstance(X, np.matrix):
+        raise TypeError(f"np.matrix is not supported. Please convert to a numpy array with "
+                        f"np.asarray({name}); {name} must be an ndarray, not a np.matrix")
+
+
 def _as_array(X, name: str):
     """X as a NumPy or CuPy array of a real numeric dtype (not yet shape-checked)."""
+    reject_matrix(X, name)
     if is_sparse(X):
         raise TypeError(
             f"Sparse data was passed for {name} ({type(X).__module__}.{type(X).__name__}), "

@@ -121,7 +121,12 @@ FLAG_GROUPS = {
                    "random_state", "reorder"),
     "mode (exact, representatives, landmarks)": ("mode", "n_representatives", "n_landmarks",
                                                 "n_nearest_landmarks"),
+    "scikit-learn's keywords (their meanings there)": (
+        "gamma", "degree", "coef0", "n_components", "assign_labels", "n_jobs"),
 }
+#: Keywords with no flag: a dict of a callable's arguments, and the progress printing
+#: (the command line prints its plan and result anyway).
+NO_FLAG = ("kernel_params", "verbose")
 ALIASES = {"affinity": ("--graph",)}
 #: The command line's own defaults where they differ from the estimator's: a seeded run
 #: prints the same numbers twice.

@@ -57,8 +57,20 @@ SCALINGS = ("standard", "minmax")
 REORDERS = ("auto", "jaccard", "rcm", "spatial")
 #: k-means seedings.
 KMEANS_INITS = ("auto", "k-means++", "k-means||", "random")
-#: What X is to the spectral estimator: points to build a graph of, or the graph.
-AFFINITIES = ("auto", "epsilon", "knn", "mutual_knn", "nearest_neighbors", "precomputed")
+#: What X is to the spectral estimator: points to build a graph of, or the graph
+#: (scikit-learn's names with its meanings: "nearest_neighbors" its kNN connectivity
+#: graph, which counts a point among its own neighbours; "rbf" and the other
+#: kernels of ``sklearn.metrics.pairwise.kernel_metrics()``, or a callable, weigh every
+#: pair; "precomputed_nearest_neighbors": X holds distances to neighbours).
+AFFINITIES = ("auto", "epsilon", "knn", "mutual_knn", "nearest_neighbors", "precomputed",
+              "precomputed_nearest_neighbors", "rbf")
+#: scikit-learn's pairwise kernels, by name (``kernel_metrics()``), as affinities.
+KERNELS = ("additive_chi2", "chi2", "cosine", "laplacian", "linear", "poly", "polynomial",
+           "rbf", "sigmoid")
+#: How the embedding's rows become labels (scikit-learn's ``assign_labels``).
+ASSIGN_LABELS = ("kmeans", "discretize", "cluster_qr")
+#: scikit-learn's eigensolver names, as ours: ARPACK is our Lanczos.
+EIGEN_SOLVER_ALIASES = {"arpack": "lanczos"}
 #: The graph kind each affinity that builds one builds.
 AFFINITY_GRAPH = {"epsilon": "epsilon", "knn": "knn", "mutual_knn": "mutual_knn",
                   "nearest_neighbors": "knn"}
@@ -249,6 +261,37 @@ def _block_shapes(value, name):
     return value
 
 
+def _affinity(value, name):
+    """An affinity name (ours or scikit-learn's, a kernel name) or a callable kernel."""
+    if callable(value):
+        return value
+    return check_choice(value, name, tuple(dict.fromkeys((*AFFINITIES, *KERNELS))))
+
+
+def _eigen_solver(value, name):
+    return check_choice(value, name, (*EIGEN_SOLVERS, *EIGEN_SOLVER_ALIASES))
+
+
+def _mapping(value, name):
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be None or a dict of keyword arguments for the kernel; "
+                        f"got {value!r} ({type(value).__name__})")
+    return value
+
+
+def _n_jobs(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value == 0:
+        raise ValueError(f"{name}={value!r} is not allowed; use None, -1 (every core) or "
+                         "a positive number of threads")
+    return int(value)
+
+
+def _verbose(value, name):
+    if isinstance(value, (bool, np.bool_, numbers.Integral)) and int(value) >= 0:
+        return value
+    raise TypeError(f"{name} must be a bool or an int >= 0; got {value!r}")
+
+
 def _flag(value, name):
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False; got {value!r}")
@@ -353,9 +396,12 @@ def _renamed(f: Field, name: str, **changes) -> Field:
 SPECTRAL_PARAMS = table(
     Field("n_clusters", object, "k (an integer >= 1), or 'auto': the eigengap's k",
           default=8, check_with=_n_clusters),
-    Field("affinity", str, "auto (ε or kNN graph, chosen from the data), epsilon, knn, "
-          "mutual_knn, nearest_neighbors (= knn) or precomputed (X is the graph)",
-          default="auto", choices=AFFINITIES),
+    Field("affinity", object, "auto (ε or kNN graph, chosen from the data), epsilon, knn, "
+          "mutual_knn, nearest_neighbors (scikit-learn's kNN connectivity), precomputed (X "
+          "is the graph), "
+          "precomputed_nearest_neighbors (X holds neighbour distances), rbf or another "
+          "kernel of sklearn.metrics.pairwise (or a callable)", default="auto",
+          check_with=_affinity),
     _renamed(EDGE_FIELDS["metric"], "metric", default="auto", choices=("auto", *METRICS),
              help="auto, gaussian, cosine or uniform (auto: gaussian for n_features <= 8, "
                   "else cosine)"),
@@ -367,10 +413,11 @@ SPECTRAL_PARAMS = table(
     _METHOD,
     *BUILD_FIELDS.values(),
     Field("eigen_solver", str, "the eigensolver (auto: components, amg, Lanczos, dense "
-          "or Chebyshev by the graph and a cost model)", default="auto",
-          choices=EIGEN_SOLVERS),
-    Field("eigen_tol", float, "eigensolver residual tolerance (None: the solver's own)",
-          low=0.0, low_inclusive=False, allow_none=True),
+          "or Chebyshev by the graph and a cost model; arpack: Lanczos; None: auto)",
+          default="auto", choices=(*EIGEN_SOLVERS, *EIGEN_SOLVER_ALIASES), allow_none=True,
+          check_with=_eigen_solver),
+    Field("eigen_tol", float, "eigensolver residual tolerance (None or 'auto': the "
+          "solver's own)", low=0.0, low_inclusive=False, allow_none=True, words=("auto",)),
     Field("eigen_max_iter", int, "eigensolver iteration limit (None: the solver's own)",
           low=1, limit=EIGEN_MAX_ITER_LIMIT,
           limit_why="the eigensolvers converge (or stall) long before", allow_none=True),
@@ -394,6 +441,22 @@ SPECTRAL_PARAMS = table(
           "spatial (None: as given)", choices=REORDERS, allow_none=True),
     Field("scale", str, "feature scaling before the graph: standard or minmax (None: as "
           "given)", choices=SCALINGS, allow_none=True),
+    # scikit-learn's keywords, with its meanings (the plan says how each maps here).
+    Field("gamma", float, "kernel coefficient of rbf, laplacian, poly, sigmoid, chi2 "
+          "(None: 1.0 for rbf, the kernel's own otherwise); with an ε or kNN graph, "
+          "sigma = 1/sqrt(2 gamma)", low=0.0, low_inclusive=False, allow_none=True),
+    Field("degree", float, "degree of the poly kernel", default=3, low=0.0),
+    Field("coef0", float, "zero coefficient of the poly and sigmoid kernels", default=1),
+    Field("kernel_params", object, "keywords of a callable kernel", allow_none=True,
+          check_with=_mapping),
+    Field("n_components", int, "eigenvectors the labels are read from (None: n_clusters)",
+          low=1, allow_none=True),
+    Field("assign_labels", str, "kmeans, discretize or cluster_qr: how the embedding's rows "
+          "become labels", default="kmeans", choices=ASSIGN_LABELS),
+    Field("n_jobs", int, "CPU threads of the fit (None: as the BLAS is set; -1: every core)",
+          allow_none=True, check_with=_n_jobs),
+    Field("verbose", object, "print the plan and the stages as they run", default=False,
+          check_with=_verbose),
 )
 
 

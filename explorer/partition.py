@@ -26,6 +26,7 @@ from ._validation import (
     check_random_state,
     is_sparse,
 )
+from .assign import cluster_qr, discretize
 from .components import component_labels, largest_components, restrict_to
 from .embedding import (
     EIGENGAP_TOL,
@@ -41,8 +42,8 @@ from .embedding import (
 from .embedding.chebyshev import default_block
 from .embedding.solvers import resolve_solver
 from .graph.reorder import EXPECTED_PRODUCTS, RowOrder, choose_order, permute
-from .kmeans import KMeans, number_by_first_point
-from .params import MAX_ITER_LIMIT, N_INIT_LIMIT, REORDERS
+from .kmeans import KMeans, first_row_numbering, first_rows, number_by_first_point
+from .params import ASSIGN_LABELS, MAX_ITER_LIMIT, N_INIT_LIMIT, REORDERS
 
 __all__ = ["STRAY_SHARE", "GraphPartition", "partition_graph", "warn_components",
            "zero_weights_message"]
@@ -70,8 +71,8 @@ class GraphPartition:
     clustered : explorer.Embedding
         Its first k (``embedding.truncate(n_clusters)``), whose unit rows k-means
         clustered.
-    kmeans : explorer.KMeans
-        The fitted k-means.
+    kmeans : explorer.KMeans or None
+        The fitted k-means (None when another assignment gave the labels).
     n_components : int or None
         Connected components outside the isolated vertices, when they were counted
         (given, or counted because of a fixed k).
@@ -98,7 +99,7 @@ class GraphPartition:
     n_clusters_suggested: int
     embedding: Embedding
     clustered: Embedding
-    kmeans: KMeans
+    kmeans: KMeans | None
     n_components: int | None
     n_dropped: int
     timings: dict = field(default_factory=dict)
@@ -125,6 +126,8 @@ def partition_graph(
     on_kmeans: Callable[[int], None] | None = None,
     reorder=None,
     reorder_points=None,
+    n_vectors=None,
+    assign_labels="kmeans",
 ) -> GraphPartition:
     """Spectral clustering of a built similarity graph: the eigenvectors of its
     normalised Laplacian, then k-means on their unit rows (the last two stages of
@@ -175,6 +178,13 @@ def partition_graph(
         included, are those without reordering for the same `random_state` (up to
         the rounding of the products' summation order, which can move a point that
         lies on a boundary).
+    n_vectors : int, optional
+        The eigenvectors the labels are read from (scikit-learn's ``n_components``;
+        default k).
+    assign_labels : {"kmeans", "discretize", "cluster_qr"}
+        k-means on the unit rows of those eigenvectors, or :mod:`explorer.assign`'s
+        discretisation or QR assignment of the eigenvectors themselves (GraphPartition's
+        ``kmeans`` is then None).
     reorder_points : array of shape (n, d), optional
         The points the graph was built from: ``"spatial"`` needs them, and they make
         it a candidate of ``"auto"``; their dimension is the `points_dim` of the
@@ -216,6 +226,8 @@ def partition_graph(
             "another solver"
         )
     n_eigenpairs = check_int(n_eigenpairs, "n_eigenpairs", low=1, allow_none=True)
+    n_vectors = check_int(n_vectors, "n_vectors", low=1, allow_none=True)
+    check_choice(assign_labels, "assign_labels", ASSIGN_LABELS)
     _check_reorder(reorder, reorder_points)
     isolated = isolated_vertices(csr) if isolated is None else isolated
     n_kept = n - int(xp.count_nonzero(isolated))
@@ -249,7 +261,7 @@ def partition_graph(
     elif eigen_solver == "components":  # k eigenpairs, whatever n_eigenpairs asks
         m = n_clusters
     else:
-        m = min(n_kept, max(n_clusters, n_eigenpairs or 1))
+        m = min(n_kept, max(n_clusters, n_vectors or 1, n_eigenpairs or 1))
     tol = EIGENGAP_TOL if auto and eigen_tol is None else eigen_tol
     exactly_k = not auto and n_left >= n_clusters
     if exactly_k and eigen_solver in ("auto", "components") and m == n_clusters:
@@ -288,17 +300,27 @@ def partition_graph(
                           isolated=order.to_original(emb.isolated))
     suggested = eigengap_k(emb.eigenvalues)
     k = suggested if auto else n_clusters
-    used = emb.truncate(k)
+    used = emb.truncate(min(emb.n_components, n_vectors or k))
     t1 = time.perf_counter()
 
     if on_kmeans is not None:
         on_kmeans(k)
     keep = xp.flatnonzero(~used.isolated)
-    km = number_by_first_point(KMeans(k, n_init=n_init, tol=kmeans_tol,
-                                      max_iter=kmeans_max_iter,
-                                      random_state=rng).fit(used.embedding[keep]))
+    km = None
+    if assign_labels == "kmeans":
+        km = number_by_first_point(KMeans(k, n_init=n_init, tol=kmeans_tol,
+                                          max_iter=kmeans_max_iter,
+                                          random_state=rng).fit(used.embedding[keep]))
+        kept = km.labels_
+    else:  # scikit-learn's assignments of the eigenvectors (U = D^-1/2 V) themselves
+        V = used.vectors[keep]
+        found = discretize(V, random_state=rng) if assign_labels == "discretize" else (
+            cluster_qr(V))
+        found = xp.asarray(found)
+        _, new_id = first_row_numbering(first_rows(found, int(found.max()) + 1))
+        kept = xp.asarray(new_id)[found]
     labels = xp.full(n, -1, dtype=xp.int32)
-    labels[keep] = km.labels_
+    labels[keep] = kept
     timings = {"embedding": t1 - t0, "kmeans": time.perf_counter() - t1}
     if order is not None:
         timings["reorder"] = t_order

@@ -14,6 +14,7 @@ import time
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils.metaestimators import available_if
+from threadpoolctl import threadpool_limits
 
 from ._backend import array_module, gpu_status, to_numpy
 from ._persistence import host_state
@@ -90,7 +91,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         :class:`explorer.graph.BuildOptions`; None: the builder's default, recorded in
         ``graph_.options``).
     eigen_solver : {"auto", "dense", "lanczos", "lobpcg", "chebyshev", "lu", "amg", \
-"components"}, default "auto"
+"components", "arpack"} or None, default "auto"
         See :func:`explorer.spectral_embedding`. ``"auto"`` with a fixed k takes
         ``"components"`` (the components' indicators, exact and without iterations)
         when the graph clustered has exactly k connected components besides its
@@ -165,6 +166,33 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         kept with scale 1 (:class:`~explorer.preprocessing.ConstantFeatureWarning`).
         Not with ``affinity="precomputed"``.
 
+    gamma : float, optional
+        scikit-learn's kernel coefficient. With ``affinity="rbf"`` (or ``"auto"`` and
+        gamma given: scikit-learn's default affinity) the weights are
+        exp(−gamma ‖xi − xj‖²), default gamma 1.0: the dense kernel while it fits
+        (:data:`explorer.pipeline.plan.RBF_DENSE_MAX_N` points, exact), past that the
+        kernel thresholded into a sparse ε-graph whose dropped weight mass per row is
+        at most 0.1 % on sampled rows (:func:`explorer.graph.pairwise.rbf_edge_rule`;
+        the plan reports the share measured). With the ε or kNN graphs, gamma sets
+        ``sigma = 1/sqrt(2 gamma)``; a sigma given as well must agree. With the other
+        kernels, their own coefficient.
+    degree, coef0, kernel_params
+        scikit-learn's: the poly and sigmoid kernels' degree and zero coefficient, and
+        the keywords of a callable kernel.
+    n_components : int, optional
+        The eigenvectors the labels are read from (default: n_clusters), as in
+        scikit-learn: k-means (or the assignment) runs on their rows. Given (as gamma,
+        degree, coef0 or kernel_params) with ``affinity="auto"``, it chooses
+        scikit-learn's default affinity, rbf: its keywords, its meaning.
+    assign_labels : {"kmeans", "discretize", "cluster_qr"}, default "kmeans"
+        How the embedding's rows become labels: k-means on the unit rows, or
+        scikit-learn's discretisation (Yu & Shi) or QR assignment (Damle et al.) of
+        the eigenvectors (:mod:`explorer.assign`).
+    n_jobs : int, optional
+        CPU threads of the fit's numerical libraries (threadpoolctl; -1: every core;
+        None: as they are set).
+    verbose : bool or int, default False
+        Print the plan and each stage as it starts.
     Attributes
     ----------
     labels_ : ndarray of int32, shape (n_samples,)
@@ -338,6 +366,14 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         n_nearest_landmarks=5,
         reorder=None,
         scale=None,
+        gamma=None,
+        degree=3,
+        coef0=1,
+        kernel_params=None,
+        n_components=None,
+        assign_labels="kmeans",
+        n_jobs=None,
+        verbose=False,
     ):
         self.n_clusters = n_clusters
         self.affinity = affinity
@@ -366,6 +402,14 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.n_nearest_landmarks = n_nearest_landmarks
         self.reorder = reorder
         self.scale = scale
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.n_components = n_components
+        self.assign_labels = assign_labels
+        self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def fit(self, X, y=None):
         """Cluster the rows of `X` (NumPy or CuPy, n_samples × n_features), or with
@@ -388,12 +432,19 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
             of non-isolated points.
         """
         t_start = time.perf_counter()
-        plan = self.plan(X)
-        if plan.engine == "in-process":
-            check_features(self, X, reset=True)
-        else:
-            self.n_features_in_ = int(X.shape[1])
-        result = run_plan(plan, X)
+        params = check_params(SPECTRAL_PARAMS, self.get_params())
+        n_jobs = params["n_jobs"]
+        with threadpool_limits(limits=None if n_jobs in (None, -1) else n_jobs):
+            plan = plan_fit(X, params)
+            if plan.engine == "in-process":
+                check_features(self, X, reset=True)
+            else:
+                self.n_features_in_ = int(X.shape[1])
+            if params["verbose"]:
+                for label, text in plan.lines():
+                    print(f"{label:<13} {text}")
+                print(f"Computing label assignment using {params['assign_labels']}")
+            result = run_plan(plan, X)
         self._record(plan, result, X, t_start)
         return self
 
@@ -457,7 +508,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         self.extension_ = result.extension
         self.timings_ = {**result.timings, "total": time.perf_counter() - t_start}
 
-    @available_if(lambda self: self.affinity != "precomputed")
+    @available_if(lambda self: _extends(self))
     def transform(self, X):
         """The spectral embedding of new points (rows of unit length, k columns), by the
         Nyström extension of the fitted eigenvectors (:mod:`explorer.extension`).
@@ -484,7 +535,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         model = self._extension_model(X)
         return _like_input(transform(model, fitted_space(model, X)), X)
 
-    @available_if(lambda self: self.affinity != "precomputed")
+    @available_if(lambda self: _extends(self))
     def predict(self, X):
         """Cluster labels of new points: the fitted k-means' nearest centre to their
         :meth:`transform` row; mode representatives: the nearest representative's
@@ -504,7 +555,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         model = self._extension_model(X)
         return _like_input(predict(model, fitted_space(model, X)), X)
 
-    @available_if(lambda self: self.affinity != "precomputed")
+    @available_if(lambda self: _extends(self))
     def fit_transform(self, X, y=None):
         """``fit(X).transform(X)``: the extension's rows of the fitted points themselves
         (each joined to itself as to any training point; `embedding_` keeps the fit's own
@@ -528,11 +579,11 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        precomputed = self.affinity == "precomputed"
+        precomputed = self.affinity in ("precomputed", "precomputed_nearest_neighbors")
         tags.input_tags.pairwise = precomputed  # X is n_samples × n_samples
         tags.input_tags.sparse = precomputed  # points must be dense; a graph may be sparse
         tags.input_tags.positive_only = precomputed  # affinities are >= 0
-        if not precomputed:  # transform: the embedding of new points, float64 rows
+        if _extends(self):  # transform: the embedding of new points, float64 rows
             from sklearn.utils import TransformerTags
 
             tags.transformer_tags = TransformerTags(preserves_dtype=["float64"])
@@ -548,6 +599,18 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         that the pickle loads where CuPy or a GPU is missing; it then holds NumPy
         arrays and SciPy matrices, whatever backend ran."""
         return host_state(super().__getstate__())
+
+
+def _extends(estimator) -> bool:
+    """Whether `estimator` can extend its embedding to new points: an edge rule of this
+    library joins them (not a precomputed graph, scikit-learn's kNN connectivity or a
+    kernel of every pair) and k-means labels the rows."""
+    affinity = estimator.affinity
+    return (isinstance(affinity, str) and affinity in ("auto", "epsilon", "knn", "mutual_knn")
+            and estimator.assign_labels == "kmeans" and (
+                affinity != "auto" or estimator.gamma is None
+                and estimator.n_components is None and estimator.kernel_params is None
+                and estimator.degree == 3 and estimator.coef0 == 1))
 
 
 def _like_input(labels, X):

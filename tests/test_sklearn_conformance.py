@@ -99,11 +99,16 @@ def test_get_params_set_params_clone_round_trip(estimator):
 
 def test_affinity_is_validated_with_the_allowed_values():
     X = np.random.default_rng(0).random((10, 2))
-    for bad in ("precomputed_nearest_neighbors", "rbf", None):
+    for bad in ("gaussian", "rbf_kernel", None):
         with pytest.raises(ValueError, match=rf"affinity={bad!r} is not allowed; use one of "
                                              r"'auto', 'epsilon', 'knn', 'mutual_knn', "
-                                             r"'nearest_neighbors', 'precomputed'"):
+                                             r"'nearest_neighbors', 'precomputed', "
+                                             r"'precomputed_nearest_neighbors', 'rbf'"):
             SpectralClustering(2, affinity=bad, backend="cpu").fit(X)
+    # scikit-learn's names are taken, with its meanings
+    for good in ("rbf", "laplacian", "nearest_neighbors", lambda a, b: 1.0):
+        labels = SpectralClustering(2, affinity=good, random_state=0, backend="cpu").fit(X)
+        assert labels.labels_.shape == (10,)
 
 
 # ------------------------------------------------------------------- input messages

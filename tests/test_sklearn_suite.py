@@ -49,26 +49,13 @@ _UNWIRED = "fails until the estimator takes scikit-learn's {what} (the stage pie
 #: scikit-learn's tests expected to fail until the estimator is given scikit-learn's
 #: keywords, and why. Non-strict: a parametrisation that passes shows as XPASS.
 EXPECTED_TO_FAIL = {
-    "test_spectral_clustering": _UNWIRED.format(
-        what="assign_labels and eigen_solver='arpack'", pieces="explorer.assign"),
-    "test_spectral_clustering_sparse": _UNWIRED.format(
-        what="assign_labels", pieces="explorer.assign"),
-    "test_precomputed_nearest_neighbors_filtering": _UNWIRED.format(
-        what="affinity='precomputed_nearest_neighbors'", pieces="the kNN graph"),
-    "test_affinities": _UNWIRED.format(
-        what="gamma, the kernel names and callables as affinity, and its UserWarning 'not "
-             "fully connected' for a disconnected nearest_neighbors graph",
-        pieces="explorer.graph.pairwise"),
-    "test_spectral_clustering_with_arpack_amg_solvers": _UNWIRED.format(
-        what="eigen_solver='arpack'", pieces="the Lanczos solver"),
-    "test_n_components": _UNWIRED.format(what="n_components", pieces="the embedding"),
-    "test_verbose": _UNWIRED.format(
-        what="verbose: it prints 'Computing label assignment using ...' and, for k-means "
-             "(the test always runs k-means), 'Initialization complete' and 'Iteration <i>, "
-             "inertia ...' as scikit-learn's k_means(verbose=True) does", pieces="none"),
-    "test_spectral_clustering_np_matrix_raises": (
-        "fails until the input stage refuses np.matrix with scikit-learn's TypeError "
-        "'np.matrix is not supported. Please convert to a numpy array' (check_array's)"),
+    # The one test the issue allows to fail: its strings are scikit-learn's k-means
+    # internals. Ours prints the plan and "Computing label assignment using ...", but its
+    # restarts advance together (on the GPU in one launch a step) with no per-iteration
+    # inertia on the host to print as "Iteration <i>, inertia ..." (the discretize and
+    # cluster_qr cases pass).
+    "test_verbose": "scikit-learn's k_means(verbose=True) lines: 'Initialization complete' "
+                    "and 'Iteration <i>, inertia ...'",
 }
 
 

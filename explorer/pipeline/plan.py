@@ -13,6 +13,7 @@ chosen from them, and the app's live statistics describe their graph.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -20,13 +21,14 @@ import numpy as np
 
 from .._backend import array_module, resolve_backend, to_numpy
 from .._csr import csr_from_arrays
-from .._validation import check_affinity, check_random_state
+from .._validation import check_affinity, check_random_state, real_matrix, reject_matrix
 from ..affinity import choose_affinity
 from ..engines import engine_for
 from ..graph import BuildOptions, EdgeRule, Graph, csr_stats
+from ..graph.pairwise import kernel_affinity, rbf_edge_rule, sigma_from_gamma
 from ..graph.rule import SIGMA_MAX, SIGMA_MIN
 from ..inputs import InputData, prepare_input
-from ..params import AFFINITY_GRAPH, is_number
+from ..params import AFFINITY_GRAPH, EIGEN_SOLVER_ALIASES, KERNELS, is_number
 from ..preprocessing import check_feature_scales, fit_scaler
 from ..representatives import (
     check_memory,
@@ -149,6 +151,47 @@ def plan_fit(X, params: dict) -> FitPlan:
     ValueError, TypeError
         Data or keywords that cannot go together (the message names them).
     """
+    params, solver_why = _scikit_learn_keywords(params)
+    plan = _plan(X, params)
+    if solver_why:
+        plan.eigen_solver_why = solver_why
+    return plan
+
+
+#: Up to this many points ``affinity="rbf"`` is scikit-learn's dense kernel, exactly
+#: (n² float64 weights: 0.13 GiB at 4096); past it, the kernel thresholded into a sparse
+#: ε-graph whose dropped weight mass is bounded (explorer.graph.pairwise.rbf_edge_rule).
+RBF_DENSE_MAX_N = 4096
+
+
+def _scikit_learn_keywords(params: dict) -> tuple[dict, str]:
+    """scikit-learn's keywords in this pipeline's terms (its eigensolver names, ``"auto"``
+    tolerance, gamma beside sigma), and why the eigensolver is the one named."""
+    p = dict(params)
+    why = ""
+    solver = p["eigen_solver"]
+    if solver is None:
+        p["eigen_solver"], why = "auto", "eigen_solver=None: scikit-learn's default, 'auto' here"
+    elif solver in EIGEN_SOLVER_ALIASES:
+        p["eigen_solver"] = EIGEN_SOLVER_ALIASES[solver]
+        why = (f"eigen_solver={solver!r}: scikit-learn's name of the Lanczos solver "
+               "(ARPACK's implicitly restarted Lanczos, SciPy's eigsh, is ours)")
+    if p["eigen_tol"] == "auto":
+        p["eigen_tol"] = None
+    gamma, sigma = p["gamma"], p["sigma"]
+    kernel = callable(p["affinity"]) or p["affinity"] in KERNELS
+    if gamma is not None and not kernel and p["affinity"] != "auto":
+        # gamma beside an ε or kNN graph: scikit-learn's rbf width, σ = 1/sqrt(2 gamma)
+        from_gamma = sigma_from_gamma(gamma)
+        if is_number(sigma) and not math.isclose(float(sigma), from_gamma, rel_tol=1e-9):
+            raise ValueError(
+                f"gamma={gamma!r} and sigma={sigma!r} disagree: gamma sets sigma = "
+                f"1/sqrt(2·gamma) = {from_gamma:.6g}; give one of them")
+        p["sigma"] = from_gamma
+    return p, why
+
+
+def _plan(X, params) -> FitPlan:
     engine = engine_for(X)
     if engine is not None:
         if params["affinity"] == "precomputed":
@@ -158,9 +201,24 @@ def plan_fit(X, params: dict) -> FitPlan:
         return engine.plan(data, params)
     if params["mode"] == "landmarks":
         return _plan_landmarks(X, params)
-    if params["affinity"] == "precomputed":
+    if params["affinity"] in ("precomputed", "precomputed_nearest_neighbors",
+                              "nearest_neighbors"):
         return _plan_precomputed(X, params)
+    affinity = params["affinity"]
+    if callable(affinity) or affinity in KERNELS or (affinity == "auto"
+                                                     and _scikit_learn_default(params)):
+        return _plan_kernel(X, params)
     return _plan_graph(X, params)
+
+
+def _scikit_learn_default(params) -> list[str]:
+    """scikit-learn's keywords given that describe its default affinity, rbf (gamma, the
+    kernel's coefficients, n_components): with ``affinity="auto"`` they choose it."""
+    given = [name for name in ("gamma", "kernel_params", "n_components")
+             if params[name] is not None]
+    given += [name for name, default in (("degree", 3), ("coef0", 1))
+              if params[name] != default]
+    return given
 
 
 def _eigen_why(solver: str) -> str:
@@ -175,14 +233,92 @@ def _plan_precomputed(X, params) -> FitPlan:
         raise ValueError(f"scale={params['scale']!r} applies to points, not to "
                          "affinity='precomputed' (X is then the graph); use scale=None")
     backend = resolve_backend(params["backend"])
+    why, data = "given", None
+    if params["affinity"] == "nearest_neighbors":
+        # scikit-learn's meaning: each point joined to its n_neighbors nearest, itself
+        # included (connectivity 1), symmetrised as (C + Cᵀ) / 2; neighbours found on
+        # the host by scikit-learn's tree search, as its users get them.
+        from sklearn.neighbors import kneighbors_graph
+
+        data = prepare_input(X)
+        C = kneighbors_graph(to_numpy(data.X), params["n_neighbors"], include_self=True,
+                             n_jobs=params["n_jobs"])
+        X = 0.5 * (C + C.T)
+        why = (f"scikit-learn's: each point joined to its {params['n_neighbors']} nearest "
+               "(itself included), weights (C + Cᵀ)/2")
+    elif params["affinity"] == "precomputed_nearest_neighbors":
+        # scikit-learn's meaning: X holds distances; each point's n_neighbors nearest are
+        # its neighbours (connectivity 1), symmetrised as (C + Cᵀ) / 2.
+        from sklearn.neighbors import NearestNeighbors
+
+        reject_matrix(X)
+        nn = NearestNeighbors(n_neighbors=params["n_neighbors"], metric="precomputed",
+                              n_jobs=params["n_jobs"]).fit(X)
+        C = nn.kneighbors_graph(X, mode="connectivity")
+        X = 0.5 * (C + C.T)
+        why = (f"X holds distances: each point joined to its {params['n_neighbors']} "
+               "nearest, weights (C + Cᵀ)/2 (scikit-learn's meaning)")
     graph = precomputed_graph(X, backend)
     return FitPlan(
-        params=params, data=None, engine="in-process", engine_why="NumPy/CuPy input",
+        params=params, data=data, engine="in-process", engine_why="NumPy/CuPy input",
         backend=backend.name, backend_why=backend.reason, mode="exact",
-        mode_why="affinity='precomputed': X is the graph", affinity="precomputed",
-        affinity_why="given", eigen_solver=params["eigen_solver"],
+        mode_why=("affinity='precomputed': X is the graph" if data is None else
+                  "affinity='nearest_neighbors': the kNN graph of every point"),
+        affinity=params["affinity"],
+        affinity_why=why, eigen_solver=params["eigen_solver"],
         eigen_solver_why=_eigen_why(params["eigen_solver"]), graph=graph,
         rng=check_random_state(params["random_state"]),
+    )
+
+
+def _plan_kernel(X, params) -> FitPlan:
+    """scikit-learn's kernel affinities: every pair weighed by the kernel (the dense
+    matrix, then the precomputed path), or past :data:`RBF_DENSE_MAX_N` points for
+    ``"rbf"`` its thresholded sparse graph with the dropped mass bounded."""
+    affinity = params["affinity"]
+    kernel = "rbf" if affinity == "auto" else affinity
+    name = getattr(kernel, "__name__", "a callable") if callable(kernel) else repr(kernel)
+    given = "" if affinity != "auto" else (
+        f"{' and '.join(_scikit_learn_default(params))} given (scikit-learn's keywords, "
+        "whose default affinity is rbf): ")
+    if params["scale"] is not None:
+        raise ValueError(f"scale={params['scale']!r} is not available with affinity={name} "
+                         "(scikit-learn's kernels take the data as given); scale X first")
+    translation_invariant = kernel in ("rbf", "laplacian")
+    data = prepare_input(X, center=translation_invariant)
+    backend = resolve_backend(params["backend"])
+    gamma = params["gamma"]
+    if kernel == "rbf" and gamma is None:
+        gamma = 1.0  # scikit-learn's SpectralClustering default
+    if kernel == "rbf" and data.n > RBF_DENSE_MAX_N:
+        points = data.X if backend.is_gpu == (array_module(data.X) is not np) else (
+            backend.xp.asarray(data.X) if backend.is_gpu else to_numpy(data.X))
+        t0 = time.perf_counter()
+        found = rbf_edge_rule(points, gamma / data.unit**2)
+        graph_params = {**params, "affinity": "epsilon", "sigma": found.rule.sigma,
+                        "threshold_sqdist": found.rule.threshold_sqdist, "metric": "gaussian",
+                        "threshold_sim": None, "mode": "exact", "gamma": None}
+        plan = _plan_graph(points, graph_params)
+        plan.data, plan.params = data, params
+        plan.timings["suggest"] = time.perf_counter() - t0
+        plan.affinity = "rbf"
+        plan.affinity_why = (
+            f"{given}scikit-learn's rbf kernel exp(−{gamma:g}‖xi−xj‖²), n={data.n:,} > "
+            f"{RBF_DENSE_MAX_N:,}: thresholded into a sparse ε-graph "
+            f"({found.describe()}) instead of the dense n × n kernel")
+        return plan
+    A = data.X if translation_invariant else real_matrix(X)
+    K = kernel_affinity(A, kernel, gamma=gamma, degree=params["degree"], coef0=params["coef0"],
+                        kernel_params=params["kernel_params"])
+    graph = precomputed_graph(K, backend)
+    return FitPlan(
+        params=params, data=data, engine="in-process", engine_why="NumPy/CuPy input",
+        backend=backend.name, backend_why=backend.reason, mode="exact",
+        mode_why=f"affinity={name}: the kernel of every pair", affinity=str(name).strip("'"),
+        affinity_why=(f"{given}scikit-learn's {name} kernel on every pair (the dense "
+                      f"{data.n:,} × {data.n:,} matrix, exact)"),
+        eigen_solver=params["eigen_solver"], eigen_solver_why=_eigen_why(params["eigen_solver"]),
+        graph=graph, rng=check_random_state(params["random_state"]),
     )
 
 

@@ -22,6 +22,7 @@ from ..engines import ENGINE_MODULES, engine_for
 from ..extension import exact_model, landmark_model
 from ..graph import build_graph
 from ..landmarks import SVD_MAX_ITER, SVD_TOL, landmark_partition
+from ..params import KERNELS
 from ..partition import partition_graph, warn_components, zero_weights_message
 from ..representatives import map_labels, weight_by_counts
 from .plan import FitPlan
@@ -146,7 +147,15 @@ def run_graph(plan: FitPlan) -> FitResult:
         kmeans_max_iter=params["kmeans_max_iter"], random_state=plan.rng,
         isolated=isolated, reorder=params["reorder"],
         reorder_points=None if plan.rule is None else plan.points,
+        n_vectors=params["n_components"], assign_labels=params["assign_labels"],
     )
+    components = components_besides_isolated(graph.stats)
+    if components is not None and components > 1 and _scikit_learn_affinity(params):
+        warnings.warn(
+            f"Graph is not fully connected: {components} connected components besides its "
+            f"{n_isolated} isolated vertices, so spectral embedding may not work as "
+            "expected; here the components rule decides (each of the k largest is a "
+            "cluster, see SpectralClustering's Notes)", UserWarning, stacklevel=4)
     if part.n_dropped:
         warn_components(part.n_components, n_isolated, part.n_clusters, part.n_dropped,
                         n_stray=part.n_stray, stray_pieces=part.stray_pieces,
@@ -165,7 +174,7 @@ def run_graph(plan: FitPlan) -> FitResult:
         backend=graph.backend, backend_why=plan.backend_why, spectrum=part.embedding,
         graph=graph, affinity_matrix=csr, reorder=part.reorder, kmeans=part.kmeans,
         representative_labels=rep_labels,
-        extension=None if plan.rule is None else exact_model(
+        extension=None if plan.rule is None or part.kmeans is None else exact_model(
             plan.points, plan.rule, emb.vectors, emb.eigenvalues, part.kmeans,
             data=replace(plan.data, X=None), scaler=plan.scaler,
             counts=None if reps is None else reps.counts, point_labels=rep_labels),
@@ -210,6 +219,14 @@ def run_landmarks(plan: FitPlan) -> FitResult:
                                  scaler=plan.scaler),
         timings={key: v for key, v in part.timings.items() if key != "total"},
     )
+
+
+def _scikit_learn_affinity(params) -> bool:
+    """Whether the affinity is one of scikit-learn's own (its users expect its warning
+    that a graph is not fully connected)."""
+    affinity = params["affinity"]
+    return callable(affinity) or affinity in (*KERNELS, "nearest_neighbors",
+                                              "precomputed_nearest_neighbors")
 
 
 #: Up to this many values (n·d), :func:`_warn_duplicates` counts distinct rows.
