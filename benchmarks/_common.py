@@ -38,7 +38,8 @@ TOPICS = (
     ("dask", "dask"), ("multigpu", "dask"),
     ("reorder", "reorder"),
     ("fast", "gpu"), ("architecture-ab", "gpu"), ("int64", "gpu"), ("live-stats", "gpu"),
-    ("knn", "gpu"), ("csrc", "gpu"),
+    ("knn", "gpu"), ("csrc", "gpu"), ("gpu-e2e", "gpu"), ("predict", "gpu"),
+    ("sklearn", "sklearn"),
 )
 
 
