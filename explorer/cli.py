@@ -220,11 +220,11 @@ def _cmd_run(args, out) -> dict:
     if args.scheduler:
         if args.row_chunks is not None and args.row_chunks < 1:
             raise ValueError(f"--row-chunks must be >= 1; got {args.row_chunks}")
-        _fit_on_cluster(sc, ds, args.scheduler, args.row_chunks)
+        scores = _fit_on_cluster(sc, ds, args.scheduler, args.row_chunks)
     else:
         sc.fit(ds.X)
+        scores = _scores(sc, ds)
     plan, g = sc.plan_, sc.graph_
-    scores = _scores(sc, ds)
     timings = {"data": load_s, **sc.timings_}
 
     _print_data(out, ds, load_s)
@@ -307,9 +307,10 @@ def _scores(sc, ds) -> dict:
     return scores
 
 
-def _fit_on_cluster(sc, ds, address, row_chunks) -> None:
+def _fit_on_cluster(sc, ds, address, row_chunks) -> dict:
     """Fit `sc` on the Dask cluster of the scheduler at `address`, the data cut into row
-    blocks; `labels_` is gathered to a NumPy array while the client is open."""
+    blocks; `labels_` is gathered to a NumPy array and the scores (the cuts summed where
+    the graph's blocks are) computed while the client is open."""
     try:
         import dask.array as da
         from distributed import Client
@@ -329,7 +330,7 @@ def _fit_on_cluster(sc, ds, address, row_chunks) -> None:
         rows = row_chunks or max(1, -(-ds.X.shape[0] // (2 * workers)))
         sc.fit(da.from_array(np.asarray(ds.X), chunks=(rows, -1)))
         sc.labels_ = sc.labels_.compute()
-        sc.affinity_matrix_ = sc.graph_  # the cuts are summed where its blocks are
+        return _scores(sc, ds)
 
 
 def _cmd_stats(args, out) -> dict:

@@ -199,7 +199,7 @@ def _unit(A, shift, xp) -> float:
         lo = A.min(axis=0).astype(xp.float64)
         hi = A.max(axis=0).astype(xp.float64)
         if shift is not None:
-            lo, hi = lo - shift, hi - shift
+            lo, hi = lo - xp.asarray(shift), hi - xp.asarray(shift)
         top = float(xp.maximum(xp.abs(lo), xp.abs(hi)).max())
     if not math.isfinite(top) or top == 0.0 or UNIT_LOW <= top <= UNIT_HIGH:
         return 1.0

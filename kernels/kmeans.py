@@ -282,8 +282,6 @@ def kmeans_plusplus_device(X, x_sq, k: int, draws):
     """
     import cupy
 
-    from explorer.kmeans import sqdist
-
     X = cupy.ascontiguousarray(X, dtype=cupy.float32)
     x_sq = cupy.ascontiguousarray(x_sq, dtype=cupy.float32)
     n, d = X.shape
@@ -295,7 +293,7 @@ def kmeans_plusplus_device(X, x_sq, k: int, draws):
     centers = cupy.empty((S, k, d), dtype=cupy.float64)
     first = cupy.asarray(np.array([f for f, _ in draws], dtype=np.int64))
     centers[:, 0] = X[first]
-    closest = cupy.ascontiguousarray(sqdist(X, x_sq, X[first]).T)  # S x n
+    closest = cupy.ascontiguousarray(_sqdist(X, x_sq, X[first]).T)  # S x n
     if k == 1:
         return centers
     # (k - 1) x S x trials: step c's uniforms are one contiguous S x trials block.
@@ -597,8 +595,6 @@ class DeviceStarts:
     def __init__(self, X, x_sq, centers):
         import cupy
 
-        from explorer._backend import chunk_rows
-
         self.X = cupy.ascontiguousarray(X, dtype=cupy.float32)
         self.x_sq = cupy.ascontiguousarray(x_sq, dtype=cupy.float32)
         self.centers = cupy.array(centers, dtype=cupy.float64, order="C")
@@ -618,7 +614,7 @@ class DeviceStarts:
         # The GEMM path starts checked (TF32) and turns to float32 products for good
         # once a step re-checks more than CHECKED_MAX_FRACTION of the rows.
         self.checked = not (self.fused or self.tiled)
-        self.chunk = max(chunk_rows(cupy, max(k, d)), CHECKED_BLOCK_VALUES // max(k, 1))
+        self.chunk = max(_chunk_rows(max(k, d)), CHECKED_BLOCK_VALUES // max(k, 1))
         self._slots = {}
         module = get_module("kmeans")
         self._step_fn = module.get_function("kmeans_step")
@@ -757,3 +753,23 @@ class DeviceStarts:
         """Restart `s`'s centres (k x d, float64) and labels (n, int32), as copies (the
         arrays of all restarts are then released)."""
         return self.centers[s].copy(), self.labels[s].copy()
+
+
+def _sqdist(X, x_sq, C):
+    """Squared distances (float32, clipped at 0) of the rows of X to the rows of C: the
+    k-means++ seeding's first step (the kernels take plain arrays, not the library)."""
+    import cupy
+
+    D = X @ (-2.0 * C.T)
+    D += (C * C).sum(axis=1)[None, :]
+    D += x_sq[:, None]
+    return cupy.maximum(D, 0, out=D)
+
+
+#: Values of one block of rows × width (the GPU's block of a product).
+_BLOCK_VALUES = 1 << 24
+
+
+def _chunk_rows(width: int) -> int:
+    """Rows per block of an n × `width` product on the GPU, at least 1024."""
+    return max(1024, _BLOCK_VALUES // max(1, width))

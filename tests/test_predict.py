@@ -302,7 +302,7 @@ def test_new_points_go_through_the_fits_offsets_and_scaling():
     ds = data.load("moons", 1200, random_state=6)
     X = ds.X.astype(np.float64) * np.array([1.0, 1e-3]) + np.array([5e6, 0.0])
     fit = SpectralClustering(2, scale="standard", random_state=0, backend="cpu").fit(X[:800])
-    assert fit.extension_.offsets is not None and fit.extension_.scaler is not None
+    assert fit.extension_.data.shift is not None and fit.extension_.scaler is not None
     assert adjusted_rand_score(ds.y[800:], fit.predict(X[800:])) >= 0.99
     np.testing.assert_array_equal(fit.predict(X[:800]), fit.labels_)
 

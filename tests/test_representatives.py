@@ -152,7 +152,7 @@ def test_n_representatives_auto_and_errors():
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
     ({"mode": "fast"}, ValueError, "mode"),
     ({"n_representatives": 1}, ValueError, r"n_representatives=1 is out of range"),
-    ({"n_representatives": "lots"}, ValueError, "n_representatives"),
+    ({"n_representatives": "lots"}, TypeError, "n_representatives"),
     ({"mode": "representatives", "n_representatives": 5000}, ValueError,
      r"n_representatives=5000 .*n_samples = 300"),
     ({"mode": "representatives", "n_representatives": 3}, ValueError,

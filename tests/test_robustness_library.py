@@ -256,8 +256,8 @@ CASES = [
          r"the graph has no edge: all n=40 points are isolated; raise the threshold"),
     Case("SpectralClustering.fit", "X with inf", _sc(_with(-np.inf)), V, r"non-finite"),
     Case("SpectralClustering.fit", "one row", _sc(np.ones((1, 2))), V, r"n=1 samples"),
-    Case("SpectralClustering.fit", "unknown eigen_solver", _sc(eigen_solver="arpack"), V,
-         r"eigen_solver='arpack' is not allowed; use one of 'auto', 'dense', 'lanczos', "
+    Case("SpectralClustering.fit", "unknown eigen_solver", _sc(eigen_solver="eigh"), V,
+         r"eigen_solver='eigh' is not allowed; use one of 'auto', 'dense', 'lanczos', "
          r"'lobpcg'"),
     Case("SpectralClustering.fit", "eigen_solver='components' with n_clusters='auto'",
          _sc(n_clusters="auto", eigen_solver="components"), V,
@@ -275,8 +275,8 @@ CASES = [
          r"hypo_max_nnz_row=0 is out of range"),
     Case("SpectralClustering.fit", "unknown backend", _sc(backend="cuda"), V,
          r"backend='cuda' is not allowed"),
-    Case("SpectralClustering.fit", "unknown affinity", _sc(affinity="rbf"), V,
-         r"affinity='rbf' is not allowed; use one of 'auto', 'epsilon', 'knn', 'mutual_knn', "
+    Case("SpectralClustering.fit", "unknown affinity", _sc(affinity="gauss"), V,
+         r"affinity='gauss' is not allowed; use one of 'auto', 'epsilon', 'knn', 'mutual_knn', "
          r"'nearest_neighbors', 'precomputed'"),
     Case("SpectralClustering.fit", "sparse X (points)", _sc(sp.csr_matrix(_X())), T,
          r"Sparse data was passed for X .*sparse input is not supported for data points.*"

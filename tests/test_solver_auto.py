@@ -153,7 +153,7 @@ def test_the_constants_are_the_committed_calibration():
 
 
 def test_a_sample_that_splits_into_k_pieces_needs_no_epsilon_search(monkeypatch):
-    from data import suggest as data_suggest
+    from explorer.graph import suggest as data_suggest
 
     rng = np.random.default_rng(0)
     centres = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])

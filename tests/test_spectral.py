@@ -258,7 +258,7 @@ def test_estimator_protocol():
         ({"sigma": None}, ValueError, "needs sigma"),
         ({"sigma": -1.0}, ValueError, "sigma=-1.0"),
         ({"threshold_sim": 0.5}, ValueError, "exactly one of threshold_sqdist"),
-        ({"eigen_solver": "arpack"}, ValueError, "eigen_solver='arpack'"),
+        ({"eigen_solver": "eigh"}, ValueError, "eigen_solver='eigh'"),
         ({"eigen_tol": 0.0}, ValueError, "eigen_tol=0.0"),
         ({"eigen_max_iter": 0}, ValueError, "eigen_max_iter=0"),
         ({"n_init": 0}, ValueError, "n_init=0"),

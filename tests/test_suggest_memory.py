@@ -3,7 +3,7 @@ and at moderate n the suggested ε-graph keeps each true cluster of the shapes c
 
 import numpy as np
 import pytest
-from explorer.data import suggest
+from explorer.graph import suggest
 
 from explorer import build_graph, datasets, memory
 from explorer.components import component_labels
