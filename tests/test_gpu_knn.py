@@ -105,8 +105,8 @@ def test_spectral_clustering_with_knn_on_the_gpu(poisoned):
     from explorer.data import load
 
     ds = load("moons", n_samples=20000, random_state=0)
-    sc = SpectralClustering(2, affinity="nearest_neighbors", random_state=0,
-                            backend="gpu").fit(ds.X)
+    sc = SpectralClustering(2, affinity="knn", random_state=0,  # our kNN graph (scikit-
+                            backend="gpu").fit(ds.X)  # learn's name is its connectivity)
     assert sc.graph_.method == "grid" and sc.sigma_ == "local"
     assert adjusted_rand_score(ds.y, sc.labels_.get() if hasattr(sc.labels_, "get")
                                else sc.labels_) > 0.99

@@ -27,7 +27,9 @@ from ..engines import engine_for
 from ..graph import BuildOptions, EdgeRule, Graph, csr_stats
 from ..graph.pairwise import kernel_affinity, rbf_edge_rule, sigma_from_gamma
 from ..graph.rule import SIGMA_MAX, SIGMA_MIN
+from ..graph.suggest import graph_nnz_budget
 from ..inputs import InputData, prepare_input
+from ..memory import MemoryEstimateError
 from ..params import AFFINITY_GRAPH, EIGEN_SOLVER_ALIASES, KERNELS, is_number
 from ..preprocessing import check_feature_scales, fit_scaler
 from ..representatives import (
@@ -295,6 +297,16 @@ def _plan_kernel(X, params) -> FitPlan:
             backend.xp.asarray(data.X) if backend.is_gpu else to_numpy(data.X))
         t0 = time.perf_counter()
         found = rbf_edge_rule(points, gamma / data.unit**2)
+        budget, budget_why = graph_nnz_budget(backend.name)
+        if found.edges_per_row * data.n > budget:
+            raise MemoryEstimateError(
+                f"affinity='rbf' with gamma={gamma:g} keeps about {found.edges_per_row:.3g} "
+                f"edges per point on these {data.n:,} points ({found.describe()}): about "
+                f"{found.edges_per_row * data.n:.3g} nonzeros, over the {budget:.3g} "
+                f"{budget_why}; the kernel is wide against the points' spacing: raise gamma "
+                "(a narrower kernel), or use affinity='auto'",
+                device=backend.name.upper(), nnz=found.edges_per_row * data.n,
+                need_bytes=0.0, available_bytes=0)
         graph_params = {**params, "affinity": "epsilon", "sigma": found.rule.sigma,
                         "threshold_sqdist": found.rule.threshold_sqdist, "metric": "gaussian",
                         "threshold_sim": None, "mode": "exact", "gamma": None}
