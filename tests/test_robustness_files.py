@@ -267,7 +267,10 @@ NAMED = [
      r"a column; column names: 'x', 'y', 'lable'"),
     ("wide.csv", "1,2\n3,4\n", 2, r"wide.csv: label_column=2 is out of range; the file has 2"),
     ("only-label.csv", "c\na\nb\n", 0, r"only-label.csv: no feature columns besides the label"),
-    ("latin1.csv", "a,b\n1,\xe9\n".encode("latin-1"), None, r"latin1.csv: not a UTF-8 text file"),
+    # Not UTF-8: decoded in the code page charset-normalizer finds, then judged as text.
+    ("latin1.csv", "a,b\n1,\xe9\n".encode("latin-1"), None,
+     r"latin1.csv: column 'b' is not numeric \(data row 1: 'é'\)"),
+    ("nul.csv", b"1,2\n3,\x004\n", None, r"nul.csv: not a text file \(it holds NUL bytes\)"),
     ("three-d.npy", _npy_bytes(np.zeros((2, 2, 2)), False), None,
      r"three-d.npy: needs a 2-D array .* got a 3-D array of shape \(2, 2, 2\)"),
     ("complex.npy", _npy_bytes(np.ones((3, 2), complex), False), None,
