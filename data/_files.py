@@ -107,19 +107,20 @@ def _check_regular_file(path: Path) -> None:
     device or a socket (reading one would block, never end or is meaningless)."""
     import stat
 
+    where = path.name if getattr(path, "_shown", None) else str(path)  # never a server path
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        raise FileNotFoundError(f"{path.name}: no such file") from None
+        raise FileNotFoundError(f"{where}: no such file") from None
     except OSError as exc:
-        raise ValueError(f"{path.name}: cannot be read ({exc.strerror or exc})") from None
+        raise ValueError(f"{where}: cannot be read ({exc.strerror or exc})") from None
     if stat.S_ISREG(mode):
         return
     kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
              (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
              (stat.S_ISSOCK, "a socket"))
     what = next((text for test, text in kinds if test(mode)), "not a regular file")
-    raise ValueError(f"{path.name}: is {what}, not a data file; give the path of a regular file")
+    raise ValueError(f"{where}: is {what}, not a data file; give the path of a regular file")
 
 
 def read(path, label_column=None, *, center=False, ignore_columns=None, auto_ignore=True,

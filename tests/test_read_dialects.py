@@ -342,3 +342,67 @@ def test_messages_name_the_file_by_the_name_given(tmp_path):
     assert data.read(path, name="mine.csv").name == "mine.csv"
     with pytest.raises(ValueError, match=r"max_bytes must be a positive integer"):
         data.read(path, max_bytes=0)
+
+
+# --- the command line -------------------------------------------------------------------
+
+
+def _cli(capsys, *argv):
+    from explorer import cli
+
+    try:
+        code = cli.main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse's own refusals (the CLI's one-line format)
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_refuses_a_json_path_that_is_the_data_file(capsys, tmp_path):
+    path = tmp_path / "pts.csv"
+    pd.DataFrame(_issue_points(), columns=["x", "y"]).to_csv(path, index=False)
+    before = path.read_bytes()
+    for json_arg in (path, tmp_path / "." / "pts.csv"):
+        code, out, err = _cli(capsys, "run", "--file", path, "--json", json_arg,
+                              "--backend", "cpu")
+        assert code == 2
+        assert err.startswith(f"error: --json {json_arg} is the data file given as --file; the "
+                              "result would replace the data: give the JSON another path")
+        assert path.read_bytes() == before
+
+
+def test_cli_ignore_columns_prints_what_was_read_and_writes_json_atomically(capsys, tmp_path):
+    path = tmp_path / "customers.csv"
+    frame = _customers()
+    frame.insert(2, "noise", np.random.default_rng(1).normal(size=len(frame)))
+    frame.to_csv(path, index=False)
+    out_json = tmp_path / "result.json"
+    out_json.write_text("old")
+    code, out, err = _cli(capsys, "stats", "--file", path, "--label-column", "segment",
+                          "--ignore-columns", "noise", "--backend", "cpu", "--json", out_json)
+    assert code == 0, err
+    assert ("read          text, UTF-8, ','-separated, header row; ignored: 'customer_id' (text "
+            "ID: every value distinct, under an ID-like name); 'noise' (ignore_columns)") in out
+    import json
+
+    result = json.loads(out_json.read_text())
+    assert result["data"]["d"] == 2
+    assert result["data"]["params"]["read"]["ignored"]["noise"] == "ignore_columns"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["customers.csv", "result.json"]
+    code, out, err = _cli(capsys, "stats", "--file", path, "--ignore-columns", "a,,b")
+    assert code == 2 and "give column names or 0-based indices separated by commas" in err
+    code, out, err = _cli(capsys, "stats", "moons", "--ignore-columns", "0")
+    assert code == 2 and "--ignore-columns applies to --file only" in err
+
+
+def test_cli_json_that_cannot_be_written_leaves_nothing_behind(capsys, tmp_path):
+    """The JSON is written beside its target and renamed over it: when the rename fails
+    (the target is a folder), the temporary file goes too."""
+    path = tmp_path / "pts.csv"
+    pd.DataFrame(_issue_points(), columns=["x", "y"]).to_csv(path, index=False)
+    target = tmp_path / "r.json"
+    target.mkdir()
+    code, out, err = _cli(capsys, "stats", "--file", path, "--backend", "cpu", "--json", target)
+    assert code == 2 and f"error: --json {target}: cannot write" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pts.csv", "r.json"]
+    assert list(target.iterdir()) == []
