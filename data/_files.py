@@ -308,10 +308,6 @@ class _Choice:
         self.ignore = ignore
         self.auto = auto
 
-    @property
-    def trivial(self) -> bool:
-        return not self.ignore and not self.auto
-
 
 def _ignore_list(ignore_columns) -> list:
     if ignore_columns is None:
@@ -421,8 +417,9 @@ def _read_csv(path, label_column, choice, info):
 def _read_wide(path, lines, header, delimiter, decimal, thousands, label_column, choice,
                info):
     """A wide, purely numeric table parsed in one vectorised pass (no frame, no loop
-    over columns), or None when it is not one (quotes, text, ragged rows, a label
-    column or columns to find): the general parse then reports what is wrong."""
+    over columns), or None when it is not one (quotes, thousands separators, text,
+    empty fields, ragged rows, duplicate names, a label-like name under
+    ``label_column="auto"``): the general parse then reads it, or says what is wrong."""
     if thousands or any('"' in line for line in lines[:_PEEK_LINES]):
         return None
     body = [line for line in lines if line.strip()][1 if header else 0:]

@@ -387,7 +387,7 @@ class DataControls(pn.viewable.Viewer):
         read = data.read_note if data.source == "file" else ""
         self.summary.object = (
             f"**{ds.name}**: n = **{ds.n:,}**, d = **{ds.d}**, {classes}"
-            + (f"<br><small>Read as {html.escape(read)}.</small>" if read else "")
+            + (f"<br><small>Read as {html.escape(read, quote=False)}.</small>" if read else "")
             + (f"<br><small>{note}</small>" if note else "") + status
         )
 
