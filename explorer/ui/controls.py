@@ -199,33 +199,52 @@ class UploadRefusals(pn.custom.JSComponent):
     """
 
     refused = param.Dict(default={}, doc="{'name', 'size', 'main', 'n'} of the last refusal.")
-    withdraw = param.Integer(default=0, doc="Incremented by the server when it refused the "
-                                            "file last sent: the drop area removes it, so "
-                                            "that no 'Upload complete' stays beside the error.")
+    withdraw = param.Dict(default={}, doc="{'name', 'n'}: set by the server when it refused "
+                                          "the file of that name: the drop area removes it, "
+                                          "so that no 'Upload complete' stays beside the "
+                                          "error.")
 
+    # FilePond announces its items as DOM events (bubbling, composed); each carries its
+    # pond. The server's verdict can arrive before FilePond marks the item complete (its
+    # state machine runs on animation frames): a refused name waits until then.
     _esm = """
     export function render({ model, el }) {
       let n = 0
-      let sent = null
+      const ponds = new Set()
+      const pending = new Set()
+      const COMPLETE = 5  // FilePond.FileStatus.PROCESSING_COMPLETE
       const refused = (event) => {
         const { error, file } = event.detail || {}
         if (!error || !file) { return }
         n += 1
         model.refused = { name: file.filename, size: file.fileSize, main: error.main, n }
       }
-      const processed = (event) => {
-        const { error, file, pond } = event.detail || {}
-        if (!error && file && pond) { sent = { pond, id: file.id } }
+      const sweep = () => {
+        for (const pond of ponds) {
+          for (const file of pond.getFiles()) {
+            if (pending.has(file.filename) && file.status === COMPLETE) {
+              pending.delete(file.filename)
+              try { pond.removeFile(file.id) } catch (e) {}
+            }
+          }
+        }
+      }
+      const seen = (event) => {
+        const { pond } = event.detail || {}
+        if (pond) { ponds.add(pond) }
+        sweep()
       }
       document.addEventListener("FilePond:error", refused)
-      document.addEventListener("FilePond:processfile", processed)
+      document.addEventListener("FilePond:addfile", seen)
+      document.addEventListener("FilePond:processfile", seen)
       model.on("withdraw", () => {
-        if (sent) { try { sent.pond.removeFile(sent.id) } catch (e) {} }
-        sent = null
+        const { name } = model.withdraw || {}
+        if (name) { pending.add(name); sweep() }
       })
       model.on("remove", () => {
         document.removeEventListener("FilePond:error", refused)
-        document.removeEventListener("FilePond:processfile", processed)
+        document.removeEventListener("FilePond:addfile", seen)
+        document.removeEventListener("FilePond:processfile", seen)
       })
       return document.createElement("span")
     }
@@ -288,8 +307,7 @@ class DataControls(pn.viewable.Viewer):
         self.label.param.watch(self._label_chosen, "value")
         self.ignore.param.watch(self._ignore_chosen, "value")
         data.param.watch(self._ignored, ["columns", "ignored"])
-        data.param.watch(lambda e: self.refusals.param.update(withdraw=self.refusals.withdraw + 1),
-                         "refused")
+        data.param.watch(self._withdraw, "refused")
         data.param.watch(self._catalogue, ["dataset", "n_samples"])
         data.param.watch(self._labels, ["label_options", "label_column"])
         data.param.watch(self._summary, ["result", "busy", "error"])
@@ -330,6 +348,10 @@ class DataControls(pn.viewable.Viewer):
         data = self.state.data
         if event.new != data.label_column:
             data.choose_label(event.new)
+
+    def _withdraw(self, event) -> None:
+        # The server refused the upload: the drop area must not go on saying it is fine.
+        self.refusals.withdraw = {"name": self.state.data.file_name, "n": event.new}
 
     def _ignored(self, *events) -> None:
         data = self.state.data
