@@ -281,7 +281,7 @@ def describe_read(info: dict) -> str:
         delimiter = info.get("delimiter")
         if delimiter is not None:
             shown = {"\t": "tab", " ": "whitespace"}.get(delimiter, repr(delimiter))
-            parts.append(f"{shown}-separated")
+            parts.append("one column" if delimiter == ONE_COLUMN else f"{shown}-separated")
         if info.get("decimal", ".") != ".":
             parts.append(f"decimal {info['decimal']!r}"
                          + (f", thousands {info['thousands']!r}" if info.get("thousands")
@@ -390,7 +390,8 @@ def _read_csv(path, label_column, choice, info):
     try:
         frame = pd.read_csv(
             io.StringIO("\n".join(lines)),
-            sep=r"\s+" if delimiter == " " else delimiter,
+            # One column: a separator that is not in the text (pandas needs one).
+            sep={" ": r"\s+", ONE_COLUMN: "\x1f"}.get(delimiter, delimiter),
             header=0 if header else None,
             decimal=decimal,
             thousands=thousands,
@@ -552,10 +553,15 @@ def _decode_other(path, raw: bytes, reason: str, info) -> str:
 #: any run of whitespace).
 _DELIMITERS = (",", ";", "\t", " ")
 
+#: The "delimiter" of a one-column table (its lines are fields whole).
+ONE_COLUMN = ""
+
 
 def _split(lines, delimiter, most=-1) -> list[list[str]]:
     """The fields of the non-blank `lines` (at most `most` of each line when no field
     is quoted: a wide table's first fields judge it as well as all of them)."""
+    if delimiter == ONE_COLUMN:
+        return [[line.strip()] for line in lines if line.strip()]
     if delimiter == " ":
         return [line.split(None, most)[:most if most > 0 else None] for line in lines
                 if line.strip()]
@@ -566,6 +572,8 @@ def _split(lines, delimiter, most=-1) -> list[list[str]]:
 
 
 def _count_fields(line: str, delimiter: str) -> int:
+    if delimiter == ONE_COLUMN:
+        return 1
     if delimiter == " ":
         return len(line.split())
     if '"' not in line:
@@ -621,6 +629,12 @@ def _delimiter(path, head):
         score = (consistent, body_consistent, numeric, -rank)
         if best_score is None or score > best_score:
             best, best_score = delimiter, score
+    if best_score is None or not best_score[0]:
+        # No delimiter splits every line alike: one column, if its fields are numbers
+        # (``0,5`` with a decimal comma splits on ',' only by accident).
+        body = [line.strip() for line in sample[1:] or sample]
+        if body and all(_is_number(f) or _DECIMAL_COMMA.fullmatch(f) for f in body):
+            return ONE_COLUMN
     return best
 
 
@@ -641,18 +655,19 @@ def _decimal_mark(path, rows, delimiter):
     grouped = [f for f in fields if _POINT_THOUSANDS.fullmatch(f) and not
                _POINT_NUMBER.fullmatch(f)]
     shown = {"\t": "tab", " ": "whitespace"}.get(delimiter, repr(delimiter))
+    table = "one-column table" if delimiter == ONE_COLUMN else f"{shown}-separated table"
     if grouped and not points:
         return ",", "."
     if points:
         raise ValueError(
-            f"{path.name}: the decimal mark is ambiguous: this {shown}-separated table has "
+            f"{path.name}: the decimal mark is ambiguous: this {table} has "
             f"numbers with a decimal comma ({commas[0]!r}) and with a decimal point "
             f"({points[0]!r}); write every number with the same mark"
         )
     if all(_COMMA_THOUSANDS.fullmatch(f) for f in commas):
         raise ValueError(
             f"{path.name}: the decimal mark is ambiguous: every comma in this "
-            f"{shown}-separated table could be a decimal comma or a thousands separator "
+            f"{table} could be a decimal comma or a thousands separator "
             f"({commas[0]!r}); write the numbers without thousands separators, or with a "
             "decimal point"
         )

@@ -96,8 +96,8 @@ def test_tables_written_in_any_dialect_read_back_equal(tmp_path_factory, X, dial
         assert list(info["ignored"]) == ["Unnamed: 0"]
     else:
         assert info["ignored"] == {}
-    if dialect == "semicolon_decimal_comma":
-        assert info["delimiter"] == ";"
+    if dialect == "semicolon_decimal_comma":  # one column: no separator to find
+        assert info["delimiter"] == (";" if X.shape[1] > 1 else "")
     if dialect in ("to_csv", "to_csv_index", "tab", "parquet"):
         assert ds.feature_names == tuple(f"f{j}" for j in range(X.shape[1]))
     if dialect.startswith("savetxt") or dialect == "to_csv_no_header":
