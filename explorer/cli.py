@@ -661,6 +661,9 @@ def _write_json(path: Path, result: dict, backend: str) -> None:
                                          suffix=".tmp", delete=False, encoding="utf-8") as fh:
             tmp = Path(fh.name)
             fh.write(text)
+        # A temporary file is private (0600); the JSON keeps the mode of the file it
+        # replaces, or gets a plain file's.
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.is_file() else 0o644)
         os.replace(tmp, path)
         tmp = None
     except OSError as exc:
