@@ -13,8 +13,8 @@ else is generated.
 
 from ._dataset import Dataset, DatasetInfo
 from ._digits import infinite_digits_gpu
-from ._files import AUTO, FORMATS, LABEL_NAMES, read
+from ._files import AUTO, FORMATS, LABEL_NAMES, describe_read, read
 from ._registry import DATASETS, load
 
-__all__ = ["AUTO", "DATASETS", "FORMATS", "LABEL_NAMES", "Dataset", "DatasetInfo",
+__all__ = ["AUTO", "DATASETS", "FORMATS", "LABEL_NAMES", "Dataset", "DatasetInfo", "describe_read",
            "infinite_digits_gpu", "load", "read"]

@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -102,6 +104,10 @@ def _data_arguments(p):
                    help="built-in data set (see 'spectral-explorer datasets')")
     g.add_argument("--file", type=Path, help="read the data from a CSV, NPY, NPZ or Parquet file")
     g.add_argument("--label-column", help="ground-truth column of --file (name or 0-based index)")
+    g.add_argument("--ignore-columns", type=_column_list, metavar="COLUMNS",
+                   help="columns of --file left out of the features: names or 0-based "
+                        "indices, comma separated (index, ID and date columns are left out "
+                        "on their own; the 'read' line says which)")
     g.add_argument("--n-samples", type=int, help="rows to generate (built-in sets)")
     g.add_argument("--data-seed", type=int, default=0, help="generator seed (default 0)")
     g.add_argument("-o", "--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
@@ -178,22 +184,49 @@ def _parser_of(f):
 # --- data and parameters -------------------------------------------------------------
 
 
+def _column_list(text: str) -> list[str]:
+    """``--ignore-columns a,3,b``: the names and indices, in order (a name that is a
+    number is taken as an index, as for --label-column)."""
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give column names or 0-based indices separated by commas, none empty")
+    return items
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
 def _load(args):
     from explorer import data
 
     if (args.dataset is None) == (args.file is None):
         raise ValueError("give a built-in data set name or --file PATH (exactly one); "
                          f"built-in: {', '.join(data.DATASETS)}")
+    ignore = getattr(args, "ignore_columns", None)
     if args.file is not None:
         if args.n_samples is not None or args.option:
             raise ValueError("--n-samples and --option apply to built-in data sets, not to --file")
+        json_path = getattr(args, "json", None)
+        if json_path is not None and _same_file(json_path, args.file):
+            raise ValueError(f"--json {json_path} is the data file given as --file; the result "
+                             "would replace the data: give the JSON another path")
         start = time.perf_counter()
         # Centred on reading, as the app reads files: the estimator would centre the
         # same offset, but a float32 Dataset cannot carry it to the estimator.
-        ds = data.read(args.file, label_column=args.label_column, center=True)
-        return ds, time.perf_counter() - start
+        ds = data.read(args.file, label_column=args.label_column, ignore_columns=ignore,
+                       center=True)
+        seconds = time.perf_counter() - start
+        _row(sys.stdout, "read", data.describe_read(ds.params["read"]))
+        return ds, seconds
     if args.label_column is not None:
         raise ValueError("--label-column applies to --file only")
+    if ignore is not None:
+        raise ValueError("--ignore-columns applies to --file only")
     start = time.perf_counter()
     ds = data.load(args.dataset, n_samples=args.n_samples, random_state=args.data_seed,
                    **dict(args.option))
@@ -452,10 +485,25 @@ def _write_json(path: Path, result: dict, backend: str) -> None:
 
     # A distributed run ("dask") describes the client's machine; the workers' are theirs.
     result["environment"] = environment_info("cpu" if backend == "dask" else backend)
+    text = json.dumps(result, indent=1, default=_json_default) + "\n"
+    # Atomically: a temporary file beside the target, then renamed over it, so that an
+    # interrupted or failed write leaves the old file (or none), never half a JSON.
+    tmp = None
     try:
-        path.write_text(json.dumps(result, indent=1, default=_json_default) + "\n")
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".tmp", delete=False, encoding="utf-8") as fh:
+            tmp = Path(fh.name)
+            fh.write(text)
+        # A temporary file is private (0600); the JSON keeps the mode of the file it
+        # replaces, or gets a plain file's.
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.is_file() else 0o644)
+        os.replace(tmp, path)
+        tmp = None
     except OSError as exc:
-        raise ValueError(f"--json {path}: cannot write ({exc.strerror})") from None
+        raise ValueError(f"--json {path}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
 
 
 def _json_default(obj):

@@ -308,7 +308,10 @@ def test_read_csv_with_header_and_text_labels(tmp_path):
     assert ds.y.tolist() == [0, 1, 0] and ds.classes == ("setosa", "virginica")
     assert ds.feature_names == ("a", "b") and ds.name == "iris.csv"
     assert ds.params == {"path": str(p), "label_column": "species",
-                         "columns": ("a", "b", "species")}
+                         "columns": ("a", "b", "species"),
+                         "read": {"format": "csv", "encoding": "utf-8", "comment_lines": 0,
+                                  "delimiter": ",", "decimal": ".", "thousands": None,
+                                  "header": True, "decoded_bytes": 3 * 3 * 8, "ignored": {}}}
     for by_position in (-1, 2, "2"):  # the column used is recorded by its name
         ds = data.read(p, label_column=by_position)
         assert ds.y.tolist() == [0, 1, 0] and ds.params["label_column"] == "species"

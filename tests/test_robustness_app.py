@@ -26,6 +26,7 @@ import explorer  # noqa: E402
 import explorer.pipeline.runners  # noqa: E402
 from explorer._backend import gpu_status  # noqa: E402
 from explorer.ui.state import ExplorerState  # noqa: E402
+from tests.test_upload_files import lying_parquet  # noqa: E402
 
 NO_GPU = not gpu_status()[0]
 
@@ -134,6 +135,11 @@ UPLOADS = [
     ("claims.npz", _claiming_npz(), r"^Error while reading claims.npz: claims.npz: member 'X' "
      r"of shape \(1000000000, 2\) float64, decompressed needs about 14.9 GiB, more than the "
      r"app's limit on what an upload may expand to of 512 MiB"),
+    ("rows.parquet", lying_parquet(), r"^Error while reading rows.parquet: rows.parquet: "
+     r"75,000,000 rows × 1 columns, decoded needs about 572 MiB, more than the app's limit on "
+     r"what an upload may expand to of 512 MiB"),
+    ("thousands.csv", b"a;b\n1,234;7\n2,500;8\n", r"^Error while reading thousands.csv: "
+     r"thousands.csv: the decimal mark is ambiguous"),
     ("too-large.csv", b"1,2\n" * (13 * 2**18), r"^too-large.csv: the file is 13.0 MiB, more "
      r"than the 12 MiB an upload may have"),
     ("cr-only-one-row.csv", b"a,b\r1,2\r", r"^Error while reading cr-only-one-row.csv: \S+ has "

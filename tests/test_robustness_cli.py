@@ -192,6 +192,18 @@ CASES = [
      r"folder.csv: is a directory, not a data file"),
     ("/dev/zero as --file", ["stats", "--file", "/dev/zero"],
      r"/dev/zero: is a character device, not a data file"),
+    # -- real files (delimiters, ID columns, outputs) ----------------------------------------
+    ("--json the same path as --file", ["run", "--file", "{dir}/good.csv", "--json",
+                                         "{dir}/good.csv"],
+     r"--json .*good.csv is the data file given as --file; the result would replace the "
+     r"data: give the JSON another path"),
+    ("--ignore-columns naming no column", ["stats", "--file", "{dir}/good.csv",
+                                           "--label-column", "class", "--ignore-columns", "c"],
+     r"good.csv: ignore_columns='c' is not a column; column names: 'a', 'b', 'class'"),
+    ("--ignore-columns with the label column", ["stats", "--file", "{dir}/good.csv",
+                                                "--label-column", "class",
+                                                "--ignore-columns", "class"],
+     r"good.csv: column 'class' is both the label column and in ignore_columns"),
 ]
 
 if not gpu_status()[0]:

@@ -267,7 +267,10 @@ NAMED = [
      r"a column; column names: 'x', 'y', 'lable'"),
     ("wide.csv", "1,2\n3,4\n", 2, r"wide.csv: label_column=2 is out of range; the file has 2"),
     ("only-label.csv", "c\na\nb\n", 0, r"only-label.csv: no feature columns besides the label"),
-    ("latin1.csv", "a,b\n1,\xe9\n".encode("latin-1"), None, r"latin1.csv: not a UTF-8 text file"),
+    # Not UTF-8: decoded in the code page charset-normalizer finds, then judged as text.
+    ("latin1.csv", "a,b\n1,\xe9\n".encode("latin-1"), None,
+     r"latin1.csv: column 'b' is not numeric \(data row 1: 'é'\)"),
+    ("nul.csv", b"1,2\n3,\x004\n", None, r"nul.csv: not a text file \(it holds NUL bytes\)"),
     ("three-d.npy", _npy_bytes(np.zeros((2, 2, 2)), False), None,
      r"three-d.npy: needs a 2-D array .* got a 3-D array of shape \(2, 2, 2\)"),
     ("complex.npy", _npy_bytes(np.ones((3, 2), complex), False), None,
@@ -297,6 +300,13 @@ NAMED = [
      r"hash-field.csv: column 'b' is not numeric \(data row 1: '#2'\)"),
     ("npz-text-member.npz", _npz({"X": b"not a numpy array"}), None,
      r"npz-text-member.npz: not a readable NumPy file"),
+    # -- dialects: refused rather than guessed ------------------------------------------------
+    ("mixed-marks.csv", "a;b\n0,5;2.5\n1,5;3.5\n", None,
+     r"mixed-marks.csv: the decimal mark is ambiguous: this ';'-separated table has numbers "
+     r"with a decimal comma \('0,5'\) and with a decimal point \('2.5'\)"),
+    ("thousands-or-decimal.csv", "a;b\n1,234;7\n2,500;8\n", None,
+     r"thousands-or-decimal.csv: the decimal mark is ambiguous: every comma .* could be a "
+     r"decimal comma or a thousands separator"),
 ]
 
 
@@ -333,6 +343,23 @@ READS = [
      ("#blue", "#red"), None),
     ("sub-array.npy", _sub_array_npy(), None, [[1, 2, 7], [3, 4, 8], [5, 6, 9]], None,
      ("xy[0]", "xy[1]", "c")),
+    # -- real files: dialects, and columns that are not measurements ---------------------
+    ("german.csv", "x;y\n0,5;-0,25\n1,5;2\n", None, [[0.5, -0.25], [1.5, 2]], None,
+     ("x", "y")),
+    ("german-thousands.csv", "x;y\n1.234,5;1\n-2,5;2\n", None, [[1234.5, 1], [-2.5, 2]], None,
+     ("x", "y")),
+    ("savetxt.txt", "   0.500   -0.250\n   1.500    2.000\n", None, [[0.5, -0.25], [1.5, 2]],
+     None, None),
+    ("savetxt-header.txt", "# x y\n0.500 -0.250\n1.500 2.000\n", None,
+     [[0.5, -0.25], [1.5, 2]], None, None),
+    ("to-csv-index.csv", ",x,y\n0,0.5,1\n1,1.5,2\n2,2.5,3\n", None,
+     [[0.5, 1], [1.5, 2], [2.5, 3]], None, ("x", "y")),
+    ("customer-id.csv", "customer_id,income,segment\nC0001,1,a\nC0002,2,b\nC0003,3,a\n",
+     "segment", [[1], [2], [3]], ("a", "b"), ("income",)),
+    ("dates.csv", "day,v,w\n2024-01-01,1,2\n2024-01-02,3,4\n", None, [[1, 2], [3, 4]], None,
+     ("v", "w")),
+    ("cp1252.csv", "x;Kunde\n0,5;Müller\n1,5;Göthe\n".encode("cp1252"), "Kunde",
+     [[0.5], [1.5]], ("Göthe", "Müller"), ("x",)),
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -79,6 +80,14 @@ class LoadResult:
     representatives : ndarray of float32, shape (m, d), or None
         When that plan clusters k-means representatives (``mode="auto"`` on many
         points): the representatives, whose graph the live statistics describe.
+    columns : tuple or None
+        Every column of a file's table (names, or 0-based positions without a header),
+        which the user may leave out.
+    ignored : dict or None
+        The columns of a file left out of the features, and why (``Dataset.params
+        ["read"]["ignored"]``).
+    read_note : str
+        What the reader detected, in one line (:func:`explorer.data.describe_read`).
     """
 
     dataset: object
@@ -96,6 +105,9 @@ class LoadResult:
     epsilon_rule: object = None
     plan_lines: tuple = ()
     representatives: np.ndarray | None = None
+    columns: tuple | None = None
+    ignored: dict | None = None
+    read_note: str = ""
 
     def __post_init__(self):
         if self.X is None:
@@ -311,9 +323,17 @@ class DataState(Stage):
     label_column = param.Parameter(default=None,
                                    doc="0-based label column of the loaded file, or None.")
     label_options = param.Dict(default={"(none)": None}, doc="Label-column choices of the file.")
+    ignore_choice = param.Parameter(
+        default=None, doc="Columns of the file the user left out (a list), or None: those "
+                          "the reader leaves out on its own (index, ID and date columns).")
+    columns = param.List(default=[], doc="Every column of the loaded file.")
+    ignored = param.Dict(default={}, doc="Columns of the loaded file left out, and why.")
+    read_note = param.String(default="", doc="What the reader detected in the loaded file.")
+    refused = param.Integer(default=0, doc="Uploads whose first read failed (a change: the "
+                                           "upload widget withdraws the file).")
 
     input_names = ("source", "dataset", "n_samples", "noise", "random_state", "uploads",
-                   "label_choice", "scale")
+                   "label_choice", "ignore_choice", "scale")
     doing = "loading the data"
 
     def __init__(self, **params):
@@ -368,7 +388,7 @@ class DataState(Stage):
         self._label_chosen = False
         # One batch: watchers (the app's reload) see a single change.
         self.param.update(file_name=Path(file_name).name, uploads=self.uploads + 1,
-                          label_choice=None, source="file")
+                          label_choice=None, ignore_choice=None, source="file")
 
     def refuse_file(self, file_name: str, size: int) -> None:
         """The browser refused a file over :data:`UPLOAD_MAX_BYTES` before sending it:
@@ -382,6 +402,19 @@ class DataState(Stage):
             self.label_choice = column
         self.param.trigger("label_choice")  # an event even when the value is unchanged
 
+    def choose_ignored(self, columns) -> None:
+        """Leave the file's `columns` (names or 0-based positions) out of the features,
+        and no others (the automatic choice is then the user's to undo)."""
+        self.ignore_choice = list(columns)
+
+    def accept(self, job, outcome, final: bool = True) -> bool:
+        done = super().accept(job, outcome, final)
+        params = job.inputs.params
+        if (done and outcome.error and params.get("source") == "file"
+                and not params.get("label_chosen") and params.get("ignore_choice") is None):
+            self.refused += 1  # the first read of an upload failed: the file is refused
+        return done
+
     # -- loading -----------------------------------------------------------------
     def snapshot(self) -> Inputs:
         """The current inputs (the file's bytes are named by the upload count).
@@ -394,9 +427,11 @@ class DataState(Stage):
         if self.source == "file" and self._file_bytes is None:
             raise ValueError("source='file' but no file was uploaded; upload one first")
         if self.source == "file":  # the built-in settings do not matter, nor the reverse
+            ignore = None if self.ignore_choice is None else tuple(self.ignore_choice)
             return Inputs((), {"source": "file", "uploads": self.uploads,
                                "label_choice": self.label_choice,
-                               "label_chosen": self._label_chosen, "scale": self.scale})
+                               "label_chosen": self._label_chosen,
+                               "ignore_choice": ignore, "scale": self.scale})
         noise = None if self.noise_option is None else self.noise
         return Inputs((), {"source": "built-in", "dataset": self.dataset,
                            "n_samples": self.n_samples, "random_state": self.random_state,
@@ -413,8 +448,9 @@ class DataState(Stage):
         if inputs["source"] == "file":
             content, name = self._file_bytes, self.file_name
             column, chosen = inputs["label_choice"], inputs["label_chosen"]
-            return [lambda report: with_scale(self._read_file(content, name, column, chosen),
-                                              scale)]
+            ignore = inputs["ignore_choice"]
+            return [lambda report: with_scale(
+                self._read_file(content, name, column, chosen, ignore), scale)]
         name, n, seed = inputs["dataset"], inputs["n_samples"], inputs["random_state"]
         option = self.noise_option
         options = {} if option is None else {option: inputs["noise"]}
@@ -425,7 +461,9 @@ class DataState(Stage):
             if value.label_options is not None:
                 self.label_options = value.label_options
             if value.from_file:
-                self.label_column = value.label_column
+                self.param.update(label_column=value.label_column,
+                                  columns=list(value.columns or ()),
+                                  ignored=dict(value.ignored or {}), read_note=value.read_note)
             super().publish(inputs, value, seconds, final)
 
     def load(self) -> bool:
@@ -448,7 +486,7 @@ class DataState(Stage):
         return LoadResult(dataset=ds, xy=np.empty((0, 2), np.float32))
 
     @staticmethod
-    def _read_file(content, name, column, chosen) -> LoadResult:
+    def _read_file(content, name, column, chosen, ignore=None) -> LoadResult:
         suffix = Path(name).suffix.lower()
         if suffix not in UPLOAD_SUFFIXES:
             raise Failed(f"{name}: unknown file type {suffix or '(none)'!r}; allowed: "
@@ -456,45 +494,53 @@ class DataState(Stage):
         if len(content) > UPLOAD_MAX_BYTES:
             raise Failed(too_large_message(name, len(content)))
         # explorer.data.read takes a path: the bytes go to a private temporary folder
-        # under the upload's own name (so the reader's messages name the user's file,
-        # not a temporary one), removed as soon as it is read.
-        folder = Path(tempfile.mkdtemp(prefix="explorer-upload-"))
-        path = folder / Path(name).name
+        # under a fixed name (the user's may be anything: too long for the file system,
+        # a path), removed with the folder whatever happens; the reader is given the
+        # user's name for its messages.
         try:
-            path.write_bytes(content)
-            with memory.file_limit(UPLOAD_CONTENT_BYTES, "the app's limit on what an upload "
-                                   "may expand to"):
-                ds, options, column = DataState._read_with_labels(str(path), column, chosen)
-            ds.name = name  # not the temporary file's name
-            ds.description = f"uploaded file {name}: {ds.n} rows × {ds.d} features"
-            if "offset" in ds.params:  # centred on reading (the app's graphs are distances)
-                shift = ", ".join(f"{v:.6g}" for v in ds.params["offset"])
-                ds.description += (f"; Centred by ({shift}): float32 could not carry the "
-                                   "offset.")
+            with tempfile.TemporaryDirectory(prefix="explorer-upload-") as folder:
+                path = Path(folder) / f"upload{suffix}"
+                path.write_bytes(content)
+                with memory.file_limit(UPLOAD_CONTENT_BYTES, "the app's limit on what an "
+                                       "upload may expand to"):
+                    ds, options, column = DataState._read_with_labels(
+                        path, column, chosen, ignore, name)
         except Exception as exc:
-            # Readers may quote the path they opened (pyarrow does): show the user's name.
-            text = describe_error(exc, f"reading {name}").replace(f"{folder}/", "")
+            # A reader may quote the path it opened: never show a server path.
+            text = _UPLOAD_PATH.sub(lambda _: name, describe_error(exc, f"reading {name}"))
             raise Failed(text) from None
-        finally:
-            path.unlink(missing_ok=True)
-            folder.rmdir()
+        ds.description = f"uploaded file {name}: {ds.n} rows × {ds.d} features"
+        if "offset" in ds.params:  # centred on reading (the app's graphs are distances)
+            shift = ", ".join(f"{v:.6g}" for v in ds.params["offset"])
+            ds.description += f"; Centred by ({shift}): float32 could not carry the offset."
+        read = ds.params.get("read", {})
         return LoadResult(
             dataset=ds, xy=np.empty((0, 2), np.float32), label_options=options,
-            label_column=column, from_file=True,
+            label_column=column, from_file=True, columns=tuple(ds.params["columns"]),
+            ignored=dict(read.get("ignored", {})), read_note=datasets.describe_read(read),
         )
 
     @staticmethod
-    def _read_with_labels(path, column, chosen):
+    def _read_with_labels(path, column, chosen, ignore=None, name=None):
         """Read the file: ``(dataset, label options or None to keep them, label column)``.
 
         On first sight of a file :func:`explorer.data.read` picks the label column
         (``label_column="auto"``: a column named like a label, else the only text
-        column) and names the table's columns, which the options offer by name; a
-        column the user chose is read as the labels.
+        column, or the only one whose values repeat) and the columns to leave out
+        (index, ID and date columns), and names the table's columns, which the options
+        offer by name; a column the user chose is read as the labels, and the columns
+        the user left out (`ignore`, a sequence) replace the automatic choice.
         """
-        ds = datasets.read(path, label_column=column if chosen else datasets.AUTO, center=True)
+        ignoring = ({} if ignore is None
+                    else {"ignore_columns": list(ignore), "auto_ignore": False})
+        ds = datasets.read(path, label_column=column if chosen else datasets.AUTO, center=True,
+                           name=name, **ignoring)
         options = None if chosen else _label_options(ds.params["columns"])
         return ds, options, ds.params["label_column"]
+
+
+#: The temporary upload in a message (a reader quoting the path it opened).
+_UPLOAD_PATH = re.compile(r"\S*explorer-upload-[^/\s]*/upload\.\w+")
 
 
 def _same_source(before: Inputs | None, now: Inputs) -> bool:

@@ -6,6 +6,7 @@ in :mod:`explorer.ui.app`.
 
 from __future__ import annotations
 
+import html
 import math
 
 import panel as pn
@@ -198,18 +199,53 @@ class UploadRefusals(pn.custom.JSComponent):
     """
 
     refused = param.Dict(default={}, doc="{'name', 'size', 'main', 'n'} of the last refusal.")
+    withdraw = param.Dict(default={}, doc="{'name', 'n'}: set by the server when it refused "
+                                          "the file of that name: the drop area removes it, "
+                                          "so that no 'Upload complete' stays beside the "
+                                          "error.")
 
+    # FilePond announces its items as DOM events (bubbling, composed); each carries its
+    # pond. The server's verdict can arrive before FilePond marks the item complete (its
+    # state machine runs on animation frames): a refused name waits until then.
     _esm = """
     export function render({ model, el }) {
       let n = 0
+      const ponds = new Set()
+      const pending = new Set()
+      const COMPLETE = 5  // FilePond.FileStatus.PROCESSING_COMPLETE
       const refused = (event) => {
         const { error, file } = event.detail || {}
         if (!error || !file) { return }
         n += 1
         model.refused = { name: file.filename, size: file.fileSize, main: error.main, n }
       }
+      const sweep = () => {
+        for (const pond of ponds) {
+          for (const file of pond.getFiles()) {
+            if (pending.has(file.filename) && file.status === COMPLETE) {
+              pending.delete(file.filename)
+              try { pond.removeFile(file.id) } catch (e) {}
+            }
+          }
+        }
+      }
+      const seen = (event) => {
+        const { pond } = event.detail || {}
+        if (pond) { ponds.add(pond) }
+        sweep()
+      }
       document.addEventListener("FilePond:error", refused)
-      model.on("remove", () => document.removeEventListener("FilePond:error", refused))
+      document.addEventListener("FilePond:addfile", seen)
+      document.addEventListener("FilePond:processfile", seen)
+      model.on("withdraw", () => {
+        const { name } = model.withdraw || {}
+        if (name) { pending.add(name); sweep() }
+      })
+      model.on("remove", () => {
+        document.removeEventListener("FilePond:error", refused)
+        document.removeEventListener("FilePond:addfile", seen)
+        document.removeEventListener("FilePond:processfile", seen)
+      })
       return document.createElement("span")
     }
     """
@@ -246,6 +282,11 @@ class DataControls(pn.viewable.Viewer):
         self.refusals = UploadRefusals(height=0, margin=0, **_WIDE)
         self._taken: dict[str, int] = {}  # name -> id() of the content taken
         self.label = pn.widgets.Select(name="Label column", options={"(none)": None}, **_WIDE)
+        # The file's columns left out of the features: the reader's own choice (index, ID
+        # and date columns) until the user changes it.
+        self.ignore = pn.widgets.MultiChoice(name="Ignored columns", options={}, value=[],
+                                             css_classes=["ignore-columns"], **_WIDE)
+        self._ignore_syncing = False
         self.summary = pn.pane.Markdown("", css_classes=["data-summary"], **_WIDE)
         # Options are labels: a Select cannot show None as its value.
         self.scale = pn.widgets.Select(name="Feature scaling (scale)",
@@ -264,6 +305,9 @@ class DataControls(pn.viewable.Viewer):
         self.upload.param.watch(self._uploaded, "value")
         self.refusals.param.watch(self._refused, "refused")
         self.label.param.watch(self._label_chosen, "value")
+        self.ignore.param.watch(self._ignore_chosen, "value")
+        data.param.watch(self._ignored, ["columns", "ignored"])
+        data.param.watch(self._withdraw, "refused")
         data.param.watch(self._catalogue, ["dataset", "n_samples"])
         data.param.watch(self._labels, ["label_options", "label_column"])
         data.param.watch(self._summary, ["result", "busy", "error"])
@@ -305,6 +349,25 @@ class DataControls(pn.viewable.Viewer):
         if event.new != data.label_column:
             data.choose_label(event.new)
 
+    def _withdraw(self, event) -> None:
+        # The server refused the upload: the drop area must not go on saying it is fine.
+        self.refusals.withdraw = {"name": self.state.data.file_name, "n": event.new}
+
+    def _ignored(self, *events) -> None:
+        data = self.state.data
+        options = {str(c) if isinstance(c, str) else f"column {c}": c for c in data.columns}
+        self._ignore_syncing = True
+        try:
+            self.ignore.param.update(options=options,
+                                     value=[c for c in data.ignored if c in data.columns])
+        finally:
+            self._ignore_syncing = False
+
+    def _ignore_chosen(self, event) -> None:
+        data = self.state.data
+        if not self._ignore_syncing and list(event.new) != list(data.ignored):
+            data.choose_ignored(event.new)
+
     def _uploaded(self, event) -> None:
         # FileDropper's value maps names to contents and changes in place (event.old is
         # event.new): a content not taken before is the new upload.
@@ -327,7 +390,7 @@ class DataControls(pn.viewable.Viewer):
         for w in (self.dataset, self.description, self.n_samples, self.seed):
             w.visible = builtin
         self.noise.visible = builtin and self.state.data.noise_option is not None
-        self.upload.visible = self.label.visible = not builtin
+        self.upload.visible = self.label.visible = self.ignore.visible = not builtin
 
     def _summary(self, *events) -> None:
         data = self.state.data
@@ -343,15 +406,17 @@ class DataControls(pn.viewable.Viewer):
             status = "<br><small>Shown: the last data that loaded (see the message).</small>"
         else:
             status = ""
+        read = data.read_note if data.source == "file" else ""
         self.summary.object = (
             f"**{ds.name}**: n = **{ds.n:,}**, d = **{ds.d}**, {classes}"
+            + (f"<br><small>Read as {html.escape(read, quote=False)}.</small>" if read else "")
             + (f"<br><small>{note}</small>" if note else "") + status
         )
 
     def __panel__(self):
         return pn.Column(
             self.source, self.dataset, self.description, self.n_samples, self.noise, self.seed,
-            self.upload, self.refusals, self.label, self.scale, self.summary,
+            self.upload, self.refusals, self.label, self.ignore, self.scale, self.summary,
             self.scale_warning, self.alert, **_WIDE,
         )
 
