@@ -6,6 +6,7 @@ argument, the value it got and what is allowed. Private helpers assume valid inp
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 
@@ -215,7 +216,15 @@ def check_affinity(X, *, name: str = "X", min_samples: int = 2):
             f"value(s) (min {low:g}); allowed: affinities >= 0 (a distance matrix d is not "
             "an affinity: convert it, e.g. exp(-d**2 / (2 * sigma**2)))"
         )
-    A = _to_csr32(A if A is not None else values, xp)
+    A = A if A is not None else values
+    if values.size and high > 0 and not 2.0**-100 <= high <= 2.0**100:
+        # Weights float32 cannot hold (underflow to 0 or overflow to inf in the cast):
+        # scaled by an exact power of two in float64 first. The normalised Laplacian
+        # D^-1/2 S D^-1/2 does not change with the scale of S.
+        factor = 2.0 ** (-math.frexp(high)[1])
+        A = A.astype(xp.float64) * factor if is_sparse(A) else (
+            xp.asarray(A, dtype=xp.float64) * factor)
+    A = _to_csr32(A, xp)
     A = _drop_diagonal_and_zeros(A, xp)
     _check_symmetric(A, name, what, xp)
     return A
