@@ -24,7 +24,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-
 from _common import environment_info, write_result
 
 GAMMA = 50.0  # the width of the blobs below (σ = 0.1)

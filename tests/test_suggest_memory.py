@@ -3,11 +3,10 @@ and at moderate n the suggested ε-graph keeps each true cluster of the shapes c
 
 import numpy as np
 import pytest
-from explorer.graph import suggest
 
 from explorer import build_graph, datasets, memory
 from explorer.components import component_labels
-from explorer.graph import EdgeRule
+from explorer.graph import EdgeRule, suggest
 
 
 def test_budget_follows_the_memory_query(monkeypatch):
