@@ -61,6 +61,16 @@ def test_scaling_then_representatives_run_shows_them_and_why(page):
     page.page.get_by_text("Drawn, measured and clustered standard-scaled.").wait_for()
     page.page.locator(".mode-select select").select_option("representatives")
     page.page.get_by_text(re.compile(r"k-means picks m representatives")).wait_for()
+    # The live card describes the graph the run builds: the representatives', and the
+    # sidebar's sliders act on it.
+    page.page.get_by_text(re.compile(r"k-means representatives a run clusters")).wait_for()
+    page.page.get_by_role("button", name="ε-graph", exact=True).click()
+    page.page.locator(".threshold-slider .noUi-handle").wait_for()
+    before = _nnz(page.settled_stats())
+    page.page.locator(".threshold-slider .noUi-handle").focus()
+    page.page.keyboard.press("PageUp")
+    page.wait_stats(r"nnz\s+(?!" + re.escape(before) + r"\n)[\d.,]+")
+    assert "representatives" in page.page.locator(".stats-table .stats-how").inner_text()
     page.page.get_by_role("button", name="Run", exact=True).click()
     page.page.get_by_text(SCORES).wait_for()
     page.page.get_by_role("button", name="Run", exact=True).wait_for()  # re-armed

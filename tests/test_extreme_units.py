@@ -60,3 +60,20 @@ def test_precomputed_weights_beyond_float32(blobs, scale, container):
     ref = SpectralClustering(3, **kw).fit(K).labels_
     np.testing.assert_array_equal(SpectralClustering(3, **kw).fit(container(K * scale)).labels_,
                                   ref)
+
+
+@pytest.mark.parametrize("unit", [1e15, 1e-17])  # rules float32 holds, data it squares badly
+def test_build_graph_and_its_statistics_in_any_units(blobs, unit):
+    from explorer import build_graph, graph_stats
+
+    X, _ = blobs
+    ref = build_graph(X, metric="gaussian", sigma=0.5, threshold_sqdist=1.0, backend="cpu")
+    g = build_graph(X * unit, metric="gaussian", sigma=0.5 * unit,
+                    threshold_sqdist=1.0 * unit**2, backend="cpu")
+    assert g.rule.sigma == 0.5 * unit  # recorded as given
+    assert g.stats.nnz == ref.stats.nnz
+    np.testing.assert_array_equal(g.csr.indices, ref.csr.indices)
+    np.testing.assert_allclose(g.csr.data, ref.csr.data, rtol=1e-5)
+    st = graph_stats(X * unit, metric="gaussian", sigma=0.5 * unit,
+                     threshold_sqdist=1.0 * unit**2, backend="cpu")
+    assert st.nnz == ref.stats.nnz

@@ -283,7 +283,25 @@ def test_graph_stats_of_a_knn_graph_are_the_built_graphs(rng):
         assert stats.n_components is not None and not stats.estimated
 
 
-@pytest.mark.parametrize("affinity", ("knn", "nearest_neighbors", "mutual_knn"))
+def test_nearest_neighbors_is_scikit_learns_connectivity_graph():
+    # scikit-learn's affinity="nearest_neighbors": each point and its n_neighbors - 1
+    # nearest (itself counted), weights (C + Cᵀ)/2; the diagonal is no edge.
+    from sklearn.neighbors import kneighbors_graph
+
+    from explorer.data import load
+
+    X = load("moons", n_samples=600, random_state=0).X
+    sc = SpectralClustering(2, affinity="nearest_neighbors", n_neighbors=10, random_state=0,
+                            backend="cpu").fit(X)
+    C = kneighbors_graph(X.astype(np.float64), 10, include_self=True)
+    want = (0.5 * (C + C.T)).tolil()
+    want.setdiag(0)
+    diff = sc.affinity_matrix_ - want.tocsr().astype(np.float32)
+    assert abs(diff).max() == 0 and sc.edge_rule_ is None
+    assert sc.affinity_ == "nearest_neighbors"
+
+
+@pytest.mark.parametrize("affinity", ("knn", "mutual_knn"))
 def test_spectral_clustering_on_knn_graphs(affinity):
     from explorer.data import load
 

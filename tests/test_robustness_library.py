@@ -169,8 +169,6 @@ CASES = [
          r"Complex data not supported: X must be real-valued; got dtype complex128"),
     Case("build_graph", "ragged nested list", _bg([[1.0, 2.0], [3.0]]), V,
          r"X must be a rectangular n×d array"),
-    Case("build_graph", "finite values beyond float32", _bg(np.full((4, 2), 1e300)), V,
-         r"X has 8 value\(s\) beyond float32's range"),
     Case("build_graph", "X = None", lambda: build_graph(None, **G), T,
          r"X must be numeric; got dtype object"),
     # -- edge rule -------------------------------------------------------------------

@@ -12,14 +12,16 @@ assume valid input.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
 from .. import memory
 from .._backend import Backend, array_module, resolve_backend, to_numpy
 from .._csr import row_sums
-from .._validation import check_data, check_int
 from ..components import count_components
+from ..inputs import prepare_input
+from ..params import GRAPH_STATS_PARAMS
 from . import _cpu, knn
 from ._stats import stats_from_counts
 from ._types import Graph, GraphStats
@@ -135,10 +137,12 @@ def build_graph(
                             block_shapes)
     be = resolve_backend(backend)
     _check_method_name(method, be)
-    # Distance rules are translation invariant: a large offset is taken off in float64
-    # before the float32 cast (see check_data); cosine is not, and keeps the data as is.
-    X = check_data(X, center=rule.compares == "sqdist")
-    return _build(X, rule, options, method, be, t_start=t_start)
+    # The one input stage: a large offset taken off in float64 for distance rules (they
+    # are translation invariant; a cosine is not), extreme magnitudes brought into
+    # float32's range with the rule's lengths, the graph recorded under the rule given.
+    data = prepare_input(X, center=rule.compares == "sqdist")
+    graph = _build(data.X, rule.rescaled(data.unit), options, method, be, t_start=t_start)
+    return graph if data.unit == 1.0 else replace(graph, rule=rule)
 
 
 def edge_rule(rule, metric="gaussian", sigma=None, threshold_sqdist=None,
@@ -294,12 +298,12 @@ local_neighbor, backend
     rule = edge_rule(rule, metric, sigma, threshold_sqdist, threshold_sim, graph=graph,
                      n_neighbors=n_neighbors, local_neighbor=local_neighbor)
     hypo = BUILD_FIELDS["hypo_max_nnz_row"].check(hypo_max_nnz_row, allow_none=True)
-    sample_rows = check_int(sample_rows, "sample_rows", low=1, allow_none=True)
-    if not isinstance(components, (bool, np.bool_)):
-        raise TypeError(f"components must be True or False; got {components!r}")
+    sample_rows = GRAPH_STATS_PARAMS["sample_rows"].check(sample_rows)
+    components = GRAPH_STATS_PARAMS["components"].check(components)
     be = resolve_backend(backend)
-    X = check_data(X, center=rule.compares == "sqdist")
-    X = _to_backend(X, be, {})
+    data = prepare_input(X, center=rule.compares == "sqdist")  # the one input stage
+    rule = rule.rescaled(data.unit)
+    X = _to_backend(data.X, be, {})
     n, d = X.shape
     sampled = sample_rows is not None and sample_rows < n
     if rule.is_knn or (components and not sampled):

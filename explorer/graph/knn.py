@@ -97,12 +97,13 @@ def nearest_neighbors(X, k: int, *, metric: str = "uniform", method: str = "auto
     compared : float64 array, same shape: squared distances or cosines
     """
     from .._backend import resolve_backend
-    from .._validation import check_data
+    from ..inputs import prepare_input
 
     rule = EdgeRule.from_args(metric, 1.0 if metric == "gaussian" else None, graph="knn",
                               n_neighbors=k)
     be = resolve_backend(backend)
-    X = check_data(X, center=rule.compares == "sqdist")
+    data = prepare_input(X, center=rule.compares == "sqdist")
+    X = data.X
     xp = be.xp
     X = xp.ascontiguousarray(xp.asarray(X)) if be.is_gpu else np.ascontiguousarray(
         _host(X))
@@ -110,6 +111,8 @@ def nearest_neighbors(X, k: int, *, metric: str = "uniform", method: str = "auto
         method = choose_method(X.shape[0], X.shape[1], rule, be)[0]
     check_method(method, rule, be)
     nbr, compared, _ = knn_search(X, rule, k, method, be)
+    if rule.compares == "sqdist" and data.unit != 1.0:  # back in the input's units
+        compared = compared / data.unit**2
     return nbr, compared
 
 
