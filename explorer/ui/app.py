@@ -78,6 +78,9 @@ class ExplorerApp(pn.viewable.Viewer):
         self.teaching = TeachingView(state=s)
         self.export = ExportView(state=s)
         self.run_controls.button.on_click(self._run)
+        # The run computes on Run only; its input changes tell the sidebar, which says
+        # when a change made during a run waits for the next one.
+        s.run_state.on_change = self.run_controls.inputs_changed
 
         self.tabs = pn.Tabs(
             ("Clusters", self.clusters),

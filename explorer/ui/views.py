@@ -402,7 +402,7 @@ def mode_markdown(result) -> str:
             "representative's label.")
     elif result.mode == "landmarks":
         lines.append(
-            f"**{len(result.anchors):,} landmarks** (black triangles): no graph of the "
+            f"**{len(result.anchors):,} landmarks** (outlined triangles): no graph of the "
             "points is built; each point is joined to its nearest landmarks (W = Ẑ Ẑᵀ).")
     if result.fit_scale is not None:
         lines.append(f"Fitted on the {result.fit_scale}-scaled features (`scale`), as drawn.")
@@ -482,8 +482,9 @@ class EigenvectorView(pn.viewable.Viewer):
             return
         result = shown.run
         i = min(self.index.value, result.vectors.shape[1])
+        xlabel, ylabel = shown.data.axis_labels()
         self.values.object = plots.valued_points(
-            shown.data.xy, result.vectors[:, i - 1], clabel=f"u{i}",
+            shown.data.xy, result.vectors[:, i - 1], clabel=f"u{i}", xlabel=xlabel, ylabel=ylabel,
             title=f"Eigenvector u{i} = D^-1/2 v{i}, v{i} of L_sym "
                   f"(λ{i} = {_eig(result.eigenvalues[i - 1])})",
         )
@@ -795,8 +796,10 @@ class TeachingView(pn.viewable.Viewer):
         if step.key == "data":
             ds = data.dataset
             labels = ds.y if ds.y is not None else np.zeros(ds.n, np.int64)
+            xlabel, ylabel = data.axis_labels()
             self.plot.object = plots.labelled_points(data.xy, labels, names=ds.classes,
-                                                     title="The data")
+                                                     title="The data", xlabel=xlabel,
+                                                     ylabel=ylabel)
         elif step.key == "graph":
             tour = s.tour.result
             if tour is None or tour.csr is None:
@@ -806,7 +809,9 @@ class TeachingView(pn.viewable.Viewer):
                 return
             # Each edge is stored twice; 20 entries per drawn edge is ample to sample from.
             rows, cols = _entries(tour.csr, 20 * plots.MAX_EDGES_DRAWN)
-            overlay, drawn = plots.graph_edges(tour.data.xy, rows, cols)
+            xlabel, ylabel = tour.data.axis_labels()
+            overlay, drawn = plots.graph_edges(tour.data.xy, rows, cols, xlabel=xlabel,
+                                               ylabel=ylabel)
             total = int(tour.csr.nnz) // 2
             self.plot.object = overlay
             sample = f", {drawn:,} of them drawn (a random sample)" if drawn < total else ""
@@ -814,6 +819,7 @@ class TeachingView(pn.viewable.Viewer):
             self.extra.object = f"{total:,} edges{sample}. {tour.note}{stale}"
         else:
             result, xy = shown.run, shown.data.xy
+            xlabel, ylabel = shown.data.axis_labels()
             if s.run_state.stale:
                 self.extra.object = stale_text(s.run_state)
             if step.key in ORDER_STEPS:
@@ -851,7 +857,7 @@ class TeachingView(pn.viewable.Viewer):
             elif step.key == "eigenvectors":
                 i = min(2, result.vectors.shape[1])
                 self.plot.object = plots.valued_points(
-                    xy, result.vectors[:, i - 1], clabel=f"u{i}",
+                    xy, result.vectors[:, i - 1], clabel=f"u{i}", xlabel=xlabel, ylabel=ylabel,
                     title=f"Eigenvector u{i} = D^-1/2 v{i} of L_sym "
                           f"(λ{i} = {_eig(result.eigenvalues[i - 1])})",
                 )
@@ -864,7 +870,8 @@ class TeachingView(pn.viewable.Viewer):
                                                   title="k-means in the embedding",
                                                   xlabel="embedding 1", ylabel="embedding 2",
                                                   space="embedding")
-                left = plots.labelled_points(xy, shown.labels, title="Spectral clusters")
+                left = plots.labelled_points(xy, shown.labels, title="Spectral clusters",
+                                             xlabel=xlabel, ylabel=ylabel)
                 self.plot.object = left if right is None else left + right
 
     def __panel__(self):
