@@ -493,3 +493,70 @@ def test_views_label_axes_with_the_files_column_names(app, tmp_path):
         if step.key in ("data", "graph", "eigenvectors", "kmeans"):
             _act(lambda i=i: setattr(t, "step", i))
             assert {"height", "weight"} <= axis_labels(app.teaching.plot.object), step.key
+
+
+def _png_size(content: bytes) -> tuple[int, int]:
+    """Width and height of a PNG from its header (the IHDR chunk comes first)."""
+    assert content[:8] == b"\x89PNG\r\n\x1a\n", content[:8]
+    assert content[12:16] == b"IHDR"
+    return int.from_bytes(content[16:20], "big"), int.from_bytes(content[20:24], "big")
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_view_exports_as_png_and_svg_at_the_size_asked(app):
+    """The Export tab draws a view as a figure for slides: a PNG of twice the pixels
+    asked (a projector's full screen) and an SVG of the size asked that parses, with
+    the view's axis labels in it; the guided tour's steps come as a numbered set."""
+    import xml.etree.ElementTree as ET
+    import zipfile
+
+    from explorer.ui import _export
+
+    if not __import__("os").path.exists(_export.CHROMIUM):
+        pytest.skip(f"no Chromium at {_export.CHROMIUM}")
+    _connect(app.state)
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))
+    export = app.export
+    export.view.value = "Spectrum"
+    export.fig_width.value, export.fig_height.value = 640, 360
+    files = {}
+
+    async def draw():
+        files["png"] = (await export._png()).getvalue()
+        files["svg"] = (await export._svg()).getvalue()
+
+    _act_async(draw)
+    assert not export.figure_error.visible, export.figure_error.object
+    assert _png_size(files["png"]) == (1280, 720)
+    svg = ET.fromstring(files["svg"])
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+    assert (svg.get("width"), svg.get("height")) == ("640", "360")
+    assert "eigenvalue λᵢ" in files["svg"].decode()
+    assert export.png.filename.endswith("-spectrum.png")
+
+    steps = {}
+
+    async def tour():
+        steps["figures"] = await app.tour_figures()
+
+    _act_async(tour)
+    figures = steps["figures"]
+    assert [t for t, _ in figures][0] == "The data" and len(figures) == len(STEPS)
+    content = _export.figure_zip(figures[:2], width=400, height=300, formats=("png",))
+    with zipfile.ZipFile(io.BytesIO(content)) as archive:
+        names = archive.namelist()
+        assert names[0] == "01-the-data.png", names
+        assert all(_png_size(archive.read(n)) == (800, 600) for n in names)
+
+
+def test_figure_export_refuses_sizes_and_formats_it_cannot_draw():
+    from explorer.ui import _export
+
+    element = plots.spectrum(np.array([0.0, 0.5]))
+    with pytest.raises(ValueError, match=r"width must be a whole number of pixels in \[200"):
+        _export.figure_files(element, width=50)
+    with pytest.raises(ValueError, match="formats must be among"):
+        _export.figure_files(element, formats=("pdf",))
+    with pytest.raises(ValueError, match="nothing to export"):
+        _export.figure_zip([("empty", None)])

@@ -881,26 +881,65 @@ class TeachingView(pn.viewable.Viewer):
         )
 
 
+#: The download buttons' look: filled and legible before the first click too (Panel's
+#: FileDownload is an anchor in a button, which the Bootstrap design drew as a faint
+#: outlined link: it looked disabled).
+DOWNLOAD_CSS = """
+:host(:not(.bk-disabled)) .bk-btn { opacity: 1; cursor: pointer; }
+.bk-btn a { color: inherit; text-decoration: none; font-weight: 600; }
+"""
+
+
+def _download(callback, filename: str, label: str, **params):
+    return pn.widgets.FileDownload(callback=callback, filename=filename, label=label,
+                                   button_type="primary", button_style="solid", embed=False,
+                                   stylesheets=[DOWNLOAD_CSS], **params)
+
+
 class ExportView(pn.viewable.Viewer):
-    """Download the last run: labels (CSV), the graph (NPZ), the result (JSON)."""
+    """Download the last run: labels (CSV), the graph (NPZ), the result (JSON); and the
+    views as figures for slides (PNG, SVG) at a chosen size, the guided tour's steps as a
+    numbered set.
+
+    Parameters
+    ----------
+    figures : dict, optional
+        View name -> a function returning what the view draws now (a HoloViews object,
+        or None); the app passes its views'.
+    tour : async function, optional
+        Returns the tour's steps as (title, figure) pairs, in order.
+    """
 
     state = param.ClassSelector(class_=ExplorerState)
+    # allow_refs=False: functions, not references for Panel to resolve to their values.
+    figures = param.Dict(default={}, allow_refs=False,
+                         doc="View name -> function returning its figure.")
+    tour = param.Callable(default=None, allow_refs=False,
+                          doc="async () -> [(step title, figure)].")
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.labels = pn.widgets.FileDownload(
-            callback=self._labels, filename="labels.csv", label="Labels (CSV)",
-            button_type="primary", embed=False, width=220,
-        )
-        self.graph = pn.widgets.FileDownload(
-            callback=self._graph, filename="graph.npz", label="Graph (NPZ)",
-            button_type="primary", embed=False, width=220,
-        )
-        self.json = pn.widgets.FileDownload(
-            callback=self._json, filename="result.json", label="Result (JSON)",
-            button_type="primary", embed=False, width=220,
-        )
+        self.labels = _download(self._labels, "labels.csv", "Labels (CSV)", width=220)
+        self.graph = _download(self._graph, "graph.npz", "Graph (NPZ)", width=220)
+        self.json = _download(self._json, "result.json", "Result (JSON)", width=220)
         self.text = pn.pane.Markdown("", **_WIDE)
+        # Figures for slides.
+        self.view = pn.widgets.Select(name="View", options=list(self.figures), width=200,
+                                      css_classes=["figure-view"])
+        self.fig_width = pn.widgets.IntInput(name="width (px)", value=1280, step=10,
+                                             start=_export.FIGURE_MIN_PX,
+                                             end=_export.FIGURE_MAX_PX, width=110)
+        self.fig_height = pn.widgets.IntInput(name="height (px)", value=720, step=10,
+                                              start=_export.FIGURE_MIN_PX,
+                                              end=_export.FIGURE_MAX_PX, width=110)
+        self.png = _download(self._png, "figure.png", "Figure (PNG)", width=170)
+        self.svg = _download(self._svg, "figure.svg", "Figure (SVG)", width=170)
+        self.tour_zip = _download(self._tour_zip, "tour.zip", "Tour steps (ZIP)", width=190)
+        self.figure_note = pn.pane.Markdown(
+            "<small>PNG at twice the pixels (sharp on a projector), SVG to scale; drawn "
+            "in headless Chromium as the page draws them (a few seconds each). The tour's "
+            "steps come numbered, PNG and SVG each.</small>", **_WIDE)
+        self.figure_error = pn.pane.Alert("", alert_type="danger", visible=False, **_WIDE)
         self.badge = StaleBadge(self.state)
         self.state.run_state.param.watch(self._enable, "result")
         self._enable()
@@ -927,6 +966,62 @@ class ExportView(pn.viewable.Viewer):
     def _labels(self):
         return _as_file(_export.labels_csv(self.state.result))
 
+    def _stem(self) -> str:
+        result = self.state.result
+        data = self.state.data.result
+        return _safe_stem(result.dataset if result is not None
+                          else data.dataset.name if data is not None else "explorer")
+
+    async def _figure(self, fmt: str):
+        """The chosen view as a `fmt` file (None, with a message, when it draws nothing
+        or the drawing fails)."""
+        import asyncio
+
+        self.figure_error.visible = False
+        name = self.view.value
+        obj = self.figures[name]() if name in self.figures else None
+        if obj is None:
+            self._figure_failed(f"The {name} view has nothing to draw yet.")
+            return None
+        try:
+            files = await asyncio.to_thread(
+                _export.figure_files, obj, width=self.fig_width.value,
+                height=self.fig_height.value, formats=(fmt,))
+        except (ValueError, RuntimeError) as exc:
+            self._figure_failed(f"The figure could not be drawn: {exc}")
+            return None
+        widget = self.png if fmt == "png" else self.svg
+        widget.filename = f"{self._stem()}-{_export._slug(name)}.{fmt}"
+        return _as_file(files[fmt])
+
+    async def _png(self):
+        return await self._figure("png")
+
+    async def _svg(self):
+        return await self._figure("svg")
+
+    async def _tour_zip(self):
+        import asyncio
+
+        self.figure_error.visible = False
+        if self.tour is None:
+            self._figure_failed("No tour to export.")
+            return None
+        steps = await self.tour()
+        try:
+            content = await asyncio.to_thread(
+                _export.figure_zip, steps, width=self.fig_width.value,
+                height=self.fig_height.value)
+        except (ValueError, RuntimeError) as exc:
+            self._figure_failed(f"The tour could not be drawn: {exc}")
+            return None
+        self.tour_zip.filename = f"{self._stem()}-tour.zip"
+        return _as_file(content)
+
+    def _figure_failed(self, text: str) -> None:
+        self.figure_error.object = text
+        self.figure_error.visible = True
+
     def _graph(self):
         return _as_file(_export.graph_npz(self.state.result))
 
@@ -934,8 +1029,12 @@ class ExportView(pn.viewable.Viewer):
         return _as_file(_export.result_json(self.state.result))
 
     def __panel__(self):
-        return pn.Column(self.badge.pane, self.text, pn.Row(self.labels, self.graph, self.json),
-                         **_WIDE)
+        return pn.Column(
+            self.badge.pane, self.text, pn.Row(self.labels, self.graph, self.json),
+            pn.pane.Markdown("#### Figures for slides", margin=(15, 10, 0, 10)),
+            pn.Row(self.view, self.fig_width, self.fig_height),
+            pn.Row(self.png, self.svg, self.tour_zip), self.figure_note, self.figure_error,
+            **_WIDE)
 
 
 #: Nonzeros drawn at most in a spy plot: beyond, a uniform sample (the aggregated
