@@ -256,3 +256,13 @@ def test_landmarks_let_the_clusters_show_through():
     assert glyph.fill_alpha < 0.3 and glyph.line_alpha > 0.5 and glyph.size <= 6
     reps = hv.render(plots.anchor_points(xy, labels=np.zeros(1000, int)), backend="bokeh")
     assert reps.renderers[-1].glyph.fill_alpha > 0.8
+
+
+def test_ten_classes_legend_in_two_columns():
+    """Ten classes (the digits) in one legend column were as tall as the plot and ran
+    over it: beyond six labels the legend has two columns."""
+    xy = np.random.default_rng(1).normal(size=(500, 2))
+    fig = hv.render(plots.labelled_points(xy, np.arange(500) % 10), backend="bokeh")
+    assert [legend.ncols for legend in fig.select(Legend)] == [2]
+    fig = hv.render(plots.labelled_points(xy, np.arange(500) % 3), backend="bokeh")
+    assert [legend.ncols for legend in fig.select(Legend)] != [2]

@@ -204,6 +204,11 @@ def labelled_points(xy, labels, *, names: Sequence | None = None, title: str = "
     points = hv.Points(frame, kdims=kdims, vdims=["cluster"], label=title)
     show_legend = len(colors) <= 16
     opts = dict(title=title, show_legend=show_legend, legend_position="right", **_axes_opts())
+    if len(colors) > 6:
+        # Ten digits' classes in one column were as tall as the plot and ran over it:
+        # two columns, tighter rows.
+        opts.update(legend_opts={"ncols": 2, "spacing": 0, "padding": 4,
+                                 "label_text_font_size": "9pt"})
     if len(frame) > DATASHADE_ABOVE:
         shaded = datashade(points, aggregator=ds.count_cat("cluster"), color_key=colors,
                            min_alpha=80)
