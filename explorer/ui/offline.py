@@ -46,6 +46,10 @@ import panel.reactive as _reactive
 from panel.io.state import state
 
 _PATCHED = "_explorer_local_dist"
+#: The local address last given to a served session's document: the fallback for an
+#: update made where no document is current (a worker thread), since every session of
+#: one served app has the same.
+_served_dist_url: str | None = None
 
 
 def local_dist_url(doc=None) -> str | None:
@@ -63,21 +67,25 @@ def use_local_resources(doc=None) -> None:
     of the page is built into it (see the module's docstring: Panel sets it only when
     it renders the page). Call it first in the served script; it does nothing outside a
     served session, and keeps an address already set."""
+    global _served_dist_url
     doc = state.curdoc if doc is None else doc
     url = local_dist_url(doc)
     if url is not None:
         doc.template_variables.setdefault("dist_url", url)
+        _served_dist_url = doc.template_variables["dist_url"]
 
 
 def _session_dist_url(dist_url: str) -> str:
     """`dist_url`, or the current session's local one where Panel fell back to the CDN
-    for want of a document."""
+    for want of a document (where no document is current either: the address served
+    sessions of this process were given)."""
     if dist_url != _resources.CDN_DIST or _resources.use_cdn():
         return dist_url
     doc = state.curdoc
     if doc is None:
-        return dist_url
-    return doc.template_variables.get("dist_url") or local_dist_url(doc) or dist_url
+        return _served_dist_url or dist_url
+    return (doc.template_variables.get("dist_url") or local_dist_url(doc)
+            or _served_dist_url or dist_url)
 
 
 def serve_assets_locally() -> None:
