@@ -10,17 +10,13 @@ missing the CDN URL stays. Two gaps leave CDN URLs in a served page:
 * **A session's document gets its address late.** Panel sets ``dist_url`` when it
   renders the session's HTML page, after the app's script has built the whole page
   into the document; it then rewrites the stylesheets it finds under the document's
-  roots. Everything built or updated before that moment (the app's first jobs
-  publish from worker threads meanwhile), and whatever is reached through another
-  session's models (Panel shares stylesheet models through per-document caches keyed
-  by the current document, which threads of ``--num-threads`` can see as another
-  session's), kept or regained the CDN URL. With 16 sessions opened together on one
-  ``panel serve --num-threads 4``, 7 of them asked ``cdn.holoviz.org`` for their
-  sheets about 100 times each, from the first render and on every update; never with
-  1, 2 or 8 sessions. :func:`use_local_resources` gives the document its address as
-  the app starts building it, from the same source Panel uses later
-  (``panel.io.resources.get_dist_path``), so no rewrite in that document can ever
-  pick the CDN: every session's address is its local one from its first model on.
+  roots. Until then every rewrite in that document falls back to the CDN: when many
+  sessions open at once on a threaded server (``--num-threads``), pages asked the CDN
+  for their sheets from the first render and on every update (docs/ui.md,
+  "Offline", has the measurements). :func:`use_local_resources` gives
+  the document its address as the app starts building it, from the value Panel uses
+  later (``panel.io.resources.get_dist_path``), so no rewrite in it can pick the CDN
+  whatever runs meanwhile on the server's threads.
 
 * **Detached models.** A component updated while its Bokeh model is in no document
   gets the CDN URLs (Panel 1.9: ``Markdown._update`` →
@@ -28,7 +24,7 @@ missing the CDN URL stays. Two gaps leave CDN URLs in a served page:
   what happens to the views of a hidden tab of ``pn.Tabs(dynamic=True)``: Panel keeps
   their models, detached, and shows them again when the tab is selected.
   ``Tabs(dynamic=False)`` avoids it but renders every tab on every result (a run's
-  views took 18 s instead of 4 s to appear on 2 cores). :func:`serve_assets_locally`
+  views took several times longer to appear). :func:`serve_assets_locally`
   makes Panel's stylesheet rewriting use the current session's address where it would
   use the CDN for want of a document.
 

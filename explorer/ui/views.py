@@ -881,19 +881,22 @@ class TeachingView(pn.viewable.Viewer):
         )
 
 
-#: The download buttons' look: filled and legible before the first click too (Panel's
-#: FileDownload is an anchor in a button, which the Bootstrap design drew as a faint
-#: outlined link: it looked disabled).
-DOWNLOAD_CSS = """
-:host(:not(.bk-disabled)) .bk-btn { opacity: 1; cursor: pointer; }
-.bk-btn a { color: inherit; text-decoration: none; font-weight: 600; }
-"""
+class _FileDownload(pn.widgets.FileDownload):
+    """Panel's FileDownload with its colour: Panel 1.9 renames ``button_type`` to
+    ``color`` and then drops ``color`` on the way to the browser, so every download
+    button was drawn in the default grey and looked disabled beside the blue Run."""
+
+    _rename = {**pn.widgets.FileDownload._rename, "color": "button_type"}
+
+
+#: The download buttons' label: the button's own text colour, not a link's.
+DOWNLOAD_CSS = ".bk-btn a { color: inherit; text-decoration: none; }"
 
 
 def _download(callback, filename: str, label: str, **params):
-    return pn.widgets.FileDownload(callback=callback, filename=filename, label=label,
-                                   button_type="primary", button_style="solid", embed=False,
-                                   stylesheets=[DOWNLOAD_CSS], **params)
+    return _FileDownload(callback=callback, filename=filename, label=label,
+                         button_type="primary", embed=False, stylesheets=[DOWNLOAD_CSS],
+                         **params)
 
 
 class ExportView(pn.viewable.Viewer):
