@@ -181,7 +181,9 @@ def test_gpu_choice_is_disabled_with_a_reason_when_there_is_none(app):
 def test_dataset_widgets_load_data(app):
     dc = app.data_controls
     _act(lambda: setattr(dc.dataset, "value", "blobs"))
-    assert app.state.dataset.name == "blobs" and app.state.dataset.n == 400
+    # Each set opens at its own n (the 400 chosen for moons stays with moons).
+    assert app.state.dataset.name == "blobs"
+    assert app.state.dataset.n == app.state.data.default_n("blobs")
     expected = explorer.graph_stats(app.state.dataset.X, **app.state.graph.edge_kwargs())
     assert app.state.graph.stats.to_dict() == expected.to_dict()  # stats of the new data
     assert "blobs" in dc.summary.object and "3** classes" in dc.summary.object
