@@ -52,39 +52,51 @@ class Server:
         Where the server's output goes.
     env : dict, optional
         Extra environment variables for the server process.
+    args : sequence of str, optional
+        Extra options for ``panel serve`` (e.g. ``["--num-threads", "4"]``).
+    start_timeout_s : float
+        How long the server may take to answer its first page.
 
     Use as a context manager; :attr:`url` is the app's address once entered, and
     :meth:`log` the output so far.
     """
 
-    def __init__(self, log_path: Path, env: dict | None = None):
+    def __init__(self, log_path: Path, env: dict | None = None, args=(),
+                 start_timeout_s: float = START_TIMEOUT_S):
         self.log_path = Path(log_path)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/app"
         self._env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        self._args = list(args)
+        self._start_timeout_s = start_timeout_s
         self._proc = None
         self._log = None
 
     def __enter__(self) -> Server:
         self._log = open(self.log_path, "w")
         cmd = [sys.executable, "-m", "panel", "serve", "app.py", "--port", str(self.port),
-               "--address", "127.0.0.1", f"--allow-websocket-origin=127.0.0.1:{self.port}"]
+               "--address", "127.0.0.1", f"--allow-websocket-origin=127.0.0.1:{self.port}",
+               *self._args]
         self._proc = subprocess.Popen(cmd, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT,
                                       env=self._env)
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + self._start_timeout_s
         try:
             while True:
                 if self._proc.poll() is not None:
                     raise RuntimeError(f"panel serve exited with {self._proc.returncode}:\n"
                                        f"{self.log()}")
                 try:
-                    with urllib.request.urlopen(self.url, timeout=5) as resp:
+                    # Each request builds a session: on a busy machine that can take
+                    # more than a few seconds, and giving up early only piles up more.
+                    wait = max(5.0, min(60.0, deadline - time.monotonic()))
+                    with urllib.request.urlopen(self.url, timeout=wait) as resp:
                         if resp.status == 200:
                             return self
                 except OSError:
                     pass
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"panel serve did not answer within {START_TIMEOUT_S} s:"
+                    raise RuntimeError("panel serve did not answer within "
+                                       f"{self._start_timeout_s} s:"
                                        f"\n{self.log()}")
                 time.sleep(0.3)
         except BaseException:
@@ -105,6 +117,11 @@ class Server:
                 self._proc.wait(10)
         if self._log is not None and not self._log.closed:
             self._log.close()
+
+    @property
+    def pid(self) -> int | None:
+        """The server process's id while it runs."""
+        return None if self._proc is None else self._proc.pid
 
     def log(self) -> str:
         return self.log_path.read_text()

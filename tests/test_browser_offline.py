@@ -11,7 +11,10 @@ asked of another host and that no request failed.
 
 from __future__ import annotations
 
+import os
 import re
+import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -144,3 +147,141 @@ def test_no_request_leaves_this_machine(server, browser, tmp_path, rng):
         assert page.failed == [], page.failed
     finally:
         page.close()
+
+
+#: Sessions the classroom test opens at once (``EXPLORER_LOAD_SESSIONS`` overrides it,
+#: e.g. to measure the server's memory at another class size).
+LOAD_SESSIONS = int(os.environ.get("EXPLORER_LOAD_SESSIONS", "16"))
+LOAD_TIMEOUT_MS = 300_000
+
+
+def tree_rss_mib(pid: int) -> tuple[float, float]:
+    """Memory (MiB) of process `pid`: its resident set alone, and the proportional set
+    size of it with all its descendants (the run workers and their fork server, which
+    share pages: their RSS would count them once per process), from ``/proc``."""
+
+    def field(p: int, path: str, name: str) -> float:
+        try:
+            for line in Path(f"/proc/{p}/{path}").read_text().splitlines():
+                if line.startswith(name):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return 0.0
+
+    def children(p: int) -> list[int]:
+        out = []
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                out += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+        return out
+
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        total += field(p, "smaps_rollup", "Pss:")
+        todo += children(p)
+    return field(pid, "status", "VmRSS:"), total
+
+
+class ClassroomPage(OfflinePage):
+    """An offline page that also records the page's errors (uncaught exceptions, and
+    console errors such as BokehJS's ``reference pNNNN isn't known``)."""
+
+    def __init__(self, browser, url: str):
+        self.errors: list[str] = []
+        self.context = browser.new_context(viewport={"width": 1300, "height": 900})
+        self.foreign: list[str] = []
+        self.failed: list[str] = []
+        self.requests = 0
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(LOAD_TIMEOUT_MS)
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        self.page.on("console", lambda m: self.errors.append(f"console: {m.text}")
+                     if m.type == "error" else None)
+        self.page.on("requestfailed", lambda r: self.failed.append(f"{r.url}: {r.failure}"))
+        self.page.goto(url, wait_until="commit")  # the sessions open together
+
+    def run_button(self):
+        return self.page.get_by_role("button", name="Run", exact=True)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc for memory")
+def test_classroom_offline_under_load(browser, tmp_path, capsys):
+    """A class opens the app at once: 16 sessions of one ``panel serve app.py
+    --num-threads 4``, each waits for Run, moves the threshold, runs, switches to
+    circles and runs again. No request of any page leaves this machine, and no page
+    logs an error (the stylesheets of every session's document are this server's from
+    its first render on, whatever the other sessions' threads do meanwhile)."""
+    with Server(tmp_path / "panel.log", args=["--num-threads", "4"],
+                start_timeout_s=300) as server:
+        rss = {"0 sessions": tree_rss_mib(server.pid)}
+        pages = [ClassroomPage(browser, server.url) for _ in range(LOAD_SESSIONS)]
+        t0 = time.monotonic()
+
+        def mark(what: str) -> None:
+            with capsys.disabled():
+                print(f"\n{time.monotonic() - t0:6.1f} s: {what}", end="", flush=True)
+
+        try:
+            for pg in pages:
+                pg.run_button().wait_for()
+                pg.page.locator(".stats-table table").wait_for()
+            mark('ready')
+            for pg in pages:
+                pg.page.locator(".threshold-slider .noUi-handle").focus()
+                pg.page.keyboard.press("PageUp")
+            for pg in pages:
+                expect_enabled(pg.run_button())
+                pg.run_button().click()
+            for pg in pages:
+                pg.page.get_by_text(re.compile(r"Spectral: ARI \d")).first.wait_for()
+            mark('run 1')
+            for pg in pages:
+                data_set = pg.page.locator("select", has=pg.page.locator("option",
+                                                                         has_text="circles"))
+                data_set.select_option("circles")
+            for pg in pages:
+                pg.page.get_by_text(re.compile(r"circles: n = [\d,]+")).first.wait_for()
+            for pg in pages:
+                expect_enabled(pg.run_button())
+                pg.run_button().click()
+            for pg in pages:  # the Clusters tab's note on the new data goes with the run
+                pg.page.get_by_text("Press Run to cluster these data").first.wait_for(
+                    state="hidden")
+                pg.page.get_by_text(re.compile(r"Spectral: ARI \d")).first.wait_for()
+            mark('run 2')
+            pages[0].settle(2000)
+            rss[f"{LOAD_SESSIONS} sessions"] = tree_rss_mib(server.pid)
+        finally:
+            for pg in pages:
+                pg.close()
+        # Bokeh drops a session whose page closed after --unused-session-lifetime
+        # (15 s), looked for every --check-unused-sessions (17 s).
+        time.sleep(40)
+        rss["after they closed"] = tree_rss_mib(server.pid)
+        with capsys.disabled():
+            print("\nserver MiB (process RSS, PSS with its run workers):",
+                  {k: f"{a:.0f}, {b:.0f}" for k, (a, b) in rss.items()})
+        foreign = [u for pg in pages for u in pg.foreign]
+        failed = [u for pg in pages for u in pg.failed]
+        errors = [e for pg in pages for e in pg.errors]
+        by_page = [len(pg.foreign) for pg in pages]
+        names = sorted({u.split("?")[0].rsplit("/", 1)[-1] for u in foreign})
+        assert foreign == [], (f"{len(foreign)} off-host requests from {sum(map(bool, by_page))}"
+                               f" of {len(pages)} sessions ({by_page}): {names}")
+        assert failed == [], failed[:5]
+        assert errors == [], errors[:5]
+    server.check_log()
+
+
+def expect_enabled(locator, timeout_s: float = LOAD_TIMEOUT_MS / 1000) -> None:
+    """Wait until `locator` (a button) is enabled."""
+    deadline = time.monotonic() + timeout_s
+    while locator.is_disabled():
+        assert time.monotonic() < deadline, "the button stayed disabled"
+        time.sleep(0.1)

@@ -236,3 +236,33 @@ def test_tick_formatter_in_the_browser():
                 assert got == want, name
         finally:
             browser.close()
+
+
+def test_spectrum_axis_reads_as_a_label():
+    """The spectrum's value axis is a label with a real subscript, not the text
+    ``λ_i`` of a dimension name."""
+    fig = hv.render(plots.spectrum(np.array([0.0, 0.01, 0.5, 0.7]), k_suggested=2),
+                    backend="bokeh")
+    assert fig.yaxis[0].axis_label == plots.EIGENVALUE_LABEL == "eigenvalue λᵢ"
+    assert fig.xaxis[0].axis_label == "index i"
+
+
+def test_landmarks_let_the_clusters_show_through():
+    """A thousand landmarks are drawn small, outlined and nearly transparent; the
+    representatives keep their cluster's solid fill."""
+    xy = np.random.default_rng(0).normal(size=(1000, 2))
+    marks = hv.render(plots.anchor_points(xy, kind="landmarks"), backend="bokeh")
+    glyph = marks.renderers[-1].glyph
+    assert glyph.fill_alpha < 0.3 and glyph.line_alpha > 0.5 and glyph.size <= 6
+    reps = hv.render(plots.anchor_points(xy, labels=np.zeros(1000, int)), backend="bokeh")
+    assert reps.renderers[-1].glyph.fill_alpha > 0.8
+
+
+def test_ten_classes_legend_in_two_columns():
+    """Ten classes (the digits) in one legend column were as tall as the plot and ran
+    over it: beyond six labels the legend has two columns."""
+    xy = np.random.default_rng(1).normal(size=(500, 2))
+    fig = hv.render(plots.labelled_points(xy, np.arange(500) % 10), backend="bokeh")
+    assert [legend.ncols for legend in fig.select(Legend)] == [2]
+    fig = hv.render(plots.labelled_points(xy, np.arange(500) % 3), backend="bokeh")
+    assert [legend.ncols for legend in fig.select(Legend)] != [2]

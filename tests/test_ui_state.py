@@ -834,3 +834,28 @@ def test_views_of_runs_take_turns_with_other_work():
     assert [name for name, _ in events] == ["a", "statistics", "b"]
     assert events[2][1] - events[0][1] >= 0.4
     assert all(s.views.result.run is s.result and not s.views.stale for s in states)
+
+
+def test_each_data_set_keeps_its_own_n():
+    """A set opens at its own default n (digits: all 1,797 rows) and the size chosen for
+    one set does not carry to another: after digits, moons is back at 5,000; a size the
+    user chose for moons comes back with moons."""
+    from explorer.ui._data import DEFAULT_N, DataState
+
+    d = DataState()
+    assert d.n_samples == DEFAULT_N
+    d.dataset = "digits"
+    assert d.n_samples == 1797
+    d.dataset = "moons"
+    assert d.n_samples == DEFAULT_N
+    d.n_samples = 3000
+    d.dataset = "circles"
+    assert d.n_samples == DEFAULT_N
+    d.dataset = "moons"
+    assert d.n_samples == 3000
+    d.n_samples = DEFAULT_N  # back to the default: nothing to remember
+    d.dataset = "digits"
+    d.dataset = "moons"
+    assert d.n_samples == DEFAULT_N
+    d.param.update(dataset="circles", n_samples=2500)  # both at once (a notebook): as asked
+    assert d.n_samples == 2500

@@ -9,6 +9,7 @@ the spot, so every wire from widget to state to view is exercised here.
 from __future__ import annotations
 
 import ast
+import asyncio
 import inspect
 import io
 
@@ -22,10 +23,12 @@ pytest.importorskip("panel", reason="the views need Panel (pip install -e '.[app
 import holoviews as hv  # noqa: E402
 import panel as pn  # noqa: E402
 import param  # noqa: E402
+from bokeh.models import Axis  # noqa: E402
 from holoviews.core.spaces import DynamicMap  # noqa: E402
 
 import explorer  # noqa: E402
 from explorer.ui import ExplorerApp, plots  # noqa: E402
+from explorer.ui._teaching import STEPS  # noqa: E402
 from explorer.ui.state import ExplorerState  # noqa: E402
 from tests._session import act as _act  # noqa: E402
 from tests._session import act_async as _act_async  # noqa: E402
@@ -177,7 +180,9 @@ def test_gpu_choice_is_disabled_with_a_reason_when_there_is_none(app):
 def test_dataset_widgets_load_data(app):
     dc = app.data_controls
     _act(lambda: setattr(dc.dataset, "value", "blobs"))
-    assert app.state.dataset.name == "blobs" and app.state.dataset.n == 400
+    # Each set opens at its own n (the 400 chosen for moons stays with moons).
+    assert app.state.dataset.name == "blobs"
+    assert app.state.dataset.n == app.state.data.default_n("blobs")
     expected = explorer.graph_stats(app.state.dataset.X, **app.state.graph.edge_kwargs())
     assert app.state.graph.stats.to_dict() == expected.to_dict()  # stats of the new data
     assert "blobs" in dc.summary.object and "3** classes" in dc.summary.object
@@ -427,3 +432,132 @@ def test_notebook_is_clean_and_its_cells_run():
     assert state.dataset.name == "circles" and state.dataset.n == 3000
     assert state.result is not None and state.result.scores["spectral"]["ari"] > 0.99
     assert namespace["app"].clusters.plot.object is not None
+
+
+def test_hypo_slider_is_stepped_where_widths_are_useful(app):
+    """hypoMaxNnzRow's useful widths are mostly under 100: the slider's stops are dense
+    there (every width to 16) and sparse up to 1,024; a width set from code that is no
+    stop becomes one, not rounded."""
+    g, hypo = app.state.graph, app.graph_controls.hypo.widget
+    assert isinstance(hypo, pn.widgets.DiscreteSlider)
+    stops = list(hypo.options)
+    assert stops[0] == 0 and stops[-1] == 1024 and set(range(17)) <= set(stops)
+    assert sum(v < 100 for v in stops) > len(stops) / 2
+    g.hypo_max_nnz_row = 300
+    assert hypo.value == 300 and 300 in hypo.options
+    _act(lambda: setattr(hypo, "value", 64))
+    assert g.hypo_max_nnz_row == 64
+
+
+def test_a_change_during_a_run_says_it_waits_for_the_next_run(app):
+    """A setting changed while a run is in flight does not reach that run: the sidebar
+    says so during the run, still after it, and no more once the next Run starts."""
+    r, controls = app.state.run_state, app.run_controls
+    k = r.n_clusters
+
+    async def change_while_running():
+        run = asyncio.ensure_future(r.request())
+        while not r.busy:
+            await asyncio.sleep(0.005)
+        assert not controls.pending.visible
+        r.n_clusters = k + 1
+        assert controls.pending.visible and "next **Run**" in controls.pending.object
+        await run
+
+    _act_async(change_while_running)
+    assert app.state.result.n_clusters == k and r.stale  # the run used the old k
+    assert controls.pending.visible and "press **Run**" in controls.pending.object
+    _act(lambda: controls.button.param.trigger("clicks"))
+    assert not controls.pending.visible and app.state.result.n_clusters == k + 1
+
+
+def test_views_label_axes_with_the_files_column_names(app, tmp_path):
+    """Uploaded data are drawn under their columns' names in every view of the data's
+    space (clusters, eigenvector, the tour's steps), not x0/x1 or x/y."""
+    rng = np.random.default_rng(3)
+    X = np.vstack([rng.normal(0, 0.2, (60, 2)), rng.normal(3, 0.2, (60, 2))])
+    text = "height,weight\n" + "".join(f"{a:.4f},{b:.4f}\n" for a, b in X)
+    d = app.state.data
+    _act(lambda: (d.set_file("people.csv", text.encode()), setattr(d, "source", "file")))
+    assert app.state.dataset.name == "people.csv"
+    assert d.result.axis_labels() == ("height", "weight")
+    _connect(app.state)
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))
+    def axis_labels(obj) -> set:
+        fig = _render(obj)
+        return {ax.axis_label for ax in fig.select({"type": Axis})}
+
+    assert {"height", "weight"} <= axis_labels(app.clusters.plot.object)
+    assert axis_labels(app.eigenvectors.values.object) == {"height", "weight"}
+    t = app.state.teaching
+    for i, step in enumerate(STEPS):
+        if step.key in ("data", "graph", "eigenvectors", "kmeans"):
+            _act(lambda i=i: setattr(t, "step", i))
+            assert {"height", "weight"} <= axis_labels(app.teaching.plot.object), step.key
+
+
+def _png_size(content: bytes) -> tuple[int, int]:
+    """Width and height of a PNG from its header (the IHDR chunk comes first)."""
+    assert content[:8] == b"\x89PNG\r\n\x1a\n", content[:8]
+    assert content[12:16] == b"IHDR"
+    return int.from_bytes(content[16:20], "big"), int.from_bytes(content[20:24], "big")
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_view_exports_as_png_and_svg_at_the_size_asked(app):
+    """The Export tab draws a view as a figure for slides: a PNG of twice the pixels
+    asked (a projector's full screen) and an SVG of the size asked that parses, with
+    the view's axis labels in it; the guided tour's steps come as a numbered set."""
+    import xml.etree.ElementTree as ET
+    import zipfile
+
+    from explorer.ui import _export
+
+    if not __import__("os").path.exists(_export.CHROMIUM):
+        pytest.skip(f"no Chromium at {_export.CHROMIUM}")
+    _connect(app.state)
+    _act(lambda: app.run_controls.button.param.trigger("clicks"))
+    export = app.export
+    export.view.value = "Spectrum"
+    export.fig_width.value, export.fig_height.value = 640, 360
+    files = {}
+
+    async def draw():
+        files["png"] = (await export._png()).getvalue()
+        files["svg"] = (await export._svg()).getvalue()
+
+    _act_async(draw)
+    assert not export.figure_error.visible, export.figure_error.object
+    assert _png_size(files["png"]) == (1280, 720)
+    svg = ET.fromstring(files["svg"])
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+    assert (svg.get("width"), svg.get("height")) == ("640", "360")
+    assert "eigenvalue λᵢ" in files["svg"].decode()
+    assert export.png.filename.endswith("-spectrum.png")
+
+    steps = {}
+
+    async def tour():
+        steps["figures"] = await app.tour_figures()
+
+    _act_async(tour)
+    figures = steps["figures"]
+    assert [t for t, _ in figures][0] == "The data" and len(figures) == len(STEPS)
+    content = _export.figure_zip(figures[:2], width=400, height=300, formats=("png",))
+    with zipfile.ZipFile(io.BytesIO(content)) as archive:
+        names = archive.namelist()
+        assert names[0] == "01-the-data.png", names
+        assert all(_png_size(archive.read(n)) == (800, 600) for n in names)
+
+
+def test_figure_export_refuses_sizes_and_formats_it_cannot_draw():
+    from explorer.ui import _export
+
+    element = plots.spectrum(np.array([0.0, 0.5]))
+    with pytest.raises(ValueError, match=r"width must be a whole number of pixels in \[200"):
+        _export.figure_files(element, width=50)
+    with pytest.raises(ValueError, match="formats must be among"):
+        _export.figure_files(element, formats=("pdf",))
+    with pytest.raises(ValueError, match="nothing to export"):
+        _export.figure_zip([("empty", None)])

@@ -123,10 +123,15 @@ class LoadResult:
         return f"{self.dataset.name}, n = {self.dataset.n:,}{scaled}"
 
     def axis_labels(self) -> tuple[str, str]:
-        """The labels of the drawing's axes: the features or principal components,
-        and the scaling when one is chosen (``x0 (standard-scaled)``)."""
+        """The labels of the drawing's axes: the features (by the names a file's header
+        gives them, else ``x0``, ``x1``) or principal components, and the scaling when
+        one is chosen (``x0 (standard-scaled)``). Every view of the data's space uses
+        them."""
         d = self.dataset.d
         names = ("x0", "x1") if d == 2 else ("x0", "") if d == 1 else ("PC 1", "PC 2")
+        features = getattr(self.dataset, "feature_names", None)  # a file's column names
+        if features and d <= 2 and len(features) == d:
+            names = (str(features[0]), str(features[1]) if d == 2 else "")
         if self.scale is None:
             return names
         return tuple(f"{name} ({self.scale}-scaled)" if name else name for name in names)
@@ -340,6 +345,9 @@ class DataState(Stage):
         super().__init__(**params)
         self._file_bytes: bytes | None = None
         self._label_chosen = False
+        self._n_chosen: dict[str, int] = {}  # n the user chose, by built-in set
+        self._set_defaults()
+        self.param.watch(self._dataset_changed, ["dataset", "n_samples"])
 
     # -- what was loaded -----------------------------------------------------------
     @property
@@ -372,14 +380,35 @@ class DataState(Stage):
                 return name
         return None
 
-    @param.depends("dataset", watch=True, on_init=True)
-    def _dataset_defaults(self):
-        # The size carries over (clipped to what the set has); the noise is the set's own.
-        top = app_max_n(self.dataset)
-        if self.n_samples > top:
-            self.n_samples = int(top)
+    def default_n(self, name: str) -> int:
+        """The n a built-in set opens with: :data:`DEFAULT_N`, or all the set has."""
+        return int(min(DEFAULT_N, app_max_n(name)))
+
+    def _set_defaults(self, n: int | None = None) -> None:
+        """The selected set's own noise, and `n` (default: the n now) clipped to what
+        the set has, in one update."""
+        n = self.n_samples if n is None else n
+        values = {"n_samples": int(min(n, app_max_n(self.dataset)))}
         if self.noise_option is not None:
-            self.noise = float(self.info.options[self.noise_option])
+            values["noise"] = float(self.info.options[self.noise_option])
+        self.param.update(**values)
+
+    def _dataset_changed(self, *events) -> None:
+        """Each set keeps its own n: the one the user chose for it, else its default
+        (digits' 1,797 does not carry over to moons). An update that sets the set and
+        n together keeps that n."""
+        changed = {e.name: e for e in events}
+        if "dataset" not in changed:
+            return
+        before = changed["dataset"].old
+        n_before = changed["n_samples"].old if "n_samples" in changed else self.n_samples
+        if n_before != self.default_n(before):
+            self._n_chosen[before] = n_before
+        else:
+            self._n_chosen.pop(before, None)
+        n = (changed["n_samples"].new if "n_samples" in changed
+             else self._n_chosen.get(self.dataset, self.default_n(self.dataset)))
+        self._set_defaults(n)
 
     # -- files -------------------------------------------------------------------
     def set_file(self, file_name: str, content: bytes) -> None:

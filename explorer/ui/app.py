@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 
+import holoviews as hv
 import panel as pn
 import param
 
 from .controls import DataControls, GraphControls, RunControls
-from .state import ExplorerState
+from .offline import use_local_resources
+from .state import STEPS, ExplorerState
 from .views import (
     ClustersView,
     EigenvectorView,
@@ -76,8 +78,11 @@ class ExplorerApp(pn.viewable.Viewer):
         self.sparsity = SparsityView(state=s)
         self.timings = TimingsView(state=s)
         self.teaching = TeachingView(state=s)
-        self.export = ExportView(state=s)
+        self.export = ExportView(state=s, figures=self._figures(), tour=self.tour_figures)
         self.run_controls.button.on_click(self._run)
+        # The run computes on Run only; its input changes tell the sidebar, which says
+        # when a change made during a run waits for the next one.
+        s.run_state.on_change = self.run_controls.inputs_changed
 
         self.tabs = pn.Tabs(
             ("Clusters", self.clusters),
@@ -103,6 +108,43 @@ class ExplorerApp(pn.viewable.Viewer):
             await self.state.run_state.request()
         except (ValueError, RuntimeError) as exc:
             self.state.run_state.error = str(exc)
+
+    def _figures(self) -> dict:
+        """What each view draws now, by name, for the Export tab's figures."""
+
+        def joined(*panes):
+            objs = [p.object for p in panes if p.object is not None]
+            return None if not objs else objs[0] if len(objs) == 1 else hv.Layout(objs)
+
+        return {
+            "Clusters": lambda: self.clusters.plot.object,
+            "Eigenvectors": lambda: joined(self.eigenvectors.values,
+                                           self.eigenvectors.embedding),
+            "Spectrum": lambda: self.spectrum.plot.object,
+            "Sparsity": lambda: joined(self.sparsity.spy, self.sparsity.hist),
+            "Timings": lambda: self.timings.bars.object,
+            "Guided tour (this step)": lambda: self.teaching.plot.object,
+        }
+
+    async def tour_figures(self, timeout_s: float = 120.0) -> list:
+        """The guided tour's steps as (title, figure) pairs, in order: each step is
+        shown in turn, its jobs (the tour's graph, the orders of S) awaited, its
+        figure taken; the step shown before comes back at the end. A step with nothing
+        to draw (no run yet) gives None."""
+        t, out = self.state.teaching, []
+        start = t.step
+        try:
+            for i, step in enumerate(STEPS):
+                t.step = i
+                deadline = asyncio.get_running_loop().time() + timeout_s
+                await asyncio.sleep(0)
+                while (self.teaching.orders.busy or any(st.busy for st in self.state.stages)) \
+                        and asyncio.get_running_loop().time() < deadline:
+                    await asyncio.sleep(0.05)
+                out.append((step.title.split("·", 1)[-1].strip(), self.teaching.plot.object))
+        finally:
+            t.step = start
+        return out
 
     async def idle(self) -> None:
         """Wait until no stage of this app has work asked for or in flight.
@@ -140,8 +182,11 @@ class ExplorerApp(pn.viewable.Viewer):
 
         Bootstrap rather than the Fast templates: the Fast design fetches its font from
         Google Fonts, which a machine without internet access (a lab, a GPU server)
-        answers with errors; every resource of this page comes from the Panel server.
+        answers with errors; every resource of this page comes from the Panel server (in
+        a served session the document gets its local stylesheet address before the page
+        is built into it: :func:`explorer.ui.offline.use_local_resources`).
         """
+        use_local_resources()
         return pn.template.BootstrapTemplate(
             title="Spectral Explorer",
             sidebar=self.sidebar(),

@@ -158,13 +158,30 @@ class LogSlider:
             self._syncing = False
 
 
-class OptionalSlider:
-    """A slider for a parameter that may be None, where 0 stands for None ("default")."""
+#: The stops of the hypoMaxNnzRow slider: every width up to 16, then about 25 % apart
+#: up to 1,024. Useful widths are mostly under 100; a linear slider over 0-1,024 gave
+#: them a tenth of its track.
+HYPO_STOPS = (*range(17), 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 256,
+              320, 384, 512, 640, 768, 1024)
 
-    def __init__(self, obj, name: str, label: str, end, step, integer: bool = False):
+
+class OptionalSlider:
+    """A slider for a parameter that may be None, where 0 stands for None ("default").
+
+    With `stops`, a stepped slider over those values (0 among them): a value set from
+    outside (a notebook) that is not a stop is added to them, never rounded.
+    """
+
+    def __init__(self, obj, name: str, label: str, end, step, integer: bool = False,
+                 stops=None):
         self.obj, self.name = obj, name
-        cls = pn.widgets.IntSlider if integer else pn.widgets.FloatSlider
-        self.widget = cls(name=label, start=0, end=end, step=step, **_WIDE)
+        self._stops = None if stops is None else sorted(set(stops) | {0})
+        if self._stops is not None:
+            self.widget = pn.widgets.DiscreteSlider(name=label, options=self._stops, value=0,
+                                                    **_WIDE)
+        else:
+            cls = pn.widgets.IntSlider if integer else pn.widgets.FloatSlider
+            self.widget = cls(name=label, start=0, end=end, step=step, **_WIDE)
         self._syncing = False
         self._from_state()
         self.widget.param.watch(self._to_state, "value")
@@ -183,7 +200,12 @@ class OptionalSlider:
             self._syncing = True
             try:
                 value = getattr(self.obj, self.name)
-                self.widget.value = 0 if value is None else value
+                value = 0 if value is None else value
+                if self._stops is not None and value not in self._stops:
+                    self._stops = sorted({*self._stops, value})
+                    self.widget.param.update(options=self._stops, value=value)
+                else:
+                    self.widget.value = value
             finally:
                 self._syncing = False
 
@@ -461,7 +483,7 @@ class GraphControls(pn.viewable.Viewer):
         self.epsilon = pn.pane.Markdown("", margin=(0, 10), css_classes=["epsilon"])
         self.method = pn.widgets.Select.from_param(g.param.method, name="Method", **_WIDE)
         self.hypo = OptionalSlider(g, "hypo_max_nnz_row", "hypoMaxNnzRow, CSR-2 (0 = default)",
-                                   1024, 1, integer=True)
+                                   1024, 1, integer=True, stops=HYPO_STOPS)
         # What 0 means, honestly: CSR-2's default width for these data, while the
         # statistics show the suggested one.
         self.hypo_note = pn.pane.Markdown("", margin=(0, 10), css_classes=["hypo-note"])
@@ -582,6 +604,11 @@ class RunControls(pn.viewable.Viewer):
         self.button = pn.widgets.Button(name="Run", button_type="primary",
                                         css_classes=["run-button"], **_WIDE)
         self.progress_text = pn.pane.Markdown("", margin=(0, 10), css_classes=["run-progress"])
+        # A change made while a run is in flight is not lost, but the run in flight does
+        # not take it: say so, until the next Run starts.
+        self.pending = pn.pane.Alert("", alert_type="warning", visible=False,
+                                     css_classes=["run-pending"], margin=(0, 10), **_WIDE)
+        self._run_inputs = None  # the inputs of the run in flight
         self.alert = _alert("error", r)
 
         self.tol.param.watch(lambda e: setattr(r, "eigen_tol", TOLERANCES[e.new]), "value")
@@ -610,13 +637,32 @@ class RunControls(pn.viewable.Viewer):
         r = self.state.run_state
         self.progress_text.object = r.progress  # the bar is at the top of the main area
         self.button.name = "Running…" if r.busy else "Run"
+        if any(e.name == "busy" for e in events):
+            if r.busy:  # a run starts with the inputs of now
+                self._run_inputs = r.inputs_now()
+                self.pending.visible = False
+            elif self.pending.visible:
+                self.pending.object = ("Changed during the last run, which did not use the "
+                                       "change: press **Run** to apply it.")
         self._enable()
+
+    def inputs_changed(self) -> None:
+        """An input of the run changed (the app calls it from ``RunState.on_change``):
+        during a run, say that the change waits for the next Run."""
+        r = self.state.run_state
+        if not r.busy or self._run_inputs is None:
+            return
+        changed = r.inputs_now() != self._run_inputs
+        if changed:
+            self.pending.object = ("The run in progress uses the settings it started with; "
+                                   "your change applies to the next **Run**.")
+        self.pending.visible = changed
 
     def __panel__(self):
         return pn.Column(
             self.k, self.auto_k, self.mode, self.n_representatives.widget,
             self.n_landmarks.widget, self.mode_note, self.solver, self.tol,
             self.eigenpairs.widget, self.n_init, self.seed, self.compare,
-            self.button, self.progress_text, self.alert, **_WIDE,
+            self.button, self.progress_text, self.pending, self.alert, **_WIDE,
         )
 

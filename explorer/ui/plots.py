@@ -204,6 +204,11 @@ def labelled_points(xy, labels, *, names: Sequence | None = None, title: str = "
     points = hv.Points(frame, kdims=kdims, vdims=["cluster"], label=title)
     show_legend = len(colors) <= 16
     opts = dict(title=title, show_legend=show_legend, legend_position="right", **_axes_opts())
+    if len(colors) > 6:
+        # Ten digits' classes in one column were as tall as the plot and ran over it:
+        # two columns, tighter rows.
+        opts.update(legend_opts={"ncols": 2, "spacing": 0, "padding": 4,
+                                 "label_text_font_size": "9pt"})
     if len(frame) > DATASHADE_ABOVE:
         shaded = datashade(points, aggregator=ds.count_cat("cluster"), color_key=colors,
                            min_alpha=80)
@@ -244,6 +249,11 @@ def valued_points(xy, values, *, title: str = "", clabel: str = "value", xlabel=
     return points.opts(color="value", nonselection_alpha=0.2, **_POINT_OPTS, **opts)
 
 
+#: The spectrum's value axis: the i-th smallest eigenvalue, with a real subscript
+#: (plain text, so it needs no MathJax and renders offline and in exports).
+EIGENVALUE_LABEL = "eigenvalue λᵢ"
+
+
 def spectrum(eigenvalues, *, k_used=None, k_suggested=None, title="Eigenvalues of L_sym"):
     """Eigenvalue spectrum (ascending) with the largest gap marked.
 
@@ -259,9 +269,11 @@ def spectrum(eigenvalues, *, k_used=None, k_suggested=None, title="Eigenvalues o
     """
     lam = np.asarray(eigenvalues, dtype=np.float64)
     index = np.arange(1, len(lam) + 1)
-    curve = hv.Curve((index, lam), kdims="i", vdims="λ_i").opts(color="#4c72b0")
-    dots = hv.Scatter((index, lam), kdims="i", vdims="λ_i").opts(size=7, color="#4c72b0",
-                                                                 tools=["hover"])
+    i_dim = hv.Dimension("i", label="index i")
+    lam_dim = hv.Dimension("lambda", label=EIGENVALUE_LABEL)
+    curve = hv.Curve((index, lam), kdims=i_dim, vdims=lam_dim).opts(color="#4c72b0")
+    dots = hv.Scatter((index, lam), kdims=i_dim, vdims=lam_dim).opts(size=7, color="#4c72b0",
+                                                                     tools=["hover"])
     layers = [curve, dots]
     if k_suggested is not None and 1 <= k_suggested < len(lam):
         lo, hi = lam[k_suggested - 1], lam[k_suggested]
@@ -275,8 +287,8 @@ def spectrum(eigenvalues, *, k_used=None, k_suggested=None, title="Eigenvalues o
         layers.append(hv.VLine(k_used + 0.5).opts(color="#c44e52", line_dash="dashed",
                                                   line_width=1.5))
     return hv.Overlay(layers).opts(
-        title=title, xlabel="i", ylabel="λ_i", responsive=True, min_height=320, show_grid=True,
-        xticks=_integer_ticker(), **_axes_opts(),
+        title=title, xlabel="index i", ylabel=EIGENVALUE_LABEL, responsive=True, min_height=320,
+        show_grid=True, xticks=_integer_ticker(), **_axes_opts(),
     )
 
 
@@ -407,7 +419,8 @@ def edges_of(csr, max_edges: int = MAX_EDGES_DRAWN, seed: int = 0):
 
 
 def graph_edges(xy, rows, cols, *, labels=None, names=None, max_edges: int = MAX_EDGES_DRAWN,
-                seed: int = 0, title: str = "Similarity graph"):
+                seed: int = 0, title: str = "Similarity graph", xlabel: str = "x",
+                ylabel: str = "y"):
     """The graph drawn over the points: one segment per undirected edge.
 
     Parameters
@@ -422,6 +435,8 @@ def graph_edges(xy, rows, cols, *, labels=None, names=None, max_edges: int = MAX
         Legend text by label number (see :func:`labelled_points`).
     max_edges : int
         At most this many edges are drawn, a seeded uniform sample beyond.
+    xlabel, ylabel : str
+        The axes' labels (the data's, ``LoadResult.axis_labels``).
 
     Returns
     -------
@@ -438,7 +453,7 @@ def graph_edges(xy, rows, cols, *, labels=None, names=None, max_edges: int = MAX
     if len(rows) > max_edges:
         keep = np.random.default_rng(seed).choice(len(rows), max_edges, replace=False)
         rows, cols = rows[keep], cols[keep]
-    kdims = [hv.Dimension("x", label="x"), hv.Dimension("y", label="y"), "x1", "y1"]
+    kdims = [*_axes("data", xlabel, ylabel), "x1", "y1"]
     segments = hv.Segments((xy[rows, 0], xy[rows, 1], xy[cols, 0], xy[cols, 1]), kdims=kdims)
     if len(rows) > EDGES_RASTERIZE_ABOVE:
         edges = rasterize(segments, aggregator=ds.count(), vdim_prefix="").opts(
@@ -453,12 +468,12 @@ def graph_edges(xy, rows, cols, *, labels=None, names=None, max_edges: int = MAX
     else:
         show_legend = True
     # Points under the edges, small: the edges stay visible between and over them.
-    points = labelled_points(xy, labels, names=names, spread_px=0)
+    points = labelled_points(xy, labels, names=names, spread_px=0, xlabel=xlabel, ylabel=ylabel)
     if len(xy) <= DATASHADE_ABOVE:
         points = points.opts(size=2 if len(xy) > 2000 else 4)
     points = points.opts(show_legend=show_legend)
     overlay = (points * edges).opts(title=title, responsive=True, min_height=320,
-                                    xlabel="x", ylabel="y", **_axes_opts())
+                                    xlabel=xlabel, ylabel=ylabel, **_axes_opts())
     return overlay, len(rows)
 
 
@@ -495,7 +510,9 @@ class LiveHistogram:
                                                   ("rows", "@top")]))
         self.line = Span(dimension="height", location=0, line_color="#c44e52", line_width=2,
                          line_dash="dashed", visible=False)
+        # On a white ground, above the tallest bar (the y range leaves room for it).
         self.label = Label(x=0, y=0, text="", text_color="#c44e52", text_font_size="9pt",
+                           background_fill_color="white", background_fill_alpha=0.85,
                            visible=False)
         self.figure.add_layout(self.line)
         self.figure.add_layout(self.label)
@@ -512,14 +529,14 @@ class LiveHistogram:
             hi = max(hi, hypo * 1.05 + 1)
             right = hypo < lo + 0.6 * (hi - lo)
             self.line.update(location=hypo, visible=True)
-            self.label.update(x=hypo, y=top * 1.12, visible=True,
+            self.label.update(x=hypo, y=top * 1.08, visible=True,
                               text=f" hypoMaxNnzRow = {hypo:g}" if right
                               else f"hypoMaxNnzRow = {hypo:g} ",
                               text_align="left" if right else "right")
         else:
             self.line.visible = self.label.visible = False
         self.figure.x_range.update(start=lo, end=hi)
-        self.figure.y_range.update(start=0, end=top * 1.25)
+        self.figure.y_range.update(start=0, end=top * (1.45 if hypo is not None else 1.1))
 
 
 #: Marker of each kind of anchor point drawn over the data (:func:`anchor_points`).
@@ -537,7 +554,8 @@ def anchor_points(xy, *, labels=None, kind: str = "representatives", xlabel: str
     labels : ndarray of int, shape (m,), optional
         Their clusters (representatives): each is filled with its cluster's colour and
         ringed in black, so that it shows over the points of its own cluster; without,
-        black markers (landmarks belong to no cluster).
+        black-outlined, nearly transparent markers (landmarks belong to no cluster, and
+        a thousand of them must not hide the clusters under them).
     kind : {"representatives", "landmarks"}
         Circles for representatives, triangles for landmarks.
     xlabel, ylabel : str
@@ -571,6 +589,11 @@ def anchor_points(xy, *, labels=None, kind: str = "representatives", xlabel: str
     points = hv.Points(frame, kdims=kdims, vdims=["cluster", "fill"], label=f"{label}s")
     # Smaller and thinner as they grow many, so that the points stay visible between them.
     size, line = (9, 1.0) if len(frame) <= 500 else (6, 0.8) if len(frame) <= 2000 else (4, 0.5)
+    fill_alpha, line_alpha = 0.9, 1.0
+    if labels is None:
+        # Landmarks (often a thousand) cover the clusters they sit on: hollow-looking,
+        # outlined markers, a size smaller, let the clusters' colours show through.
+        size, fill_alpha, line_alpha = max(size - 2, 4), 0.15, 0.7
     return points.opts(color="fill", marker=ANCHOR_MARKERS[kind], size=size, line_color="black",
-                       line_width=line, fill_alpha=0.9, tools=["hover"], show_legend=True,
-                       responsive=True, min_height=320)
+                       line_width=line, fill_alpha=fill_alpha, line_alpha=line_alpha,
+                       tools=["hover"], show_legend=True, responsive=True, min_height=320)

@@ -407,7 +407,7 @@ def mode_markdown(result) -> str:
             "representative's label.")
     elif result.mode == "landmarks":
         lines.append(
-            f"**{len(result.anchors):,} landmarks** (black triangles): no graph of the "
+            f"**{len(result.anchors):,} landmarks** (outlined triangles): no graph of the "
             "points is built; each point is joined to its nearest landmarks (W = Ẑ Ẑᵀ).")
     if result.fit_scale is not None:
         lines.append(f"Fitted on the {result.fit_scale}-scaled features (`scale`), as drawn.")
@@ -487,8 +487,9 @@ class EigenvectorView(pn.viewable.Viewer):
             return
         result = shown.run
         i = min(self.index.value, result.vectors.shape[1])
+        xlabel, ylabel = shown.data.axis_labels()
         self.values.object = plots.valued_points(
-            shown.data.xy, result.vectors[:, i - 1], clabel=f"u{i}",
+            shown.data.xy, result.vectors[:, i - 1], clabel=f"u{i}", xlabel=xlabel, ylabel=ylabel,
             title=f"Eigenvector u{i} = D^-1/2 v{i}, v{i} of L_sym "
                   f"(λ{i} = {_eig(result.eigenvalues[i - 1])})",
         )
@@ -800,8 +801,10 @@ class TeachingView(pn.viewable.Viewer):
         if step.key == "data":
             ds = data.dataset
             labels = ds.y if ds.y is not None else np.zeros(ds.n, np.int64)
+            xlabel, ylabel = data.axis_labels()
             self.plot.object = plots.labelled_points(data.xy, labels, names=ds.classes,
-                                                     title="The data")
+                                                     title="The data", xlabel=xlabel,
+                                                     ylabel=ylabel)
         elif step.key == "graph":
             tour = s.tour.result
             if tour is None or tour.csr is None:
@@ -811,7 +814,9 @@ class TeachingView(pn.viewable.Viewer):
                 return
             # Each edge is stored twice; 20 entries per drawn edge is ample to sample from.
             rows, cols = _entries(tour.csr, 20 * plots.MAX_EDGES_DRAWN)
-            overlay, drawn = plots.graph_edges(tour.data.xy, rows, cols)
+            xlabel, ylabel = tour.data.axis_labels()
+            overlay, drawn = plots.graph_edges(tour.data.xy, rows, cols, xlabel=xlabel,
+                                               ylabel=ylabel)
             total = int(tour.csr.nnz) // 2
             self.plot.object = overlay
             sample = f", {drawn:,} of them drawn (a random sample)" if drawn < total else ""
@@ -819,6 +824,7 @@ class TeachingView(pn.viewable.Viewer):
             self.extra.object = f"{total:,} edges{sample}. {tour.note}{stale}"
         else:
             result, xy = shown.run, shown.data.xy
+            xlabel, ylabel = shown.data.axis_labels()
             if s.run_state.stale:
                 self.extra.object = stale_text(s.run_state)
             if step.key in ORDER_STEPS:
@@ -856,7 +862,7 @@ class TeachingView(pn.viewable.Viewer):
             elif step.key == "eigenvectors":
                 i = min(2, result.vectors.shape[1])
                 self.plot.object = plots.valued_points(
-                    xy, result.vectors[:, i - 1], clabel=f"u{i}",
+                    xy, result.vectors[:, i - 1], clabel=f"u{i}", xlabel=xlabel, ylabel=ylabel,
                     title=f"Eigenvector u{i} = D^-1/2 v{i} of L_sym "
                           f"(λ{i} = {_eig(result.eigenvalues[i - 1])})",
                 )
@@ -869,7 +875,8 @@ class TeachingView(pn.viewable.Viewer):
                                                   title="k-means in the embedding",
                                                   xlabel="embedding 1", ylabel="embedding 2",
                                                   space="embedding")
-                left = plots.labelled_points(xy, shown.labels, title="Spectral clusters")
+                left = plots.labelled_points(xy, shown.labels, title="Spectral clusters",
+                                             xlabel=xlabel, ylabel=ylabel)
                 self.plot.object = left if right is None else left + right
 
     def __panel__(self):
@@ -879,26 +886,68 @@ class TeachingView(pn.viewable.Viewer):
         )
 
 
+class _FileDownload(pn.widgets.FileDownload):
+    """Panel's FileDownload with its colour: Panel 1.9 renames ``button_type`` to
+    ``color`` and then drops ``color`` on the way to the browser, so every download
+    button was drawn in the default grey and looked disabled beside the blue Run."""
+
+    _rename = {**pn.widgets.FileDownload._rename, "color": "button_type"}
+
+
+#: The download buttons' label: the button's own text colour, not a link's.
+DOWNLOAD_CSS = ".bk-btn a { color: inherit; text-decoration: none; }"
+
+
+def _download(callback, filename: str, label: str, **params):
+    return _FileDownload(callback=callback, filename=filename, label=label,
+                         button_type="primary", embed=False, stylesheets=[DOWNLOAD_CSS],
+                         **params)
+
+
 class ExportView(pn.viewable.Viewer):
-    """Download the last run: labels (CSV), the graph (NPZ), the result (JSON)."""
+    """Download the last run: labels (CSV), the graph (NPZ), the result (JSON); and the
+    views as figures for slides (PNG, SVG) at a chosen size, the guided tour's steps as a
+    numbered set.
+
+    Parameters
+    ----------
+    figures : dict, optional
+        View name -> a function returning what the view draws now (a HoloViews object,
+        or None); the app passes its views'.
+    tour : async function, optional
+        Returns the tour's steps as (title, figure) pairs, in order.
+    """
 
     state = param.ClassSelector(class_=ExplorerState)
+    # allow_refs=False: functions, not references for Panel to resolve to their values.
+    figures = param.Dict(default={}, allow_refs=False,
+                         doc="View name -> function returning its figure.")
+    tour = param.Callable(default=None, allow_refs=False,
+                          doc="async () -> [(step title, figure)].")
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.labels = pn.widgets.FileDownload(
-            callback=self._labels, filename="labels.csv", label="Labels (CSV)",
-            button_type="primary", embed=False, width=220,
-        )
-        self.graph = pn.widgets.FileDownload(
-            callback=self._graph, filename="graph.npz", label="Graph (NPZ)",
-            button_type="primary", embed=False, width=220,
-        )
-        self.json = pn.widgets.FileDownload(
-            callback=self._json, filename="result.json", label="Result (JSON)",
-            button_type="primary", embed=False, width=220,
-        )
+        self.labels = _download(self._labels, "labels.csv", "Labels (CSV)", width=220)
+        self.graph = _download(self._graph, "graph.npz", "Graph (NPZ)", width=220)
+        self.json = _download(self._json, "result.json", "Result (JSON)", width=220)
         self.text = pn.pane.Markdown("", **_WIDE)
+        # Figures for slides.
+        self.view = pn.widgets.Select(name="View", options=list(self.figures), width=200,
+                                      css_classes=["figure-view"])
+        self.fig_width = pn.widgets.IntInput(name="width (px)", value=1280, step=10,
+                                             start=_export.FIGURE_MIN_PX,
+                                             end=_export.FIGURE_MAX_PX, width=110)
+        self.fig_height = pn.widgets.IntInput(name="height (px)", value=720, step=10,
+                                              start=_export.FIGURE_MIN_PX,
+                                              end=_export.FIGURE_MAX_PX, width=110)
+        self.png = _download(self._png, "figure.png", "Figure (PNG)", width=170)
+        self.svg = _download(self._svg, "figure.svg", "Figure (SVG)", width=170)
+        self.tour_zip = _download(self._tour_zip, "tour.zip", "Tour steps (ZIP)", width=190)
+        self.figure_note = pn.pane.Markdown(
+            "<small>PNG at twice the pixels (sharp on a projector), SVG to scale; drawn "
+            "in headless Chromium as the page draws them (a few seconds each). The tour's "
+            "steps come numbered, PNG and SVG each.</small>", **_WIDE)
+        self.figure_error = pn.pane.Alert("", alert_type="danger", visible=False, **_WIDE)
         self.badge = StaleBadge(self.state)
         self.state.run_state.param.watch(self._enable, "result")
         self._enable()
@@ -925,6 +974,62 @@ class ExportView(pn.viewable.Viewer):
     def _labels(self):
         return _as_file(_export.labels_csv(self.state.result))
 
+    def _stem(self) -> str:
+        result = self.state.result
+        data = self.state.data.result
+        return _safe_stem(result.dataset if result is not None
+                          else data.dataset.name if data is not None else "explorer")
+
+    async def _figure(self, fmt: str):
+        """The chosen view as a `fmt` file (None, with a message, when it draws nothing
+        or the drawing fails)."""
+        import asyncio
+
+        self.figure_error.visible = False
+        name = self.view.value
+        obj = self.figures[name]() if name in self.figures else None
+        if obj is None:
+            self._figure_failed(f"The {name} view has nothing to draw yet.")
+            return None
+        try:
+            files = await asyncio.to_thread(
+                _export.figure_files, obj, width=self.fig_width.value,
+                height=self.fig_height.value, formats=(fmt,))
+        except (ValueError, RuntimeError) as exc:
+            self._figure_failed(f"The figure could not be drawn: {exc}")
+            return None
+        widget = self.png if fmt == "png" else self.svg
+        widget.filename = f"{self._stem()}-{_export._slug(name)}.{fmt}"
+        return _as_file(files[fmt])
+
+    async def _png(self):
+        return await self._figure("png")
+
+    async def _svg(self):
+        return await self._figure("svg")
+
+    async def _tour_zip(self):
+        import asyncio
+
+        self.figure_error.visible = False
+        if self.tour is None:
+            self._figure_failed("No tour to export.")
+            return None
+        steps = await self.tour()
+        try:
+            content = await asyncio.to_thread(
+                _export.figure_zip, steps, width=self.fig_width.value,
+                height=self.fig_height.value)
+        except (ValueError, RuntimeError) as exc:
+            self._figure_failed(f"The tour could not be drawn: {exc}")
+            return None
+        self.tour_zip.filename = f"{self._stem()}-tour.zip"
+        return _as_file(content)
+
+    def _figure_failed(self, text: str) -> None:
+        self.figure_error.object = text
+        self.figure_error.visible = True
+
     def _graph(self):
         return _as_file(_export.graph_npz(self.state.result))
 
@@ -932,8 +1037,12 @@ class ExportView(pn.viewable.Viewer):
         return _as_file(_export.result_json(self.state.result))
 
     def __panel__(self):
-        return pn.Column(self.badge.pane, self.text, pn.Row(self.labels, self.graph, self.json),
-                         **_WIDE)
+        return pn.Column(
+            self.badge.pane, self.text, pn.Row(self.labels, self.graph, self.json),
+            pn.pane.Markdown("#### Figures for slides", margin=(15, 10, 0, 10)),
+            pn.Row(self.view, self.fig_width, self.fig_height),
+            pn.Row(self.png, self.svg, self.tour_zip), self.figure_note, self.figure_error,
+            **_WIDE)
 
 
 #: Nonzeros drawn at most in a spy plot: beyond, a uniform sample (the aggregated
