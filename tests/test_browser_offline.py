@@ -211,6 +211,9 @@ class ClassroomPage(OfflinePage):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc for memory")
+@pytest.mark.skipif(os.environ.get("EXPLORER_LOAD_TEST") != "1",
+                    reason="a class of 16 sessions takes minutes on 2 cores, past CI's time: "
+                           "run it with EXPLORER_LOAD_TEST=1 (docs/ui.md gives its results)")
 def test_classroom_offline_under_load(browser, tmp_path, capsys):
     """A class opens the app at once: 16 sessions of one ``panel serve app.py
     --num-threads 4``, each waits for Run, moves the threshold, runs, switches to
