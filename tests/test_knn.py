@@ -286,9 +286,8 @@ def test_graph_stats_of_a_knn_graph_are_the_built_graphs(rng):
 def test_nearest_neighbors_is_scikit_learns_connectivity_graph():
     # scikit-learn's affinity="nearest_neighbors": each point and its n_neighbors - 1
     # nearest (itself counted), weights (C + Cᵀ)/2; the diagonal is no edge.
-    from sklearn.neighbors import kneighbors_graph
-
     from explorer.data import load
+    from sklearn.neighbors import kneighbors_graph
 
     X = load("moons", n_samples=600, random_state=0).X
     sc = SpectralClustering(2, affinity="nearest_neighbors", n_neighbors=10, random_state=0,
