@@ -27,9 +27,10 @@ from .rule import (
     THRESHOLD_KINDS,
     BuildOptions,
     EdgeRule,
+    dataset_params,
     default_hypo_max_nnz_row,
+    suggest_params,
 )
-from .suggest import dataset_params, suggest_params
 
 __all__ = [
     "BUILD_FIELDS",

@@ -709,3 +709,98 @@ class BuildOptions:
         return {"hypo_max_nnz_row": self.hypo_max_nnz_row, "sp_max_nz_pct": self.sp_max_nz_pct,
                 "mem_use_rate": self.mem_use_rate,
                 "block_shapes": None if self.block_shapes is None else dict(self.block_shapes)}
+
+
+# --- the suggestion as keywords ------------------------------------------------------
+
+
+def suggest_params(X, y=None, *, n_neighbors=10, random_state=0) -> dict:
+    """Suggest keyword arguments for :class:`explorer.SpectralClustering`.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+        The data (float32, validated).
+    y : ndarray of shape (n,) or None
+        Ground truth; when given, ``n_clusters`` is its number of classes, otherwise
+        ``"auto"`` (the eigengap heuristic).
+    n_neighbors : int, default 10
+        The neighbour count the threshold is measured in (see Notes).
+    random_state : int, default 0
+        Seeds the row samples.
+
+    Returns
+    -------
+    dict
+        ``n_clusters``, ``metric`` and, for ``d <= 8``, ``sigma`` and
+        ``threshold_sqdist``; for ``d > 8``, ``threshold_sim`` (or, see Notes,
+        ``sigma`` and ``threshold_sqdist``).
+
+    Notes
+    -----
+    Spectral clustering needs a graph whose connected pieces are the clusters: an
+    isolated vertex is harmless (it is left out and labelled −1), but a small
+    component of a few stray points takes an eigenvector of its own and spoils the
+    embedding, while too large a threshold joins clusters and costs memory.
+
+    For ``d <= 8`` (squared distance, gaussian weight): candidate thresholds are
+    quantiles (50 % to 100 %) of the squared distance from a row to its
+    `n_neighbors`-th nearest neighbour, measured on a random subsample of at most
+    20 000 rows. The smallest candidate (binary search) whose ε-graph on the
+    subsample has no component of 2 to ``min(24, m // 10 - 1)`` points (``m`` the
+    subsample's rows: on a few dozen rows, as in scikit-learn's estimator checks, a
+    cluster is itself a small component), at most 1 % isolated rows and, with
+    `y`, no more components of 2 points or more than classes, wins — among those
+    whose mean degree stays below ``min(500, max(20, B / n))``; when none passes,
+    the densest affordable one. ``B`` is the nonzero budget of the backend that will
+    build the graph (:func:`graph_nnz_budget`: free GPU memory over 24 B per nonzero,
+    or available host memory over 64 B; about 5·10⁹ on an idle H200, so a GPU fit of
+    10⁶-10⁷ points may take the degree its clusters need, where a fixed 2·10⁷ allowed
+    10 per row at 2·10⁶ and split them). For a larger n its quantile level is read
+    off the distances to all rows (a kd-tree over them), so the rule carries over.
+    :func:`sqdist_search` also says whether the subsample's graph passed the tests
+    (``clean``), which ``SpectralClustering(affinity="auto")`` reads.
+    ``sigma`` is ``sqrt(t / 8)``: the weight at the cutoff is ``exp(-4) ≈ 0.018``,
+    the ratio of the paper's synthetic settings (σ = 0.01, t = 0.0008).
+
+    Gaussian noise has tails: at large n a few stray points sit beyond any
+    affordable threshold and form small components (measured with the default
+    shapes: none at n = 5000 for moons, circles, blobs, aniso and spirals; several
+    for blobs and aniso at 20 000); ``varied``, whose densities differ 25-fold,
+    leaves stray pieces around its sparse blob from n = 5000. The estimator leaves
+    such stray pieces out before it counts components (see
+    :class:`explorer.SpectralClustering`, Notes).
+
+    For ``d > 8`` (cosine): the similarity of 200 sampled rows to their
+    `n_neighbors`-th most similar row (brute force against all rows, in blocks);
+    the threshold is the 10 % quantile, so about 90 % of rows have at least
+    `n_neighbors` neighbours. When that quantile is not positive (rows pointing every
+    which way, as centred data do: a negative cosine would be an edge of negative
+    weight) the rule above for ``d <= 8`` is taken instead, with a gaussian weight.
+
+    All rows equal (no positive distance): ``threshold_sqdist = 1`` (any positive
+    value gives the complete graph). All rows zero under cosine: 0 (no edges exist).
+
+    :meth:`explorer.EdgeRule.suggest` applies the same rule to what an estimator, the
+    command line or the app leaves out.
+
+    Values are rounded to two significant digits so that they read well on a
+    command line or a slider; the thresholds are strict, so each candidate is tested
+    as rounded, the distance at the top level is rounded up and a cosine threshold
+    down (the neighbours measured stay edges: on two rows, the one pair). Cost:
+    about 0.3 s for 10⁴ 2-D rows, 2 s for 10⁵.
+    """
+    out = {"n_clusters": "auto" if y is None else int(np.unique(y).size)}
+    rule = EdgeRule.suggest(X, n_clusters=out["n_clusters"], n_neighbors=n_neighbors,
+                            random_state=random_state)
+    out.update({k: v for k, v in rule.to_kwargs().items() if v is not None})
+    return out
+
+
+def dataset_params(ds) -> dict:
+    """The graph keywords for a data set (:class:`explorer.data.Dataset`): its
+    ``preset`` (the paper's settings) where it has one, with k its classes; else
+    :func:`suggest_params` of its points."""
+    if ds.preset is None:
+        return suggest_params(ds.X, ds.y)
+    return {"n_clusters": "auto" if ds.y is None else ds.n_classes, **ds.preset}
