@@ -390,8 +390,8 @@ def test_switching_n_and_the_data_set_after_a_run_in_both_directions(app):
     app.wait_stats(r"nnz")
     page.get_by_role("button", name="Run", exact=True).click()
     page.get_by_text(re.compile(r"Showing the run on digits, n = 1,797")).wait_for()
-    data_set.select_option("moons")  # n stays as digits clipped it (its 1,797 rows)
-    page.get_by_text(re.compile(r"moons: n = 1,797, d = 2")).wait_for()
+    data_set.select_option("moons")  # moons comes back at its own n, not digits' 1,797
+    page.get_by_text(re.compile(r"moons: n = 5,000, d = 2")).wait_for()
     page.get_by_text(re.compile(r"last run was on digits, n = 1,797")).wait_for()
     assert not [e for e in app.errors if e.startswith("page error")], app.errors
 
