@@ -95,9 +95,11 @@ def test_auto_keeps_lanczos_on_a_connected_graph_with_separated_eigenvalues():
     # there against Chebyshev's 0.10 s and the dense solver's 0.45 s.
     from explorer import data
     from explorer.embedding.solvers import LANCZOS_EDGE_GAP_TOLS, LANCZOS_INNER_GAP_TOLS
+    from explorer.graph import dataset_params
 
     digits = data.load("digits")
-    params = {key: value for key, value in digits.suggested.items() if key != "n_clusters"}
+    params = {key: value for key, value in dataset_params(digits).items()
+              if key != "n_clusters"}
     csr = build_graph(digits.X, backend="cpu", **params).csr
     assert sp.csgraph.connected_components(csr)[0] == 1
     emb = spectral_embedding(csr, 10, random_state=0)
