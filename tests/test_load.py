@@ -94,6 +94,10 @@ def _small_data(page: Session) -> None:
     page.page.get_by_text(re.compile(r"moons: n = 2,000, d = 2")).wait_for()
     page.page.keyboard.press("ArrowLeft")
     page.page.get_by_text(re.compile(r"moons: n = 1,000, d = 2")).wait_for()
+    # The ε-graph, whose threshold the sessions move (the app opens on the library's
+    # choice, a kNN graph for the moons).
+    page.page.get_by_role("button", name="ε-graph", exact=True).click()
+    page.page.locator(".threshold-slider .noUi-handle").wait_for()
 
 
 def _running(page: Session) -> bool:
