@@ -1,5 +1,6 @@
 """k-means for NumPy and CuPy arrays: k-means++ or k-means|| seeding, GEMM Lloyd
-iterations, float64 centroid accumulation (the accurate update of papers/004),
+iterations, float64 centroid accumulation (the accurate update of "Parallelization of the
+k-means Algorithm in a Spectral Clustering Chain on CPU-GPU Platforms"),
 scikit-learn's centre-shift stop; the restarts advance together.
 
 The same code runs on both backends; the array module is the one of ``X``.
@@ -156,7 +157,7 @@ class KMeans(ClusterMixin, BaseEstimator):
     scikit-learn, so a large common offset does not cancel away the digits of the
     distances.
 
-    **Accurate centroid update (papers/004).** Summing millions of float32 points one
+    **Accurate centroid update (that paper).** Summing millions of float32 points one
     after the other lets rounding errors grow with n, and the paper shows it degrades
     the centroids; it offers two cures: two-step "package" sums, or float64 arithmetic.
     Here each chunk of rows is a package whose per-cluster sums are formed directly in
@@ -697,7 +698,7 @@ def assign_nearest_by_products(X, x_sq, centers, chunk, xp, *, want_sums):
     arithmetic in three kernels. ``argmin_c ||x - c||²`` is taken as ``argmin_c (||c||²
     - 2 x·c)`` in float32, ``||x||²`` added to the winning entry only; the sums are a
     one-hot matrix times each chunk of rows, accumulated in float64 (the accurate
-    update of papers/004). Up to :data:`RUNNING_MIN_MAX_CLUSTERS` centres the winner
+    update of that paper). Up to :data:`RUNNING_MIN_MAX_CLUSTERS` centres the winner
     is a running minimum over contiguous rows of cross terms, above it ``argmin``.
     """
     n, d = X.shape

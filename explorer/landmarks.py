@@ -3,7 +3,8 @@ singular vectors by a block Krylov method, k-means on their rows.
 
 This is Cai & Chen's landmark-based spectral clustering (LSC, "Large scale spectral
 clustering via landmark-based sparse representation", IEEE TCYB 2015) with the truncated
-SVD done as papers/002 proposes: block products with the sparse matrix and its transpose
+SVD done as "Sparse matrix-vector and matrix-multivector products for the truncated SVD
+on graphics processors" proposes: block products with the sparse matrix and its transpose
 from ONE stored copy (CSRC, :mod:`explorer.kernels.csrc`) on the GPU, SciPy CSR on the
 CPU. It costs O(n·p·d) for the affinity (one GEMM) and O(n·r) per product, where the
 exact pipeline costs O(n²·d) for its ε-graph. See :func:`landmark_partition`.
@@ -192,7 +193,7 @@ class LandmarkAffinity:
 
     On the GPU (``spmm="csrc"``) one :class:`explorer.kernels.csrc.CsrcMatrix` serves
     both products; ``spmm="cusparse"`` keeps a CSR copy and an explicitly transposed
-    CSR copy for cuSPARSE (the baseline of papers/002); on the CPU a SciPy CSR matrix
+    CSR copy for cuSPARSE (that paper's baseline); on the CPU a SciPy CSR matrix
     (whose transpose is a free CSC view).
 
     Parameters
@@ -522,7 +523,7 @@ def block_krylov_svd(op, k: int, *, block_size: int, tol: float = SVD_TOL,
     The basis grows by one block per iteration: the newest block times AᵀA (one
     product with A, one with Aᵀ, each `block_size` vectors at once), orthogonalised
     against all earlier blocks twice (classical Gram-Schmidt in float64, cheap in p
-    dimensions: the one-sided full re-orthogonalisation of papers/002's block
+    dimensions: the one-sided full re-orthogonalisation of that paper's block
     Golub-Kahan-Lanczos, whose right Krylov space this is). Rayleigh-Ritz on the
     stored images gives Ritz pairs with exact residuals ``‖AᵀA v − θ v‖`` at no
     further product; it stops when the k leading residuals are at most
@@ -691,7 +692,7 @@ def landmark_partition(
         One stream for the landmarks, the SVD's start and k-means.
     spmm : {"auto", "csrc", "cusparse"}, default "auto"
         GPU products with Ẑ: ``"csrc"`` (``"auto"``) or ``"cusparse"`` (CSR and an
-        explicit transposed CSR, papers/002's baseline). The CPU uses SciPy CSR.
+        explicit transposed CSR, that paper's baseline). The CPU uses SciPy CSR.
     block_size : int, optional
         Vectors per product (1 to 64); default: the next power of two >= k + 4, at
         least 8 (the widths the CSRC kernels are compiled for).

@@ -1,4 +1,5 @@
-"""The representatives chain of papers/004 (Fig. 1): k-means picks m representatives of
+"""The representatives chain of "Parallelization of the k-means Algorithm in a Spectral
+Clustering Chain on CPU-GPU Platforms" (Fig. 1): k-means picks m representatives of
 the raw data, spectral clustering runs on the representatives only, and every point
 takes the label of its representative.
 
@@ -112,14 +113,15 @@ def choose_mode(mode, n: int, d: int, *, backend: str, metric: str = "auto",
             "far finer than the clusters (its smallest eigenvalues split a cluster before "
             "the cut between clusters that touch at this density); k-means representatives "
             f"(m={m}) give the graph the resolution of m points, labels mapped back "
-            "(papers/004); mode='exact' for the graph of every point")
+            "(the representatives chain); mode='exact' for the graph of every point")
     work = float(n) * n * d
     limit = EXACT_MAX_WORK[backend]
     if work <= limit:
         return "exact", f"pair work n²·d = {work:.2g} <= {limit:.0e} ({backend}): exact ε-graph"
     return "representatives", (
         f"pair work n²·d = {work:.2g} > {limit:.0e} ({backend}): k-means representatives "
-        f"(m={m}), spectral clustering of their graph, labels mapped back (papers/004)")
+        f"(m={m}), spectral clustering of their graph, labels mapped back (the "
+        "representatives chain)")
 
 
 @dataclass

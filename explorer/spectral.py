@@ -125,7 +125,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     backend : {"auto", "gpu", "cpu"}, default "auto"
     mode : {"auto", "exact", "representatives", "landmarks"}, default "auto"
         ``"exact"``: the ε-graph of all n points. ``"representatives"``: the chain of
-        papers/004 (:mod:`explorer.representatives`): k-means picks
+        the representatives chain (:mod:`explorer.representatives`): k-means picks
         `n_representatives` centres of the raw data, the three stages run on the
         centres (their own edge rule, chosen from them where not given), and every
         point takes its centre's label. An approximation: points are similar when

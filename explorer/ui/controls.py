@@ -32,11 +32,11 @@ MODE_NOTES = {
             "distance rules on d ≤ 8 up to 10⁵ points or small n²·d, else "
             "representatives; the run says which and why.",
     "exact": "The graph of all n points.",
-    "representatives": "k-means picks m representatives; their graph is clustered (its ε "
-                       "rule chosen from them) and every point takes its "
-                       "representative's label (papers/004).",
+    "representatives": "k-means picks m representatives; their graph (the sidebar's, as "
+                       "the statistics show it) is clustered and every point takes its "
+                       "representative's label (the representatives chain).",
     "landmarks": "Each point is joined to its nearest of p landmarks (W = Ẑ Ẑᵀ, "
-                 "papers/002): no n × n graph; of the graph controls only the metric is "
+                 "a CSRC truncated SVD): no n × n graph; of the graph controls only the metric is "
                  "used (σ: the mean distance to the nearest landmarks).",
 }
 
