@@ -279,6 +279,13 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         Columns of X (with ``affinity="precomputed"``, n_samples).
     feature_names_in_ : ndarray of str objects, shape (n_features_in_,)
         The column names of X, when X was a DataFrame with string column names.
+    plan_ : explorer.pipeline.FitPlan
+        What the fit decided and why (``plan_.lines()``): input stage, engine, backend,
+        mode, graph kind, edge rule, eigensolver. It keeps the float32 points the graph
+        was built on (n × d, or the representatives), as `extension_` does.
+    extension_ : explorer.extension.ExtensionModel or None
+        What :meth:`predict` and :meth:`transform` extend through (None where there
+        are no points to join: a precomputed graph, a kernel of every pair, a Dask fit).
 
     Notes
     -----
