@@ -204,17 +204,27 @@ def test_rbf_graph_weights_are_the_rbf_kernel_on_its_edges(rng):
 
 
 def test_an_isolated_point_caps_the_threshold_where_float32_weights_vanish(rng):
-    # The far point's weights, exp(-γ d²) with γ d² > 150, are 0 in float32 (from
-    # 103.3) but not in float64: no threshold keeps any of its mass in a float32 graph.
-    X = np.vstack([rng.standard_normal((200, 2)) * 0.5, [[15.0, 0.0]]])
-    r = rbf_edge_rule(X, 1.0, n_sample_rows=1000)  # every row, the far point too
+    # Weights exp(-γ d²) with γ d² > 103.3 are 0 in float32 but not in float64.
+    # P at the origin: one neighbour just inside γ d² = 103.3, twenty just beyond
+    far = np.column_stack([np.full(20, -np.sqrt(103.6)), 1e-3 * np.arange(20)])
+    X = np.vstack([[[0.0, 0.0], [np.sqrt(103.0), 0.0]], far,
+                   rng.standard_normal((200, 2)) * 0.5 + [0.0, 40.0]])
+    r = rbf_edge_rule(X, 1.0, n_sample_rows=1000)  # every row, P too
     assert r.capped
     assert r.rule.threshold <= r.rule.zero_weight_sqdist
-    assert r.dropped == np.inf  # it keeps nothing and drops all of its (tiny) mass
+    assert r.dropped > DEFAULT_MAX_DROPPED and np.isfinite(r.dropped)
     assert "capped" in r.describe()
+    # farther, the point has no neighbour within float32's range: it is isolated
+    # whatever the threshold, is said to be, and does not widen the others' graph
+    blob = X[22:]
+    alone = rbf_edge_rule(np.vstack([blob, [[15.0, 40.0]]]), 1.0, n_sample_rows=1000)
+    without = rbf_edge_rule(blob, 1.0, n_sample_rows=1000)
+    assert alone.isolated == 1 and not alone.capped
+    assert alone.rule.threshold == without.rule.threshold
+    assert alone.dropped <= DEFAULT_MAX_DROPPED
+    assert "isolated" in alone.describe() and "inf" not in alone.describe()
     # a point so far that its float64 weights vanish too constrains nothing
-    X[-1] = [1e3, 1e3]
-    r = rbf_edge_rule(X, 1.0, n_sample_rows=1000)
+    r = rbf_edge_rule(np.vstack([blob, [[1e3, 1e3]]]), 1.0, n_sample_rows=1000)
     assert not r.capped and r.dropped <= DEFAULT_MAX_DROPPED
 
 

@@ -289,10 +289,10 @@ class RbfEdgeRule:
     max_dropped : float
         The bound asked for: per row, dropped mass ≤ `max_dropped` × kept mass.
     dropped : float
-        The largest ratio dropped / kept measured on the sampled rows (float64); above
-        `max_dropped` only when `capped`.
+        The largest ratio dropped / kept measured on the sampled rows that keep some
+        mass (float64); above `max_dropped` only when `capped`.
     dropped_mean : float
-        Its mean over the sampled rows.
+        Its mean over those rows.
     n_rows : int
         Rows sampled (each measured against all n points).
     edges_per_row : float
@@ -301,6 +301,11 @@ class RbfEdgeRule:
         Whether some sampled row needed a threshold beyond ``2σ² · 103.3``, the squared
         distance from which the builders' float32 weight is 0; t stops there (farther
         pairs would be edges of weight 0), and such rows lose more than the bound.
+    isolated : int
+        Sampled rows with no other point within ``2σ² · 103.3``: their float32 weights
+        to every point are 0, so the graph leaves them isolated whatever the threshold
+        (scikit-learn's float64 kernel gives them weights below 1e-44). They do not set
+        the threshold and are not part of `dropped`.
     """
 
     rule: EdgeRule
@@ -311,6 +316,7 @@ class RbfEdgeRule:
     n_rows: int
     edges_per_row: float
     capped: bool
+    isolated: int = 0
 
     def describe(self) -> str:
         """One line for a plan or a log: the rule and the measured bound."""
@@ -321,6 +327,9 @@ class RbfEdgeRule:
                 f"~{self.edges_per_row:.3g} edges per row")
         if self.capped:
             text += "; capped where float32 weights underflow"
+        if self.isolated:
+            text += (f"; {self.isolated} sampled row(s) have no other point within it "
+                     "(isolated, as their float32 weights are 0)")
         return text
 
 
@@ -421,17 +430,24 @@ def rbf_edge_rule(X, gamma=None, *, max_dropped=DEFAULT_MAX_DROPPED,
     tail = np.cumsum(mass[:, ::-1], axis=1)[:, ::-1]
     allowed = eps / (1.0 + eps) * total  # dropped <= eps * kept  <=>  dropped <= this
     ok = tail[:, 1:] <= allowed[:, None] * (1 + 1e-12)
-    met = ok.any(axis=1)
+    # A row with no other point within the float32 range keeps nothing at any t: it is
+    # isolated in the graph whatever t is, so it does not set t.
+    lone = mass[:, :nb].sum(axis=1) == 0
+    met = ok.any(axis=1) | lone
     first = np.where(met, ok.argmax(axis=1) + 1, nb)  # the smallest b >= 1 meeting it
-    b = int(first.max())
+    b = int(first[~lone].max()) if (~lone).any() else 1
     capped = bool((~met).any() or b >= nb)
     s_t = b * _BIN_WIDTH  # <= s_max
     kept = mass[:, :b].sum(axis=1)
     dropped = total - kept
+    has_kept = ~lone & (kept > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(dropped > 0, dropped / kept, 0.0)
+        ratio = np.where(dropped > 0, dropped / kept, 0.0)[has_kept]
+    if ratio.size == 0:
+        ratio = np.zeros(1)
     sigma = 1.0 / math.sqrt(2.0 * gamma)
     rule = EdgeRule("gaussian", sigma, "sqdist", s_t / gamma)
     return RbfEdgeRule(rule=rule, gamma=gamma, max_dropped=eps, dropped=float(ratio.max()),
                        dropped_mean=float(ratio.mean()), n_rows=int(m),
-                       edges_per_row=float(count[:, :b].sum(axis=1).mean()), capped=capped)
+                       edges_per_row=float(count[:, :b].sum(axis=1).mean()), capped=capped,
+                       isolated=int(lone.sum()))
