@@ -50,6 +50,7 @@ from scipy.spatial import cKDTree
 
 from . import memory
 from ._backend import array_module, to_numpy
+from .graph._gpu_choice import uses_grid
 from .graph.reference import local_weights_from, weights_from
 from .graph.rule import EdgeRule
 
@@ -259,7 +260,8 @@ def batch_rows(model: ExtensionModel, n_new: int, *, budget: float | None = None
     The outputs (the embedding rows in float64 and the labels) are allocated whole;
     a batch's scratch grows with its rows times the training points (brute force),
     their candidate edges (kd-tree, :data:`_KD_ROW_SCRATCH` a row) or the landmarks
-    (one row of products each). Raises :class:`explorer.memory.MemoryEstimateError`
+    (one row of products each); the grid takes batches of at most n rows, its graph
+    builder checking the memory of each. Raises :class:`explorer.memory.MemoryEstimateError`
     when the outputs and a batch of one row do not fit.
     """
     xp = model.xp
@@ -269,8 +271,16 @@ def batch_rows(model: ExtensionModel, n_new: int, *, budget: float | None = None
     out_bytes = n_new * (8 * k + 8 + 4 * d)
     if model.mode == "landmarks":
         per_row = 4 * n + 16 * model.n_nearest * (k + 2)
-    elif _cross_method(method, model.rule, model.points) == "kdtree":
+    elif (used := _cross_method(method, model.rule, model.points)) == "kdtree":
         per_row = _KD_ROW_SCRATCH + 8 * k
+    elif used == "grid":
+        # The graph of the training points and a batch together: the builder counts
+        # its rows and checks the device's memory before it allocates
+        # (explorer.memory.check_gpu_memory); batches of at most n rows keep it within
+        # four times the graph the fit built.
+        memory.check_gpu_allocation(out_bytes, f"the embedding rows of {n_new:,} new points",
+                                    "predict the new points in smaller parts")
+        return int(max(1, min(n_new, n)))
     else:
         per_row = _PAIR_SCRATCH * n + 8 * k
     if budget is None:
@@ -345,6 +355,8 @@ class _Training:
         if method == "kdtree":
             self.tree = cKDTree(np.asarray(P, dtype=np.float64))
             return
+        if method == "grid":
+            return
         # Products in the device's fast dtype (float64 on the host), centred on the
         # training mean (distances) or on unit rows (cosines); re-decided in float64.
         self.dtype = products or (xp.float64 if xp is np else xp.float32)
@@ -406,10 +418,13 @@ def cross_edges(Q, P, rule: EdgeRule, *, neighbor_key=None, local_sigma=None,
     exclude : int array of shape (b,), optional
         A training point each new point must not be joined to (−1: none): a training
         point given as new leaves itself out, as the graph has no diagonal.
-    method : {"auto", "bruteforce", "kdtree"}
+    method : {"auto", "bruteforce", "kdtree", "grid"}
         ``"kdtree"`` (host, distance rules): a kd-tree of the training points;
-        ``"bruteforce"``: blocks of products (the only method on the GPU). ``"auto"``:
-        the kd-tree on the host for d <= 8 distance rules. Either way the candidates are
+        ``"grid"`` (GPU, ε distance rules with a fixed σ, d <= 8): the ε-graph of the
+        training and new points together by the graph builders' grid, its cross block
+        the candidates (:func:`_graph_pairs`); ``"bruteforce"``: blocks of products.
+        ``"auto"``: the kd-tree on the host for d <= 8 distance rules, the grid on the
+        GPU where it serves, else brute force. Either way the candidates are
         decided on float64 values, except which training points are x's k nearest: the
         kd-tree's float64 distances or the products choose them (float32 products on
         the GPU: a near-tie at the k-th place may go either way); on the GPU by k
@@ -428,10 +443,13 @@ def cross_edges(Q, P, rule: EdgeRule, *, neighbor_key=None, local_sigma=None,
     xp = array_module(P)
     Q = xp.ascontiguousarray(xp.asarray(Q, dtype=xp.float32))
     method = _cross_method(method, rule, P)
-    if method not in ("bruteforce", "kdtree") or (method == "kdtree" and (
-            xp is not np or rule.compares != "sqdist")):
+    if method not in ("bruteforce", "kdtree", "grid") or (method == "kdtree" and (
+            xp is not np or rule.compares != "sqdist")) or (method == "grid" and (
+            xp is np or not _grid_serves(rule, P.shape[1]))):
         raise ValueError(f"method={method!r} is not a cross-edge search here; allowed: "
-                         "'auto', 'bruteforce', and 'kdtree' on the host for distance rules")
+                         "'auto', 'bruteforce', 'kdtree' on the host for distance rules, "
+                         "'grid' on the GPU for ε distance rules with a fixed sigma in "
+                         f"d <= {KDTREE_MAX_D}")
     if rule.is_knn and neighbor_key is None:
         raise ValueError(f"rule {rule.describe()!r} is a kNN rule: it needs neighbor_key, "
                          "the training points' k-th nearest keys (training_neighborhoods); "
@@ -442,6 +460,8 @@ def cross_edges(Q, P, rule: EdgeRule, *, neighbor_key=None, local_sigma=None,
     train = _Training(P, rule, method, products)
     if method == "kdtree":
         rows, cols, sigma_q = _kd_pairs(Q, train, rule, neighbor_key, exclude)
+    elif method == "grid":
+        rows, cols, sigma_q = _graph_pairs(Q, train, rule, exclude)
     else:
         rows, cols, sigma_q = _brute_pairs(Q, train, rule, neighbor_key, exclude)
     q_norm = _norms(Q) if rule.compares == "cosine" else None
@@ -457,13 +477,23 @@ def cross_edges(Q, P, rule: EdgeRule, *, neighbor_key=None, local_sigma=None,
 
 
 def _cross_method(method: str, rule: EdgeRule, P) -> str:
-    """``method="auto"`` resolved: the kd-tree on the host for d <= 8 distance rules."""
+    """``method="auto"`` resolved: the kd-tree on the host for d <= 8 distance rules;
+    on the GPU the graph builders' grid for ε distance rules with a fixed σ in
+    d <= 8 (:func:`_graph_pairs`); brute force otherwise."""
     if method != "auto":
         return method
     host = array_module(P) is np
     if host and rule.compares == "sqdist" and P.shape[1] <= KDTREE_MAX_D:
         return "kdtree"
+    if not host and _grid_serves(rule, P.shape[1]):
+        return "grid"
     return "bruteforce"
+
+
+def _grid_serves(rule: EdgeRule, d: int) -> bool:
+    """Whether the GPU builders' grid finds the cross edges of `rule` in `d` features."""
+    return (not rule.is_knn and not rule.local_sigma and rule.compares == "sqdist"
+            and uses_grid(d, rule))
 
 
 def _excluded(exclude, b, xp):
@@ -544,6 +574,33 @@ def _brute_pairs(Q, train: _Training, rule: EdgeRule, neighbor_key, exclude):
     rr, rc = rr.astype(xp.int64), rc.astype(xp.int64)
     sigma_q = _sigma_q(Q, train, chosen[:, :m] if m else None)
     return _combine(Q, train, rule, neighbor_key, fr, fc, rr, rc) + (sigma_q,)
+
+
+def _graph_pairs(Q, train: _Training, rule: EdgeRule, exclude):
+    """Candidate pairs of one batch from the ε-graph of the training and new points
+    together, built by the graph builders' grid (:func:`explorer.graph.build_graph`,
+    ``method="grid"``): O((n + b) · neighbours) pairs instead of the b · n products of
+    brute force.
+
+    The grid thresholds the float32 squared difference, within (d + 3) float32
+    roundings of the exact value; the threshold is widened by twice that, so every
+    pair the float64 rule keeps is a candidate, and :func:`cross_edges` re-decides them
+    in float64. Pairs among new points are built too and dropped."""
+    from .graph import build_graph
+
+    xp = train.xp
+    n, d = train.P.shape
+    widen = 1.0 + 2.0 * (d + 4) * float(np.finfo(np.float32).eps)
+    wide = EdgeRule("uniform", None, "sqdist", rule.sqdist_cutoff * widen)
+    both = xp.concatenate([train.P, Q])
+    csr = build_graph(both, wide, method="grid", backend="gpu").csr
+    cross = csr[n:, :n].tocoo()
+    r, c = cross.row.astype(xp.int64), cross.col.astype(xp.int64)
+    ex = _excluded(exclude, Q.shape[0], xp)
+    if ex is not None:
+        keep = c != ex[r]
+        r, c = r[keep], c[keep]
+    return r, c, None
 
 
 def _sigma_q(Q, train: _Training, near):
@@ -774,7 +831,7 @@ def transform(model: ExtensionModel, Xv, *, method: str = "auto", exclude=None,
     model : ExtensionModel
     Xv : array of float32, shape (b, d)
         New points after :func:`fitted_space` (moved to the model's device here).
-    method : {"auto", "bruteforce", "kdtree"}
+    method : {"auto", "bruteforce", "kdtree", "grid"}
         The cross-edge search (:func:`cross_edges`).
     exclude : int array of shape (b,), optional
         See :func:`cross_edges` (exact and representatives modes).

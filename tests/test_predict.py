@@ -390,3 +390,31 @@ def test_gpu_cross_edges_match_the_float64_reference(rng, rule):
     W_ref, E_ref = reference_cross(Q, P, rule)
     np.testing.assert_array_equal(E.astype(bool), E_ref)
     np.testing.assert_allclose(W, W_ref, rtol=1e-12, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("self_excluded", [False, True])
+def test_gpu_grid_cross_edges_are_exact_at_the_threshold(rng, self_excluded):
+    """The grid's widened threshold keeps every pair the float64 rule keeps, on integer
+    lattices where many pairs lie exactly at the threshold (strict: no edge) and just
+    inside it; the pairs among the new points it also builds are not returned."""
+    import cupy
+
+    P = rng.integers(0, 12, size=(2000, 2)).astype(np.float32) * 0.25
+    if self_excluded:
+        idx = rng.choice(2000, 300, replace=False)
+        Q, exclude = P[idx], idx
+    else:
+        Q, exclude = rng.integers(0, 12, size=(300, 2)).astype(np.float32) * 0.25, None
+    for threshold in (0.0625, 0.0625 * (1 + 1e-7), 0.125):
+        rule = EdgeRule.from_args("gaussian", 0.3, threshold_sqdist=threshold)
+        assert ext._cross_method("auto", rule, cupy.asarray(P)) == "grid"
+        r, c, w = ext.cross_edges(cupy.asarray(Q), cupy.asarray(P), rule, exclude=exclude,
+                                  method="grid")
+        pairs = cupy.asnumpy(r), cupy.asnumpy(c)
+        assert len(set(zip(*(a.tolist() for a in pairs), strict=True))) == r.size
+        W, E = _as_dense(*pairs, cupy.asnumpy(w), (300, 2000))
+        W_ref, E_ref = reference_cross(Q, P, rule, exclude)
+        assert E_ref.sum() > 300  # the lattice's neighbours are edges: a real test
+        np.testing.assert_array_equal(E.astype(bool), E_ref)
+        np.testing.assert_allclose(W, W_ref, rtol=1e-12, atol=0)
