@@ -254,7 +254,7 @@ __device__ __forceinline__ void write_row(long long i, const double* kv, const l
 
 // One thread per row: the K best of its C candidates by (key, index), from the keys of
 // knn_pair_keys, and whether they are the row's K best of all points. They are when
-// every candidate list is complete (`complete`: C = n - 1), when the cut is padding
+// every candidate list is complete (`complete`: C = n - 1, and the cut is not NaN), when the cut is padding
 // under cosine (every valid column is a candidate: cosine keys never overflow), or when
 // the K-th exact key is below cut[t] - slack[i]: slack[i] bounds the difference between
 // the float32 keys of the tile and the reference's keys of row i, so every column left
@@ -283,7 +283,7 @@ extern "C" __global__ void knn_refine(long long r0, int rows,
     }
     write_row(i, kv, ki, cnt, K, cosine, out_idx, out_val);
     double c32 = (double)cut[t];
-    bool settled = complete != 0;
+    bool settled = complete != 0 && c32 == c32;  // NaN: some column was never listed
     if (cosine && c32 == KNN_INF) settled = true;
     if (cnt == K && c32 < KNN_INF && kv[K - 1] < c32 - slack[i]) settled = true;
     if (!settled) pending[atomicAdd(n_pending, 1ULL)] = i;
