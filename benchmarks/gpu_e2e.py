@@ -23,10 +23,11 @@ Stages (a flat table, ``stages[name]``):
   TF32 one, the peer's iteration, and the parts of our step alone
   (``...assign_checked``: TF32 product, bound check and float64 re-check, with the
   rows re-checked; ``...sums``: the float64 cluster sums).
-- ``syn1m.exact`` / ``syn1m.default``: Syn1M (``explorer.data.load("syn4d",
-  n_samples=10**6)``), ``SpectralClustering(4, metric="gaussian", sigma=0.01,
-  threshold_sqdist=0.0008, mode="exact")`` and the default ``SpectralClustering(4)``,
-  whole fits on the device array.
+- ``syn1m.exact`` / ``syn1m.default`` / ``syn1m.given_rule``: Syn1M
+  (``explorer.data.load("syn4d", n_samples=10**6)``), ``SpectralClustering(4,
+  metric="gaussian", sigma=0.01, threshold_sqdist=0.0008, mode="exact")``, the default
+  ``SpectralClustering(4)`` and the given rule with ``mode="auto"`` (the mode it took
+  and why recorded), whole fits on the device array.
 - ``app.moons1000`` / ``app.digits1797``: default fits at the app's sizes.
 - ``knn.digits60k`` / ``knn.digits240k``: the kNN graph (k = 10, ``build_graph(...,
   graph="knn")``) of 60,000 / 240,000 infinite digits (784-D), uniform weights and
@@ -252,11 +253,13 @@ def spectral(stages, repeats):
     from explorer import SpectralClustering
 
     X = cupy.asarray(load("syn4d", n_samples=10**6, random_state=0).X)
-    exact = {"metric": "gaussian", "sigma": 0.01, "threshold_sqdist": 0.0008, "mode": "exact"}
-    for label, kw in (("syn1m.exact", exact), ("syn1m.default", {})):
+    given = {"metric": "gaussian", "sigma": 0.01, "threshold_sqdist": 0.0008}
+    for label, kw in (("syn1m.exact", {**given, "mode": "exact"}), ("syn1m.default", {}),
+                      ("syn1m.given_rule", given)):
         sc = SpectralClustering(4, random_state=0, **kw).fit(X)
         stages[label] = {**summary(time_gpu(lambda kw=kw: SpectralClustering(
             4, random_state=0, **kw).fit(X), repeats=repeats)), "keywords": kw,
+            "mode": sc.plan_.mode, "mode_why": sc.plan_.mode_why,
             "timings": dict(getattr(sc, "timings_", {}))}
     for label, name, n in (("app.moons1000", "moons", 1000), ("app.digits1797", "digits", 1797)):
         ds = load(name, n_samples=n, random_state=0)
