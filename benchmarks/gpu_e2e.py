@@ -354,7 +354,9 @@ def first_fit(stages, n=100_000):
         env = {**os.environ, "CUPY_CACHE_DIR": cache,
                "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
         t = time.perf_counter()
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+        done = subprocess.run(argv, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{argv[1:3]} exited {done.returncode}: {done.stderr[-2000:]}")
         return time.perf_counter() - t, done.stdout
 
     fit = [sys.executable, "-c", FIRST_FIT.format(n=n)]
