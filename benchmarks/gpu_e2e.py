@@ -23,14 +23,22 @@ Stages (a flat table, ``stages[name]``):
   TF32 one, the peer's iteration, and the parts of our step alone
   (``...assign_checked``: TF32 product, bound check and float64 re-check, with the
   rows re-checked; ``...sums``: the float64 cluster sums).
-- ``syn1m.exact`` / ``syn1m.default``: Syn1M (``explorer.data.load("syn4d",
-  n_samples=10**6)``), ``SpectralClustering(4, metric="gaussian", sigma=0.01,
-  threshold_sqdist=0.0008, mode="exact")`` and the default ``SpectralClustering(4)``,
-  whole fits on the device array.
+- ``syn1m.exact`` / ``syn1m.default`` / ``syn1m.given_rule``: Syn1M
+  (``explorer.data.load("syn4d", n_samples=10**6)``), ``SpectralClustering(4,
+  metric="gaussian", sigma=0.01, threshold_sqdist=0.0008, mode="exact")``, the default
+  ``SpectralClustering(4)`` and the given rule with ``mode="auto"`` (the mode it took
+  and why recorded), whole fits on the device array.
 - ``app.moons1000`` / ``app.digits1797``: default fits at the app's sizes.
-- ``knn.digits60k``: the kNN graph (k = 10, ``build_graph(..., graph="knn")``) of 60,000
-  infinite digits (784-D) beside ``peer_fp32`` / ``peer_tf32``: PyTorch
-  ``X[i:i+8192] @ X.T`` then ``topk`` (lists only, no graph), TF32 off and on.
+- ``knn.digits60k`` / ``knn.digits240k``: the kNN graph (k = 10, ``build_graph(...,
+  graph="knn")``) of 60,000 / 240,000 infinite digits (784-D), uniform weights and
+  (``.local``) self-tuning σ, with the build's timings and the rows its search decided
+  again, beside ``peer_fp32`` / ``peer_tf32``: PyTorch ``X[i:i+8192] @ X.T`` then
+  ``topk`` (lists only, no graph), TF32 off and on.
+- ``firstfit.digits100k``: the default ``SpectralClustering(10)`` of 10⁵ × 784 digits as
+  the first fit of a fresh process: ``.cold`` on an empty kernel cache (a new
+  machine), ``.after_warmup`` after ``spectral-explorer warmup --clusters 10`` filled
+  another empty cache (``.warmup_command``: its seconds), ``.warm`` the process's
+  second fit. One run each (a fresh process per measurement).
 
 ``--compare PATH`` reads an earlier result and lists (``comparison.slower``, and on
 stdout) every stage present in both whose median is more than 10 % above the earlier
@@ -245,11 +253,13 @@ def spectral(stages, repeats):
     from explorer import SpectralClustering
 
     X = cupy.asarray(load("syn4d", n_samples=10**6, random_state=0).X)
-    exact = {"metric": "gaussian", "sigma": 0.01, "threshold_sqdist": 0.0008, "mode": "exact"}
-    for label, kw in (("syn1m.exact", exact), ("syn1m.default", {})):
+    given = {"metric": "gaussian", "sigma": 0.01, "threshold_sqdist": 0.0008}
+    for label, kw in (("syn1m.exact", {**given, "mode": "exact"}), ("syn1m.default", {}),
+                      ("syn1m.given_rule", given)):
         sc = SpectralClustering(4, random_state=0, **kw).fit(X)
         stages[label] = {**summary(time_gpu(lambda kw=kw: SpectralClustering(
             4, random_state=0, **kw).fit(X), repeats=repeats)), "keywords": kw,
+            "mode": sc.plan_.mode, "mode_why": sc.plan_.mode_why,
             "timings": dict(getattr(sc, "timings_", {}))}
     for label, name, n in (("app.moons1000", "moons", 1000), ("app.digits1797", "digits", 1797)):
         ds = load(name, n_samples=n, random_state=0)
@@ -261,19 +271,28 @@ def spectral(stages, repeats):
             "timings": dict(getattr(sc, "timings_", {}))}
 
 
-def knn(stages, repeats, n=60_000, k=10, block=8192):
+def knn(stages, repeats, n, k=10, block=8192):
+    """The kNN graphs of n infinite digits: uniform weights (``knn.digits60k`` since the
+    first runs) and self-tuning σ (``.local``), the build's own timings and the rows the
+    search decided again beside them, and the PyTorch peers (lists only)."""
     import cupy
     from explorer.data import load
 
     from explorer.graph import EdgeRule, build_graph
 
+    name = f"knn.digits{n // 1000}k"
     X = cupy.asarray(np.ascontiguousarray(load("infinite-digits", n_samples=n,
                                                random_state=0).X, dtype=np.float32))
-    rule = EdgeRule.from_args("uniform", graph="knn", n_neighbors=k)
-    g = build_graph(X, rule, backend="gpu")
-    stages["knn.digits60k"] = {**summary(time_gpu(lambda: build_graph(X, rule, backend="gpu"),
-                                                  repeats=repeats)),
-                               "method": getattr(g, "method", None), "k": k}
+    for label, rule in (("", EdgeRule.from_args("uniform", graph="knn", n_neighbors=k)),
+                        (".local", EdgeRule.from_args("gaussian", "local", graph="knn",
+                                                      n_neighbors=k))):
+        g = build_graph(X, rule, backend="gpu")
+        stages[name + label] = {
+            **summary(time_gpu(lambda rule=rule: build_graph(X, rule, backend="gpu"),
+                               repeats=repeats)),
+            "method": getattr(g, "method", None), "k": k, "n": n, "d": X.shape[1],
+            "timings": dict(getattr(g, "timings", {}) or {}),
+            "info": dict(getattr(g, "info", {}) or {})}
     torch = _torch()
     if torch is None:
         return
@@ -294,8 +313,65 @@ def knn(stages, repeats, n=60_000, k=10, block=8192):
                 torch.backends.cuda.matmul.allow_tf32 = old
         return run
 
-    stages["knn.digits60k.peer_fp32"] = summary(time_gpu(peer(False), repeats=repeats))
-    stages["knn.digits60k.peer_tf32"] = summary(time_gpu(peer(True), repeats=repeats))
+    stages[name + ".peer_fp32"] = summary(time_gpu(peer(False), repeats=repeats))
+    stages[name + ".peer_tf32"] = summary(time_gpu(peer(True), repeats=repeats))
+
+
+#: The first fit in a fresh process (``firstfit.*``): the data made, then one default fit
+#: timed, then a second one (the warm fit), as JSON on the last line.
+FIRST_FIT = """
+import json, sys, time
+import cupy, numpy as np
+from explorer import SpectralClustering
+from explorer.data import load
+ds = load("infinite-digits", n_samples={n}, random_state=0)
+X = cupy.asarray(np.ascontiguousarray(ds.X, dtype=np.float32))
+cupy.cuda.get_current_stream().synchronize()
+runs = []
+for _ in range(2):
+    t = time.perf_counter()
+    SpectralClustering(10, backend="gpu", random_state=0).fit(X)
+    cupy.cuda.get_current_stream().synchronize()
+    runs.append(time.perf_counter() - t)
+print(json.dumps(runs))
+"""
+
+
+def first_fit(stages, n=100_000):
+    """The default fit of n × 784 digits in a fresh process on an empty kernel cache
+    (``firstfit.digits100k.cold``, as on a new machine), the warm-up
+    (``spectral-explorer warmup --clusters 10``) into another empty cache and the first
+    fit in a fresh process after it (``...after_warmup``, the target: <= 2 s), and the
+    second fit of a process (``...warm``)."""
+    import os
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    name = f"firstfit.digits{n // 1000}k"
+
+    def child(argv, cache):
+        env = {**os.environ, "CUPY_CACHE_DIR": cache,
+               "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+        t = time.perf_counter()
+        done = subprocess.run(argv, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{argv[1:3]} exited {done.returncode}: {done.stderr[-2000:]}")
+        return time.perf_counter() - t, done.stdout
+
+    fit = [sys.executable, "-c", FIRST_FIT.format(n=n)]
+    with tempfile.TemporaryDirectory() as cold, tempfile.TemporaryDirectory() as warmed:
+        wall, out = child(fit, cold)
+        cold_runs = json.loads(out.strip().splitlines()[-1])
+        stages[name + ".cold"] = {**summary([cold_runs[0]]), "process_seconds": wall}
+        stages[name + ".warm"] = summary([cold_runs[1]])
+        wall, _ = child([sys.executable, "-m", "explorer.cli", "warmup", "--quiet",
+                         "--clusters", "10"], warmed)
+        stages[name + ".warmup_command"] = summary([wall])
+        wall, out = child(fit, warmed)
+        runs = json.loads(out.strip().splitlines()[-1])
+        stages[name + ".after_warmup"] = {**summary([runs[0]]), "process_seconds": wall,
+                                          "target": "<= 2 s"}
 
 
 def compare(stages, previous, slower=SLOWER):
@@ -343,7 +419,9 @@ SECTIONS = {
                                                   blobs(1_000_000, 8, 8, 1), 8, 10, r),
     "kmeans.6m_128d_k1024": lambda st, r: kmeans_large(st, max(3, r - 2)),  # ~7 GB
     "syn1m": lambda st, r: spectral(st, max(3, r - 2)),
-    "knn.digits60k": lambda st, r: knn(st, r),
+    "knn.digits60k": lambda st, r: knn(st, r, 60_000),
+    "knn.digits240k": lambda st, r: knn(st, r, 240_000),
+    "firstfit": lambda st, r: first_fit(st),
 }
 
 

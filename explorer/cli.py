@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Spectral clustering on an ε-neighbourhood graph, on the GPU or the CPU.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {explorer.__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,stats,datasets}")
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="{run,stats,datasets,warmup}")
 
     run = sub.add_parser("run", help="cluster a data set and report timings, statistics, scores")
     _data_arguments(run)
@@ -95,6 +96,16 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", type=Path, metavar="PATH", help="write the statistics as JSON")
 
     sub.add_parser("datasets", help="list the built-in data sets")
+
+    warm = sub.add_parser("warmup", help="compile the GPU kernels of the default fits into "
+                                         "CuPy's kernel cache, so that no first fit waits for "
+                                         "them (explorer.warmup)")
+    warm.add_argument("--clusters", type=int, nargs="+", metavar="K",
+                      help="numbers of clusters to compile for (default: "
+                           "explorer.warmup.CLUSTERS)")
+    warm.add_argument("--cache-dir", type=Path, metavar="DIR",
+                      help="the kernel cache to fill (CUPY_CACHE_DIR; default: CuPy's)")
+    warm.add_argument("--quiet", action="store_true", help="print nothing")
     return parser
 
 
@@ -418,6 +429,23 @@ def _cmd_datasets(args, out) -> None:
 # --- printing ----------------------------------------------------------------------
 
 
+def _cmd_warmup(args, out) -> None:
+    if args.cache_dir is not None:  # before CuPy compiles anything in this process
+        os.environ["CUPY_CACHE_DIR"] = str(args.cache_dir)
+    from . import warmup
+
+    def progress(name, k, seconds):
+        if not args.quiet:
+            print(f"{name:<16} k={k:<3} {seconds:6.2f} s", file=out, flush=True)
+
+    try:
+        result = warmup.precompile(args.clusters or warmup.CLUSTERS, progress=progress)
+    except RuntimeError as exc:
+        raise ValueError(str(exc)) from None
+    if not args.quiet:
+        print(f"compiled into {result['cache_dir']} in {result['total']:.1f} s", file=out)
+
+
 def _row(out, label, text):
     print(f"{label:<13} {text}", file=out)
 
@@ -524,6 +552,9 @@ def main(argv=None) -> int:
             warnings.simplefilter("always")
             if args.command == "datasets":
                 _cmd_datasets(args, out)
+                return 0
+            if args.command == "warmup":
+                _cmd_warmup(args, out)
                 return 0
             result = (_cmd_run if args.command == "run" else _cmd_stats)(args, out)
         messages = list(dict.fromkeys(str(w.message) for w in caught))

@@ -736,7 +736,7 @@ def training_neighborhoods(model: ExtensionModel, *, method: str = "auto") -> No
         model.neighbor_key = xp.where(xp.isnan(key), -xp.inf, key)
     if need_sigma:
         m = min(rule.local_neighbor, nbr.shape[1])
-        model.local_sigma = knn.local_sigma(P, nbr[:, :m])
+        model.local_sigma = knn.local_sigma(compared[:, :m])
 
 
 # ------------------------------------------------------------------ the extension

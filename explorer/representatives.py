@@ -76,9 +76,18 @@ EXACT_MAX_LOW_D = 8
 #: 0.997 and 1.000 in under a second. At 10⁵ the exact default scores as at 5,000.
 EXACT_MAX_N_LOW_D = 100_000
 
+#: ``mode="auto"`` on the GPU, past :data:`EXACT_MAX_N_LOW_D` low-d points with the edge
+#: rule given (nothing to suggest, the graph known): exact while the exact graph's
+#: estimated nonzeros stay within this many per point (and the GPU's memory). Syn1M's
+#: given rule makes 22.8 per point, and its exact fit took half the representatives'
+#: time at the same ARI (benchmarks/README.md, gpu-e2e); the bound leaves about three
+#: times that.
+EXACT_MAX_MEAN_DEGREE_GPU = 64
+
 
 def choose_mode(mode, n: int, d: int, *, backend: str, metric: str = "auto",
-                n_representatives: int | None = None) -> tuple[str, str]:
+                n_representatives: int | None = None, exact_nnz: float | None = None,
+                nnz_budget: float | None = None) -> tuple[str, str]:
     """The pipeline for `mode` on n × d data, and why.
 
     Parameters
@@ -92,6 +101,11 @@ def choose_mode(mode, n: int, d: int, *, backend: str, metric: str = "auto",
         The estimator's metric: ``"cosine"`` never takes the low-d grid.
     n_representatives : int, optional
         m; when n <= m the representatives would be the points themselves.
+    exact_nnz, nnz_budget : float, optional
+        The exact graph's estimated nonzeros and the most the GPU takes exactly
+        (``min(EXACT_MAX_MEAN_DEGREE_GPU · n, memory budget)``): given where the edge
+        rule is given, they decide low-d data past :data:`EXACT_MAX_N_LOW_D` points on
+        the GPU by the exact graph's cost.
 
     Returns
     -------
@@ -108,6 +122,18 @@ def choose_mode(mode, n: int, d: int, *, backend: str, metric: str = "auto",
         if n <= EXACT_MAX_N_LOW_D:
             return "exact", (f"d={d} <= {EXACT_MAX_LOW_D}: the exact graph visits "
                              "neighbouring cells only (grid / kd-tree), O(n · neighbours)")
+        if backend == "gpu" and exact_nnz is not None:
+            if exact_nnz <= nnz_budget:
+                return "exact", (
+                    f"n={n} > {EXACT_MAX_N_LOW_D} low-d points with the edge rule given: "
+                    f"its exact graph, estimated at {exact_nnz:.3g} nonzeros from a sample "
+                    f"of rows, is within the GPU's budget ({nnz_budget:.3g}), so it costs "
+                    "less than the representatives chain")
+            return "representatives", (
+                f"n={n} > {EXACT_MAX_N_LOW_D} low-d points: the given edge rule's exact "
+                f"graph, estimated at {exact_nnz:.3g} nonzeros, exceeds the GPU's budget "
+                f"({nnz_budget:.3g}); k-means representatives (m={m}) give the graph the "
+                "resolution of m points, labels mapped back (the representatives chain)")
         return "representatives", (
             f"n={n} > {EXACT_MAX_N_LOW_D} points: a graph of every point resolves detail "
             "far finer than the clusters (its smallest eigenvalues split a cluster before "

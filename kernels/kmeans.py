@@ -33,6 +33,7 @@ import numpy as np
 
 from ._launch import launch, multiprocessors
 from ._loader import get_module
+from ._tf32 import POINTER_MODE_HOST, U32, dot_error, tf32_product
 
 #: Threads per block of ``kmeans_step``.
 BLOCK = 256
@@ -321,18 +322,6 @@ def kmeans_plusplus_device(X, x_sq, k: int, draws):
 #: as long as with the float32 product in blocks of 16384 rows).
 CHECKED_BLOCK_VALUES = 1 << 26
 
-#: cuBLAS enums for the TF32 product (cublas_api.h / library_types.h).
-_OP_N, _OP_T = 0, 1
-_R_32F = 0
-_COMPUTE_32F_FAST_TF32 = 77
-_GEMM_DEFAULT = -1
-_POINTER_MODE_HOST = 0
-
-#: Unit roundoff of float32, and the relative error of a TF32 operand (10 stored
-#: mantissa bits; truncated or rounded, the error is below 2^-10).
-_U32 = 2.0**-24
-_U_TF32 = 2.0**-10
-
 #: Factor on the bound of :func:`checked_bound` (covers the float32 evaluation of the
 #: bound and of the gap).
 CHECKED_SAFETY = 1.25
@@ -349,21 +338,9 @@ def checked_bound(d: int) -> tuple[float, float]:
     adding the float32 ``||c||^2`` (its own d-term error, ``(d + 2) u ||c||^2``) and
     rounding the sum (u of ``2 ||x|| ||c|| + ||c||^2``) add the rest.
     """
-    dot = 2 * _U_TF32 + _U_TF32**2 + 2 * (d + 2) * _U32
-    a = 2 * dot * (1 + _U32) + 2 * _U32
-    b = (d + 3) * _U32
+    a = 2 * dot_error(d) * (1 + U32) + 2 * U32
+    b = (d + 3) * U32
     return CHECKED_SAFETY * a, CHECKED_SAFETY * b
-
-
-def _tf32_product(handle, cublas, N, Xb, out):
-    """``out[r, j] = Xb[r] · N[j]`` (float32, C-contiguous; TF32 tensor cores)."""
-    k, d = N.shape
-    rows = Xb.shape[0]
-    one = np.ones(1, dtype=np.float32)
-    zero = np.zeros(1, dtype=np.float32)
-    cublas.gemmEx(handle, _OP_T, _OP_N, k, rows, d, one.ctypes.data, N.data.ptr, _R_32F, d,
-                  Xb.data.ptr, _R_32F, d, zero.ctypes.data, out.data.ptr, _R_32F, k,
-                  _COMPUTE_32F_FAST_TF32, _GEMM_DEFAULT)
 
 
 def nearest_checked(X, x_sq, neg2c, c_sq, labels, mind, changed=None):
@@ -410,12 +387,12 @@ def nearest_checked(X, x_sq, neg2c, c_sq, labels, mind, changed=None):
     block = cupy.empty((min(chunk, n), k), dtype=cupy.float32)
     handle = device.get_cublas_handle()
     mode = cublas.getPointerMode(handle)
-    cublas.setPointerMode(handle, _POINTER_MODE_HOST)
+    cublas.setPointerMode(handle, POINTER_MODE_HOST)
     try:
         for start in range(0, n, chunk):
             stop = min(start + chunk, n)
             D = block[: stop - start]
-            _tf32_product(handle, cublas, neg2c, X[start:stop], D)
+            tf32_product(handle, cublas, neg2c, X[start:stop], D)
             grid = _blocks(stop - start, PASS_BLOCK // 32, NEAREST_BLOCKS_PER_SM)
             launch("kmeans", "nearest_centre_checked", (), (grid,), (PASS_BLOCK,),
                    (D, c_sq, x_sq[start:stop], np.int64(stop - start), np.int32(k),

@@ -137,12 +137,15 @@ extern "C" __global__ void knn_grid(const float* __restrict__ Xs,
 // ascending, so a later column never wins a tie against a listed one); C rounds of a
 // warp-wide minimum merge the 32 lists. Rows and columns with
 // valid == 0 (zero vectors under cosine; valid may be null: all valid) and the
-// diagonal never enter. Out: rows × C columns, -1 padded.
+// diagonal never enter. Out: rows × C columns, -1 padded, and each row's cut: the key of
+// its C-th candidate (+inf where that place is padding), so that every column left out
+// has a key >= the cut (NaN where a left-out key overflowed or is NaN).
 extern "C" __global__ void knn_tile_topk(const float* __restrict__ G, long long ldg, int rows,
                                          long long n, long long r0,
                                          const float* __restrict__ sq,
                                          const unsigned char* __restrict__ valid, int C,
-                                         long long* __restrict__ out) {
+                                         long long* __restrict__ out,
+                                         float* __restrict__ cut) {
     long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (warp >= rows) return;  // whole warps leave together
@@ -157,11 +160,16 @@ extern "C" __global__ void knn_tile_topk(const float* __restrict__ G, long long 
         kv[p] = inf;
         ki[p] = KNN_NONE;
     }
+    bool wild = false;
     if (valid == nullptr || valid[row]) {
         float sqi = sq != nullptr ? sq[row] : 0.0f;
         for (long long j = lane; j < n; j += 32) {
             float key = sq != nullptr ? (sqi + sq[j]) - 2.0f * g[j] : -g[j];
-            if (!(key < kv[KMAX - 1]) || j == row) continue;
+            if (!(key < kv[KMAX - 1])) {
+                wild |= !(key < inf);  // overflow or NaN: a column the cut cannot bound
+                continue;
+            }
+            if (j == row) continue;
             if (valid != nullptr && !valid[j]) continue;
             float cv = key;
             long long cj = j;
@@ -198,7 +206,23 @@ extern "C" __global__ void knn_tile_topk(const float* __restrict__ G, long long 
             ki[KMAX - 1] = KNN_NONE;
         }
         if (lane == 0) out[warp * C + t] = bj == KNN_NONE ? -1LL : bj;
+        if (lane == 0 && t == C - 1) cut[warp] = bj == KNN_NONE ? inf : bv;
     }
+    if (__any_sync(0xffffffffu, wild) && lane == 0) {
+        cut[warp] = __int_as_float(0x7fffffff);  // NaN: the row is not settled by its cut
+    }
+}
+
+// The float64 reference key of the pair (i, j): the squared distance, or minus the
+// cosine (+inf for a zero vector). norms: the reference's float64 row norms (cosine).
+__device__ __forceinline__ double ref_key(const float* __restrict__ X, int d, long long i,
+                                          long long j, int cosine,
+                                          const double* __restrict__ norms) {
+    if (!cosine) return sqdist64(X, i, j, d);
+    double den = __dmul_rn(norms[i], norms[j]);
+    if (den == 0.0) return KNN_INF;  // a zero vector is nobody's neighbour
+    double cs = __ddiv_rn(dot64(X, i, j, d), den);
+    return -fmin(fmax(cs, -1.0), 1.0);
 }
 
 // One thread per candidate pair (row t of the block, its c-th candidate): the float64
@@ -212,28 +236,39 @@ extern "C" __global__ void knn_pair_keys(const float* __restrict__ X, int d, lon
     if (e >= (long long)rows * C) return;
     long long i = r0 + e / C;
     long long j = cand[e];
-    double key = KNN_INF;
-    if (j >= 0) {
-        if (cosine) {
-            double den = __dmul_rn(norms[i], norms[j]);
-            if (den != 0.0) {  // a zero vector is nobody's neighbour
-                double cs = __ddiv_rn(dot64(X, i, j, d), den);
-                key = -fmin(fmax(cs, -1.0), 1.0);
-            }
-        } else {
-            key = sqdist64(X, i, j, d);
-        }
+    keys[e] = j >= 0 ? ref_key(X, d, i, j, cosine, norms) : KNN_INF;
+}
+
+// Write row i's list (kv, ki) of cnt entries as K outputs: values are squared distances
+// or cosines (keys negated back), -1 / NaN padded.
+__device__ __forceinline__ void write_row(long long i, const double* kv, const long long* ki,
+                                          int cnt, int K, int cosine,
+                                          long long* __restrict__ out_idx,
+                                          double* __restrict__ out_val) {
+    for (int s = 0; s < K; ++s) {
+        out_idx[i * K + s] = s < cnt ? ki[s] : -1LL;
+        double v = s < cnt ? kv[s] : __longlong_as_double(0x7ff8000000000000LL);
+        out_val[i * K + s] = (cosine && s < cnt) ? -v : v;
     }
-    keys[e] = key;
 }
 
 // One thread per row: the K best of its C candidates by (key, index), from the keys of
-// knn_pair_keys. Out rows are global rows; values are squared distances or cosines.
+// knn_pair_keys, and whether they are the row's K best of all points. They are when
+// every candidate list is complete (`complete`: C = n - 1, and the cut is not NaN), when the cut is padding
+// under cosine (every valid column is a candidate: cosine keys never overflow), or when
+// the K-th exact key is below cut[t] - slack[i]: slack[i] bounds the difference between
+// the float32 keys of the tile and the reference's keys of row i, so every column left
+// out (float32 key >= cut) is then strictly farther than the K-th. Unsettled rows are
+// appended to `pending` (count in n_pending[0]). Out rows are global rows.
 extern "C" __global__ void knn_refine(long long r0, int rows,
                                       const long long* __restrict__ cand,
                                       const double* __restrict__ keys, int C, int K,
-                                      int cosine, long long* __restrict__ out_idx,
-                                      double* __restrict__ out_val) {
+                                      int cosine, const float* __restrict__ cut,
+                                      const double* __restrict__ slack, int complete,
+                                      long long* __restrict__ out_idx,
+                                      double* __restrict__ out_val,
+                                      long long* __restrict__ pending,
+                                      unsigned long long* __restrict__ n_pending) {
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= rows) return;
     long long i = r0 + t;
@@ -246,9 +281,36 @@ extern "C" __global__ void knn_refine(long long r0, int rows,
         if (cand[e] < 0 || !(key < KNN_INF)) continue;
         list_insert<double>(kv, ki, cnt, K, key, cand[e]);
     }
-    for (int s = 0; s < K; ++s) {
-        out_idx[i * K + s] = s < cnt ? ki[s] : -1LL;
-        double v = s < cnt ? kv[s] : __longlong_as_double(0x7ff8000000000000LL);
-        out_val[i * K + s] = (cosine && s < cnt) ? -v : v;
+    write_row(i, kv, ki, cnt, K, cosine, out_idx, out_val);
+    double c32 = (double)cut[t];
+    bool settled = complete != 0 && c32 == c32;  // NaN: some column was never listed
+    if (cosine && c32 == KNN_INF) settled = true;
+    if (cnt == K && c32 < KNN_INF && kv[K - 1] < c32 - slack[i]) settled = true;
+    if (!settled) pending[atomicAdd(n_pending, 1ULL)] = i;
+}
+
+// One thread per row rows[t]: the K best by (key, index) of its candidate columns
+// cols[seg[t] .. seg[t + 1]) (any number, any order; itself and keys of +inf skipped),
+// from the reference's keys.
+extern "C" __global__ void knn_rows_exact(const float* __restrict__ X, int d,
+                                          const long long* __restrict__ rows, int n_rows,
+                                          const long long* __restrict__ seg,
+                                          const long long* __restrict__ cols, int K,
+                                          int cosine, const double* __restrict__ norms,
+                                          long long* __restrict__ out_idx,
+                                          double* __restrict__ out_val) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_rows) return;
+    long long i = rows[t];
+    double kv[KMAX];
+    long long ki[KMAX];
+    int cnt = 0;
+    for (long long e = seg[t]; e < seg[t + 1]; ++e) {
+        long long j = cols[e];
+        if (j == i) continue;
+        double key = ref_key(X, d, i, j, cosine, norms);
+        if (!(key < KNN_INF)) continue;
+        list_insert<double>(kv, ki, cnt, K, key, j);
     }
+    write_row(i, kv, ki, cnt, K, cosine, out_idx, out_val);
 }

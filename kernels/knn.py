@@ -12,12 +12,17 @@ true k nearest:
   least distance any unvisited cell allows. Exact: it decides every pair it keeps on
   float64 values and stops only when no unvisited point can be nearer or tie.
 - :func:`knn_gemm` (squared distances or cosines): row blocks against all points by
-  one cuBLAS float32 product each (centred data, or unit rows for cosine); one warp per
-  row keeps its best ``C = min(n - 1, 2k + 8)`` columns by the float32 key; a thread
-  per candidate re-evaluates it in float64 and a thread per row keeps the best k. A
-  true neighbour is missed only if float32 rounding puts more than C - k points ahead
-  of it: pairs within the rounding band of the k-th value (docs/architecture.md
-  "Exactness").
+  one cuBLAS product each on TF32 tensor cores (centred data, or unit rows for cosine);
+  one warp per row keeps its best ``C = min(n - 1, 2k + GEMM_EXTRA)`` columns by the
+  float32 key and the key of the C-th (the cut); a thread per candidate re-evaluates it
+  in float64 and a thread per row keeps the best k. A row is settled when its k-th
+  float64 value lies below the cut by more than :func:`key_slack`, the bound on the
+  difference between a tile's key and the reference's (TF32 products: ``|Δ(x·y)| <=
+  (2·2⁻¹⁰ + 2⁻²⁰ + 2(d + 2)·2⁻²⁴) ||x|| ||y||``, :mod:`._tf32`): every column left out
+  is then strictly farther than the k-th. The other rows (ties or near-ties at the cut:
+  duplicates, lattices) are decided again from float64 products against every point:
+  every column within twice the float64 bound of the row's k-th value is evaluated
+  exactly. So the lists equal the reference's, ties by the lower index included.
 
 This module knows CuPy only; the graph layer (``explorer.graph._knn_gpu``) validates
 input and holds the defaults. CuPy is imported when a launcher runs.
@@ -31,12 +36,19 @@ import numpy as np
 
 from ._launch import StageTimer
 from ._loader import get_module
+from ._tf32 import POINTER_MODE_HOST, U32, dot_error, tf32_product
 
 #: Largest k the kernels' per-thread lists hold (the graph layer's MAX_NEIGHBORS).
 MAX_K = 256
 
 #: Candidates per row of the GEMM path beyond k: ``C = min(n - 1, 2k + GEMM_EXTRA)``.
 GEMM_EXTRA = 8
+
+#: Factor on :func:`key_slack` (covers the float64 evaluation of the bound itself).
+SLACK_SAFETY = 1.25
+
+#: Unit roundoff of float64.
+_U64 = 2.0**-53
 
 #: Points per grid cell aimed at (over the bounding box of the cell features).
 GRID_OCCUPANCY = 2.0
@@ -171,9 +183,53 @@ def reference_norms(X):
     return cupy.sqrt(acc)
 
 
+def key_slack(zn, M: float, d: int, cosine: bool, product: str):
+    """Per-row bound on ``|key - reference key|`` for the keys of :func:`knn_gemm`.
+
+    A key is formed from ``Z``, the float32 data centred (or unit rows for cosine),
+    by a product ``G = Z_rows Zᵀ``: the squared distance ``(‖zi‖² + ‖zj‖²) - 2 gij``
+    (float32 squared norms for TF32 tiles; float64 and without ``‖zi‖²`` for the
+    float64 products, a shift the same for every column of the row) or ``-gij``. Its
+    distance to the reference's key of the pair (the float64 squared distance of the
+    rows of X, or minus their cosine) is at most
+
+        ``SLACK_SAFETY · (a ‖zi‖ M + b (‖zi‖ + M)²)``,
+
+    ``M`` the largest ``‖zj‖``: ``a = 2ε`` (cosine ``ε``) for the product, ``ε`` the
+    TF32 :func:`~._tf32.dot_error` or ``2 (d + 2) 2⁻⁵³`` for float64; ``b`` sums the
+    squared norms' and the additions' rounding (``(d + 5) 2⁻²⁴`` in float32, ``(d + 4)
+    2⁻⁵³`` in float64; none for cosine) and ``8·2⁻²⁴ + 2 (d + 4) 2⁻⁵³`` for Z against X
+    (each coordinate of ``Z`` within 2⁻²⁴ of its own size, after centring or
+    normalising) and the reference's own float64 rounding. Unit rows have norms near 1,
+    so ``(‖zi‖ + M)² ≈ 4`` covers cosine's constant terms.
+
+    Parameters
+    ----------
+    zn : array of float64
+        ``‖zi‖`` of the rows (NumPy or CuPy).
+    M : float
+        The largest row norm.
+    d : int
+    cosine : bool
+    product : {"tf32", "float64"}
+
+    Returns
+    -------
+    array of float64, like `zn`
+    """
+    if product == "tf32":
+        eps, norms_rounding = dot_error(d), (d + 5) * U32
+    else:
+        eps, norms_rounding = 2 * (d + 2) * _U64, (d + 4) * _U64
+    data = 8 * U32 + 2 * (d + 4) * _U64
+    a = eps if cosine else 2 * eps
+    b = data if cosine else norms_rounding + data
+    return SLACK_SAFETY * (a * zn * M + b * (zn + M) ** 2)
+
+
 def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
              timer: StageTimer | None = None):
-    """The k nearest other points of each row of `X` via cuBLAS tiles (see the module).
+    """The k nearest other points of each row of `X` via TF32 tiles (see the module).
 
     Parameters
     ----------
@@ -184,18 +240,22 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
         instead of squared distance.
     tile_bytes : int
         Bytes of one float32 tile (rows × n): the row block is ``tile_bytes // (4 n)``
-        rows, at least 32.
+        rows, at least 32; the float64 re-decision takes blocks of half as many rows.
     timer : StageTimer, optional
-        Records ``"prepare"``, ``"gemm"``, ``"topk"`` and ``"refine"``.
+        Records ``"prepare"``, ``"gemm"``, ``"topk"``, ``"refine"`` and ``"recheck"``.
 
     Returns
     -------
     neighbors : cupy.ndarray of int64, shape (n, k), -1 padded
     compared : cupy.ndarray of float64, shape (n, k): squared distances or cosines
+        Equal to :func:`explorer.graph.reference.reference_knn`'s, bit for bit.
     info : dict
-        ``candidates`` per row and ``block_rows``.
+        ``candidates`` per row, ``block_rows`` and ``rows_rechecked`` (rows decided
+        again from float64 products).
     """
     import cupy
+    from cupy.cuda import device
+    from cupy_backends.cuda.libs import cublas
 
     _check(X, k)
     timer = timer or StageTimer()
@@ -212,8 +272,14 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
             norms = None
             Z = cupy.ascontiguousarray(X - X.mean(axis=0, dtype=cupy.float64).astype(
                 cupy.float32))
-            sq = cupy.ascontiguousarray((Z * Z).sum(axis=1))
             valid = None
+        squares = Z * Z
+        if not cosine:
+            sq = cupy.ascontiguousarray(squares.sum(axis=1))
+        zn = cupy.sqrt(squares.sum(axis=1, dtype=cupy.float64))
+        del squares
+        M = float(zn.max())
+        slack = key_slack(zn, M, d, cosine, "tf32")
         if valid is not None:
             valid = valid.astype(cupy.uint8)
     module = _module(C)
@@ -223,26 +289,80 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
     block_rows = int(max(32, min(n, tile_bytes // (4 * n))))
     idx = cupy.empty((n, k), dtype=cupy.int64)
     val = cupy.empty((n, k), dtype=cupy.float64)
+    G = cupy.empty((block_rows, n), dtype=cupy.float32)
     cand = cupy.empty((block_rows, C), dtype=cupy.int64)
     keys = cupy.empty((block_rows, C), dtype=cupy.float64)
+    cut = cupy.empty(block_rows, dtype=cupy.float32)
+    pending = cupy.empty(n, dtype=cupy.int64)
+    n_pending = cupy.zeros(1, dtype=cupy.uint64)
     null = np.uint64(0)  # a null pointer
-    for r0 in range(0, n, block_rows):
-        rows = min(block_rows, n - r0)
-        with timer("gemm"):
-            G = Z[r0 : r0 + rows] @ Z.T
-        with timer("topk"):
-            threads = rows * 32
-            topk(((threads + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
-                 (G, np.int64(n), np.int32(rows), np.int64(n), np.int64(r0),
-                  null if sq is None else sq, valid if cosine else null, np.int32(C),
-                  cand))
-        del G
-        with timer("refine"):
-            pairs = rows * C
-            pair_keys(((pairs + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
-                      (X, np.int32(d), np.int64(r0), np.int32(rows), cand, np.int32(C),
-                       np.int32(1 if cosine else 0), null if norms is None else norms, keys))
-            refine(((rows + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
-                   (np.int64(r0), np.int32(rows), cand, keys, np.int32(C), np.int32(k),
-                    np.int32(1 if cosine else 0), idx, val))
-    return idx, val, {"candidates": C, "block_rows": block_rows}
+    handle = device.get_cublas_handle()
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, POINTER_MODE_HOST)
+    try:
+        for r0 in range(0, n, block_rows):
+            rows = min(block_rows, n - r0)
+            with timer("gemm"):
+                tf32_product(handle, cublas, Z, Z[r0 : r0 + rows], G[:rows])
+            with timer("topk"):
+                threads = rows * 32
+                topk(((threads + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
+                     (G, np.int64(n), np.int32(rows), np.int64(n), np.int64(r0),
+                      null if sq is None else sq, valid if cosine else null, np.int32(C),
+                      cand, cut))
+            with timer("refine"):
+                pairs = rows * C
+                pair_keys(((pairs + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
+                          (X, np.int32(d), np.int64(r0), np.int32(rows), cand, np.int32(C),
+                           np.int32(1 if cosine else 0), null if norms is None else norms,
+                           keys))
+                refine(((rows + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
+                       (np.int64(r0), np.int32(rows), cand, keys, np.int32(C), np.int32(k),
+                        np.int32(1 if cosine else 0), cut, slack,
+                        np.int32(1 if C == n - 1 else 0), idx, val, pending, n_pending))
+    finally:
+        cublas.setPointerMode(handle, mode)
+    del G
+    m = int(n_pending.get()[0])
+    if m:
+        with timer("recheck"):
+            _decide_rows(X, Z, pending[:m], k, cosine, norms, zn, M, module, idx, val,
+                         tile_bytes)
+    return idx, val, {"candidates": C, "block_rows": block_rows, "rows_rechecked": m}
+
+
+def _decide_rows(X, Z, rows, k, cosine, norms, zn, M, module, idx, val, tile_bytes):
+    """The k nearest of each of `rows` (int64) from float64 products against every point:
+    every column whose float64 key is within twice :func:`key_slack` of the row's k-th
+    float64 key (a superset of the reference's k nearest and of their ties) is evaluated
+    exactly by ``knn_rows_exact``, which writes the rows of `idx` and `val`."""
+    import cupy
+
+    n, d = X.shape
+    Z64 = Z.astype(cupy.float64)
+    sq64 = None if cosine else (Z64 * Z64).sum(axis=1)
+    invalid = None if norms is None else cupy.flatnonzero(norms == 0)
+    kernel = module.get_function("knn_rows_exact")
+    null = np.uint64(0)
+    step = int(max(1, tile_bytes // (8 * n)))
+    for s in range(0, rows.shape[0], step):
+        part = rows[s : s + step]
+        p = part.shape[0]
+        key = Z64[part] @ Z64.T
+        if cosine:
+            cupy.negative(key, out=key)
+        else:
+            key *= -2.0
+            key += sq64[None, :]
+        key[cupy.arange(p), part] = cupy.inf
+        if invalid is not None and invalid.size:
+            key[:, invalid] = cupy.inf
+        kth = cupy.partition(key, k - 1, axis=1)[:, k - 1]
+        band = kth + 2.0 * key_slack(zn[part], M, d, cosine, "float64")
+        r, c = cupy.nonzero((key <= band[:, None]) & cupy.isfinite(key))
+        del key
+        seg = cupy.searchsorted(r, cupy.arange(p + 1, dtype=r.dtype))
+        kernel(((p + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
+               (X, np.int32(d), cupy.ascontiguousarray(part), np.int32(p), seg,
+                cupy.ascontiguousarray(c), np.int32(k), np.int32(1 if cosine else 0),
+                null if norms is None else norms, idx, val))

@@ -66,7 +66,9 @@ class Server:
         self.log_path = Path(log_path)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/app"
-        self._env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        # No background kernel warm-up: the timed browser tests measure the app alone.
+        self._env = {**os.environ, "PYTHONPATH": str(REPO), "EXPLORER_WARMUP": "0",
+                     **(env or {})}
         self._args = list(args)
         self._start_timeout_s = start_timeout_s
         self._proc = None

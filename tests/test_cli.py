@@ -133,6 +133,27 @@ def test_datasets_lists_every_name(capsys):
         assert name in out
 
 
+def test_warmup_says_why_it_cannot_compile_without_a_gpu(capsys, monkeypatch):
+    from explorer import _backend
+
+    monkeypatch.setattr(_backend, "gpu_status", lambda: (False, "no device here"))
+    code, _, err = run(capsys, "warmup", "--clusters", "2")
+    assert code == 2 and "no GPU to compile for: no device here" in err
+
+
+def test_the_server_starts_the_warmup_once_and_not_without_a_gpu(monkeypatch):
+    from explorer import _backend, warmup
+
+    monkeypatch.setattr(warmup, "_started", False)
+    monkeypatch.setattr(_backend, "gpu_status", lambda: (False, "no device here"))
+    started = []
+    monkeypatch.setattr(warmup.subprocess, "run", lambda *a, **kw: started.append(a))
+    thread = warmup.start_background()
+    thread.join(10)
+    assert not thread.is_alive() and started == []
+    assert warmup.start_background() is None  # once per process
+
+
 # --- errors -------------------------------------------------------------------------
 
 

@@ -428,7 +428,8 @@ def test_checked_bound_holds_for_tf32_products(rng):
     import cupy
     from cupy.cuda import device
     from cupy_backends.cuda.libs import cublas
-    from explorer.kernels.kmeans import CHECKED_SAFETY, _tf32_product, checked_bound
+    from explorer.kernels._tf32 import tf32_product
+    from explorer.kernels.kmeans import CHECKED_SAFETY, checked_bound
 
     n, d, k = 4_096, 256, 512
     X = (rng.standard_normal((n, d)) * 10.0 ** rng.uniform(-3, 3, size=(n, 1))).astype(
@@ -439,7 +440,7 @@ def test_checked_bound_holds_for_tf32_products(rng):
     mode = cublas.getPointerMode(handle)
     cublas.setPointerMode(handle, 0)
     try:
-        _tf32_product(handle, cublas, cupy.asarray(neg2c), cupy.asarray(X), out)
+        tf32_product(handle, cublas, cupy.asarray(neg2c), cupy.asarray(X), out)
     finally:
         cublas.setPointerMode(handle, mode)
     exact = X.astype(np.float64) @ neg2c.astype(np.float64).T

@@ -3,10 +3,9 @@
 Fresh random data each run (the seed is in the report), every output buffer poisoned
 with 0xFF bytes: an unwritten neighbour reads as padding and shows as a missing edge.
 The grid search decides on the reference's float64 values and stops only when no
-unvisited point can tie, so its lists equal the reference's exactly; the GEMM search
-re-checks float32 candidates in float64, so its lists equal the reference's wherever
-no tie for the k-th place straddles its candidate cut (checked exactly on data without
-ties, up to ties within the band on tie-heavy data).
+unvisited point can tie; the GEMM search re-checks its TF32 candidates in float64 and
+decides the rows its rounding bound leaves open from float64 products: both lists
+equal the reference's exactly, ties included.
 """
 
 from __future__ import annotations
@@ -24,16 +23,16 @@ from explorer.testing import assert_same_graph, assert_same_knn_graph, check_can
 pytestmark = pytest.mark.gpu
 
 
-def lists(X, k, method, cosine=False):
+def lists(X, k, method, cosine=False, **kw):
     import cupy
     from explorer.kernels.knn import knn_gemm, knn_grid
 
     Xd = cupy.asarray(X)
     if method == "grid":
-        idx, val, _ = knn_grid(Xd, k)
+        idx, val, info = knn_grid(Xd, k)
     else:
-        idx, val, _ = knn_gemm(Xd, k, cosine)
-    return idx.get(), val.get()
+        idx, val, info = knn_gemm(Xd, k, cosine, **kw)
+    return idx.get(), val.get(), info
 
 
 @pytest.mark.parametrize("flavour", ["uniform", "blobs", "lattice", "duplicates", "offset"])
@@ -42,21 +41,58 @@ def test_grid_lists_equal_the_reference_exactly(poisoned, rng, flavour, d):
     n = int(rng.integers(200, 1500))
     X = tricky_data(rng, n, d, flavour)
     k = int(rng.integers(1, min(40, n - 1)))
-    idx, val = lists(X, k, "grid")
+    idx, val, _ = lists(X, k, "grid")
     ref_idx, ref_val = reference_knn(X, EdgeRule.from_args("uniform", graph="knn"), k)
     assert np.array_equal(idx, ref_idx)
     assert np.array_equal(val.view(np.uint64), ref_val.view(np.uint64))
 
 
 @pytest.mark.parametrize("cosine", [False, True])
-@pytest.mark.parametrize("d", [8, 40, 200])
-def test_gemm_lists_equal_the_reference_without_ties(poisoned, rng, cosine, d):
-    n = int(rng.integers(300, 2000))
-    X = tricky_data(rng, n, d, "blobs" if rng.random() < 0.5 else "uniform")
+@pytest.mark.parametrize("flavour", ["uniform", "blobs", "lattice", "duplicates", "offset",
+                                     "zeros"])
+@pytest.mark.parametrize("d", [8, 40, 200, 784])
+def test_gemm_lists_equal_the_reference_exactly(poisoned, rng, cosine, flavour, d):
+    # Ties (lattice, duplicates) and cancellation (offset) included: rows the TF32
+    # bound leaves open are decided again, so nothing is left to the rounding. Small
+    # tiles now and then, so that several row blocks and re-decided blocks run.
+    n = int(rng.integers(300, 2000 if d <= 200 else 700))  # the reference's time
+    X = tricky_data(rng, n, d, flavour)
     k = int(rng.integers(1, 30))
-    idx, val = lists(X, k, "gemm", cosine)
+    tile = int(rng.choice([1 << 30, 4 * n * int(rng.integers(32, 200))]))
+    idx, val, info = lists(X, k, "gemm", cosine, tile_bytes=tile)
     rule = EdgeRule.from_args("cosine" if cosine else "uniform", graph="knn")
     ref_idx, ref_val = reference_knn(X, rule, k)
+    assert np.array_equal(idx, ref_idx)
+    assert np.array_equal(val.view(np.uint64), ref_val.view(np.uint64))
+    assert 0 <= info["rows_rechecked"] <= n
+
+
+@pytest.mark.parametrize("cosine", [False, True])
+def test_gemm_decides_tied_rows_again(poisoned, rng, cosine):
+    # Groups of 60 identical points, k = 10: the cut (the 28th candidate) ties the
+    # 10th, so no row settles on the TF32 pass; every row goes through the float64
+    # products and the exact pass, whose lists are the reference's (lowest indices).
+    groups = int(rng.integers(5, 15))
+    centres = rng.standard_normal((groups, 64)).astype(np.float32)
+    X = np.ascontiguousarray(centres[rng.permutation(np.repeat(np.arange(groups), 60))])
+    idx, val, info = lists(X, 10, "gemm", cosine)
+    assert info["rows_rechecked"] == X.shape[0]
+    rule = EdgeRule.from_args("cosine" if cosine else "uniform", graph="knn")
+    ref_idx, ref_val = reference_knn(X, rule, 10)
+    assert np.array_equal(idx, ref_idx)
+    assert np.array_equal(val.view(np.uint64), ref_val.view(np.uint64))
+
+
+def test_gemm_settles_most_rows_of_digits_on_tf32(poisoned):
+    # The point of the TF32 pass: on 784-d digits almost every row is settled by its
+    # cut, and the lists are still the reference's.
+    from explorer.data import load
+
+    X = np.ascontiguousarray(load("infinite-digits", n_samples=1500, random_state=1).X,
+                             dtype=np.float32)
+    idx, val, info = lists(X, 10, "gemm")
+    assert info["rows_rechecked"] < 0.2 * X.shape[0]
+    ref_idx, ref_val = reference_knn(X, EdgeRule.from_args("uniform", graph="knn"), 10)
     assert np.array_equal(idx, ref_idx)
     assert np.array_equal(val.view(np.uint64), ref_val.view(np.uint64))
 

@@ -45,3 +45,22 @@ def test_kmeans_on_cupy_matches_numpy(rng):
     gpu = KMeans(n_clusters=6, random_state=0).fit(cupy.asarray(X))
     assert isinstance(gpu.labels_, cupy.ndarray)
     assert abs(float(gpu.inertia_) - float(cpu.inertia_)) <= 0.01 * float(cpu.inertia_)
+
+
+def test_auto_mode_weighs_the_exact_graph_of_a_given_rule(rng):
+    # Past 10⁵ low-d points with the threshold given, the GPU plan counts a sample of
+    # the exact graph's rows: a sparse graph is built exactly, a dense one is left to
+    # the representatives, each with its reason.
+    from explorer.data import load
+
+    from explorer import SpectralClustering
+
+    X = cupy.asarray(load("syn4d", n_samples=200_000,
+                          random_state=int(rng.integers(2**31))).X)
+    sc = SpectralClustering(4, metric="gaussian", sigma=0.015, threshold_sqdist=0.0015,
+                            backend="gpu", random_state=0).fit(X)
+    assert sc.plan_.mode == "exact", sc.plan_.mode_why
+    assert "estimated at" in sc.plan_.mode_why and "within the GPU's budget" in sc.plan_.mode_why
+    sc = SpectralClustering(4, metric="gaussian", sigma=0.1, threshold_sqdist=0.5,
+                            backend="gpu", random_state=0).fit(X)
+    assert sc.plan_.mode == "representatives" and "exceeds" in sc.plan_.mode_why

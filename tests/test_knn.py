@@ -369,3 +369,50 @@ def test_host_pairing_equals_the_key_sort_the_gpu_runs(rng, union):
     expected = {p for p in listed if union or p[::-1] in listed}
     expected |= {p[::-1] for p in expected}
     assert set(zip(r.tolist(), c.tolist(), strict=True)) == expected
+
+
+def _tf32(Z):
+    """Float32 values truncated to TF32 (10 stored mantissa bits), as tensor cores may."""
+    return (Z.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@pytest.mark.parametrize("flavour", ["blobs", "lattice", "offset", "zeros"])
+def test_gpu_knn_key_slack_covers_tf32_and_float64_keys(rng, flavour):
+    # The bound the GPU's GEMM search settles rows by (kernels/knn.py key_slack),
+    # checked against keys formed here as the device forms them: TF32-truncated
+    # operands with float32 sums (and float64 products for the re-decision), against
+    # the reference's squared distances and cosines of every pair.
+    from explorer.kernels.knn import key_slack
+
+    n, d = 300, int(rng.choice([3, 50, 300]))
+    X = tricky_data(rng, n, d, flavour)
+    off = ~np.eye(n, dtype=bool)
+    for metric in ("uniform", "cosine"):
+        cosine = metric == "cosine"
+        ref, _ = pair_values(X, X, EdgeRule.from_args(metric, graph="knn"))
+        if cosine:
+            norms = np.sqrt(np.einsum("ij,ij->i", X.astype(np.float64), X.astype(np.float64)))
+            ok = norms > 0
+            Z = np.where(ok[:, None], X / np.where(ok, norms, 1.0).astype(np.float32)[:, None],
+                         0).astype(np.float32)
+            pairs = off & ok[:, None] & ok[None, :]
+            ref_key = -ref
+        else:
+            Z = (X - X.mean(axis=0, dtype=np.float64).astype(np.float32)).astype(np.float32)
+            pairs = off
+            ref_key = ref
+        zn = np.sqrt(np.einsum("ij,ij->i", Z.astype(np.float64), Z.astype(np.float64)))
+        M = float(zn.max())
+        G = _tf32(Z) @ _tf32(Z).T
+        sq = (Z * Z).sum(axis=1)
+        key = -G if cosine else (sq[:, None] + sq[None, :]) - np.float32(2.0) * G
+        slack = key_slack(zn, M, d, cosine, "tf32")[:, None]
+        assert np.all(np.abs(key.astype(np.float64) - ref_key)[pairs]
+                      <= np.broadcast_to(slack, key.shape)[pairs])
+        Z64 = Z.astype(np.float64)
+        G64 = Z64 @ Z64.T
+        key64 = -G64 if cosine else (Z64 * Z64).sum(axis=1)[None, :] - 2.0 * G64 + (
+            zn**2)[:, None]
+        slack64 = key_slack(zn, M, d, cosine, "float64")[:, None]
+        assert np.all(np.abs(key64 - ref_key)[pairs]
+                      <= np.broadcast_to(slack64, key.shape)[pairs])

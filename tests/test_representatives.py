@@ -11,6 +11,7 @@ from explorer import SpectralClustering
 from explorer.metrics import adjusted_rand_score
 from explorer.representatives import (
     DEFAULT_REPRESENTATIVES,
+    EXACT_MAX_MEAN_DEGREE_GPU,
     EXACT_MAX_N_LOW_D,
     EXACT_MAX_WORK,
     assign_rows,
@@ -118,6 +119,22 @@ def test_auto_mode_rule():
     assert choose_mode("auto", 3000, 784, backend="cpu", n_representatives=3000)[0] == "exact"
     assert choose_mode("representatives", 10, 2, backend="cpu") == (
         "representatives", "mode='representatives' given")
+
+
+def test_auto_mode_weighs_the_given_rules_exact_graph_on_the_gpu():
+    # Past EXACT_MAX_N_LOW_D low-d points with the rule given, the GPU takes the exact
+    # graph while its estimated nonzeros fit the budget (Syn1M's rule: 2.3e7 at 10⁶),
+    # and says so; over budget, and always on the CPU, the representatives.
+    n, budget = 10**6, EXACT_MAX_MEAN_DEGREE_GPU * 10**6
+    mode, why = choose_mode("auto", n, 4, backend="gpu", exact_nnz=2.3e7, nnz_budget=budget)
+    assert mode == "exact"
+    assert "2.3e+07 nonzeros" in why and "within the GPU's budget (6.4e+07)" in why
+    mode, why = choose_mode("auto", n, 4, backend="gpu", exact_nnz=9e7, nnz_budget=budget)
+    assert mode == "representatives" and "9e+07 nonzeros, exceeds" in why
+    mode, why = choose_mode("auto", n, 4, backend="cpu", exact_nnz=2.3e7, nnz_budget=budget)
+    assert mode == "representatives" and "resolution of m points" in why
+    assert choose_mode("exact", n, 4, backend="gpu", exact_nnz=9e7,
+                       nnz_budget=budget)[0] == "exact"
 
 
 def test_auto_mode_on_the_estimator_says_why(rng, monkeypatch):

@@ -1,8 +1,9 @@
 """The GPU kNN search behind :mod:`explorer.graph.knn` (imported on a GPU run only).
 
 ``"grid"`` for distance rules up to :data:`GRID_KNN_MAX_D` features (cells over at
-most three of them, exact), ``"gemm"`` otherwise (cuBLAS tiles, float64 re-check);
-see :mod:`explorer.kernels.knn`.
+most three of them), ``"gemm"`` otherwise (TF32 tensor-core tiles, float64 re-check of
+the candidates and of the rows their rounding leaves open); both exact, see
+:mod:`explorer.kernels.knn`.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ def choose_knn_method_gpu(n: int, d: int, rule: EdgeRule) -> tuple[str, str]:
                         f"ring by ring finds the k nearest without all n² pairs (taken for "
                         f"d <= {GRID_KNN_MAX_D})")
     why = "cosine" if rule.compares == "cosine" else f"d={d} > {GRID_KNN_MAX_D}"
-    return "gemm", (f"GPU backend, n={n}, d={d}, {why}: cuBLAS distance tiles, per-row "
-                    "top-k, float64 re-check")
+    return "gemm", (f"GPU backend, n={n}, d={d}, {why}: TF32 tensor-core distance tiles, "
+                    "per-row top-k, float64 re-check (exact)")
 
 
 def knn_search_gpu(X, rule: EdgeRule, k: int, method: str):

@@ -15,7 +15,8 @@ written once with the array namespace ``xp`` (NumPy or CuPy) and shared:
 - :func:`edge_sqdist`: float64 squared distances of pairs, accumulated feature by
   feature in the order of the reference (bit for bit the reference on the CPU);
 - :func:`local_sigma` and :func:`local_scale`: self-tuning σ (Zelnik-Manor &
-  Perona): σi = distance to the m-th nearest other point, weight
+  Perona): σi = distance to the m-th nearest other point, read from the search's own
+  float64 values, weight
   ``exp(-d²/(σi σj))`` on the edges of any graph kind.
 
 :func:`build_knn` runs them for :func:`explorer.build_graph`; :func:`apply_local_sigma`
@@ -263,19 +264,14 @@ def edge_sqdist(X, rows, cols):
     return out
 
 
-def local_sigma(X, neighbors):
-    """σi of self-tuning weights: the distance from each point to the last of its
-    `neighbors` (the m-th nearest other point), float64, by :func:`edge_sqdist`.
-
-    Parameters
-    ----------
-    X : array (n, d), float32
-    neighbors : int64 array (n, m), the m nearest of each point (ascending)
-    """
-    xp = array_module(X)
-    n = X.shape[0]
-    last = neighbors[:, -1]
-    return xp.sqrt(edge_sqdist(X, xp.arange(n, dtype=xp.int64), last))
+def local_sigma(sqdist):
+    """σi of self-tuning weights from each point's squared distances to its m nearest
+    other points (ascending, float64, as a search returns them): the distance to the
+    m-th, ``sqrt(sqdist[:, -1])``. The searches' values are the reference's, so σ is
+    :func:`~explorer.graph.reference.reference_local_sqdist`'s to the bit, with no
+    second pass over the data."""
+    xp = array_module(sqdist)
+    return xp.sqrt(sqdist[:, -1])
 
 
 def local_scale(csr, sqdist, sigma):
@@ -294,8 +290,8 @@ def apply_local_sigma(csr, X, rule: EdgeRule, method: str, be: Backend, timings:
     t0 = time.perf_counter()
     m_rule = EdgeRule("uniform", None, None, None, graph="knn")
     m_method = choose_method(X.shape[0], X.shape[1], m_rule, be)[0]
-    nbr, _, _ = knn_search(X, m_rule, rule.local_neighbor, m_method, be)
-    sigma = local_sigma(X, nbr)
+    _, sqdist, _ = knn_search(X, m_rule, rule.local_neighbor, m_method, be)
+    sigma = local_sigma(sqdist)
     d2 = edge_sqdist(X, entry_rows(csr.indptr, xp), csr.indices.astype(xp.int64))
     out = local_scale(csr, d2, sigma)
     _sync(xp)
@@ -345,7 +341,7 @@ def build_knn(X, rule: EdgeRule, method: str, be: Backend):
     if rule.local_sigma:
         t0 = time.perf_counter()
         m = min(rule.local_neighbor, nbr.shape[1])
-        sigma = local_sigma(X, nbr[:, :m])
+        sigma = local_sigma(compared[:, :m])
         csr = local_scale(csr, vals, sigma)
         _sync(xp)
         timings["local_sigma"] = time.perf_counter() - t0

@@ -24,7 +24,7 @@ from .._csr import csr_from_arrays
 from .._validation import check_affinity, check_random_state, real_matrix, reject_matrix
 from ..affinity import choose_affinity
 from ..engines import engine_for
-from ..graph import BuildOptions, EdgeRule, Graph, csr_stats
+from ..graph import BuildOptions, EdgeRule, Graph, csr_stats, graph_stats
 from ..graph.pairwise import kernel_affinity, rbf_edge_rule, sigma_from_gamma
 from ..graph.rule import SIGMA_MAX, SIGMA_MIN
 from ..graph.suggest import graph_nnz_budget
@@ -33,6 +33,9 @@ from ..memory import MemoryEstimateError
 from ..params import AFFINITY_GRAPH, EIGEN_SOLVER_ALIASES, KERNELS, is_number
 from ..preprocessing import check_feature_scales, fit_scaler
 from ..representatives import (
+    EXACT_MAX_LOW_D,
+    EXACT_MAX_MEAN_DEGREE_GPU,
+    EXACT_MAX_N_LOW_D,
     check_memory,
     check_n_representatives,
     choose_mode,
@@ -40,6 +43,9 @@ from ..representatives import (
 )
 
 __all__ = ["FitPlan", "Points", "plan_fit", "plan_points", "precomputed_graph"]
+
+#: Rows counted to estimate the exact graph's nonzeros for ``mode="auto"``.
+EXACT_ESTIMATE_ROWS = 4096
 
 
 @dataclass
@@ -418,9 +424,13 @@ def plan_points(X, params: dict) -> Points:
     scaler, points = _scaled(data.X, params["scale"])
     n, d = points.shape
     given_m = params["n_representatives"]
+    exact_nnz = nnz_budget = None
+    if _exact_cost_decides(params, backend, n, d, data.unit):
+        exact_nnz, nnz_budget = _exact_graph_estimate(points, params, data.unit)
     mode, mode_why = choose_mode(
         params["mode"], n, d, backend=backend.name, metric=params["metric"],
-        n_representatives=None if isinstance(given_m, str) else given_m)
+        n_representatives=None if isinstance(given_m, str) else given_m,
+        exact_nnz=exact_nnz, nnz_budget=nnz_budget)
     timings, reps = {}, None
     if mode == "representatives":
         m = check_n_representatives(given_m, n, params["n_clusters"], backend.name)
@@ -434,6 +444,33 @@ def plan_points(X, params: dict) -> Points:
         points = reps.centers
     return Points(data=data, backend=backend, mode=mode, mode_why=mode_why, points=points,
                   scaler=scaler, representatives=reps, rng=rng, timings=timings)
+
+
+def _exact_cost_decides(params, backend, n: int, d: int, unit: float) -> bool:
+    """Whether ``mode="auto"`` weighs the exact graph's cost (see :func:`choose_mode`):
+    on the GPU, past ``EXACT_MAX_N_LOW_D`` low-d points, for an ε-graph whose threshold
+    is given (the rule needs no search, so counting a sample of its rows is cheap)."""
+    rule_params = _working_rule_params(params, unit)
+    return (params["mode"] == "auto" and backend.is_gpu and params["affinity"] == "auto"
+            and rule_params["metric"] != "cosine" and d <= EXACT_MAX_LOW_D
+            and n > EXACT_MAX_N_LOW_D
+            and (rule_params["threshold_sqdist"] is not None
+                 or rule_params["threshold_sim"] is not None))
+
+
+def _exact_graph_estimate(points, params, unit: float) -> tuple[float, float]:
+    """The exact ε-graph's nonzeros estimated from :data:`EXACT_ESTIMATE_ROWS` rows
+    counted on the GPU, and the budget (``EXACT_MAX_MEAN_DEGREE_GPU`` per point and the
+    GPU's memory, :func:`explorer.graph.suggest.graph_nnz_budget`)."""
+    rule_params = _working_rule_params(params, unit)
+    rule = EdgeRule.suggest(points, rule_params["metric"], rule_params["sigma"],
+                            rule_params["threshold_sqdist"], rule_params["threshold_sim"],
+                            n_clusters=params["n_clusters"])
+    stats = graph_stats(points, rule, backend="gpu", sample_rows=EXACT_ESTIMATE_ROWS,
+                        components=False)
+    n = points.shape[0]
+    budget = min(EXACT_MAX_MEAN_DEGREE_GPU * float(n), graph_nnz_budget("gpu")[0])
+    return float(stats.nnz), budget
 
 
 def _plan_graph(X, params) -> FitPlan:
