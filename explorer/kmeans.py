@@ -961,7 +961,7 @@ def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp, record=None):
                 runner.reseed_empty(s, int(n_empty[i]))
             # Unchanged labels give unchanged means: labels and centres then agree.
             consistent[s] = changed[i] == 0 and n_empty[i] == 0
-            stop = changed[i] == 0 or (n_empty[i] == 0 and shift[i] <= tol_abs)
+            stop = lloyd_stops(changed[i], n_empty[i], shift[i], tol_abs)
             if not stop and n_iter[s] < max_iter:
                 still.append(s)
         active = still
@@ -974,6 +974,28 @@ def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp, record=None):
         record.update(n_iter=n_iter.tolist(), steps=steps, inertia=list(map(float, inertias)))
     centers, labels = runner.result(best)
     return centers, labels, float(inertias[best]), int(n_iter[best])
+
+
+def update_centers(centers, sums, xp):
+    """Lloyd's update step from float64 per-cluster sums (counts in the last column,
+    as :func:`assign_nearest` gives them): ``(new centres, empty mask, squared shift)``.
+
+    An empty cluster keeps its centre (the caller re-seeds it); the shift is summed
+    over all centres (a float, read to the host). One implementation for the
+    restarts on the CPU, the client-reduced distributed loop and the worker-resident
+    one (:mod:`explorer.distributed._resident`).
+    """
+    counts = sums[:, -1]
+    empty = counts == 0
+    new = xp.where(empty[:, None], centers,
+                   sums[:, :-1] / xp.where(empty, 1.0, counts)[:, None])
+    return new, empty, float(((new - centers) ** 2).sum())
+
+
+def lloyd_stops(changed, n_empty, shift, tol_abs) -> bool:
+    """scikit-learn's stopping rule of one Lloyd iteration: no label changed, or,
+    without an empty cluster, a squared centre shift of at most `tol_abs`."""
+    return bool(changed == 0 or (n_empty == 0 and shift <= tol_abs))
 
 
 class _HostStarts:
@@ -1002,13 +1024,9 @@ class _HostStarts:
                                                 self.chunk, np, want_sums=True)
             changed[i] = np.count_nonzero(labels != self.labels[s])
             self.labels[s], self.mind[s] = labels, mind
-            counts = sums[:, -1]
-            empty = counts == 0
-            new = np.where(empty[:, None], self.centers[s],
-                           sums[:, :-1] / np.where(empty, 1.0, counts)[:, None])
-            shift[i] = float(((new - self.centers[s]) ** 2).sum())
+            new, empty, shift[i] = update_centers(self.centers[s], sums, np)
             n_empty[i] = np.count_nonzero(empty)
-            self.centers[s], self.counts[s] = new, counts
+            self.centers[s], self.counts[s] = new, sums[:, -1]
         return changed, n_empty, shift
 
     def reseed_empty(self, s, n_empty):

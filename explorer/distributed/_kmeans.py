@@ -20,6 +20,7 @@ from .. import kmeans as _km
 from .._backend import array_module, chunk_rows, column_sums, to_numpy
 from .._validation import check_choice, check_data, check_float, check_int
 from ._blocks import RowBlocks, get_client, per_block
+from ._resident import resident_plan, run_resident
 
 __all__ = ["DistributedKMeansResult", "kmeans_fit"]
 
@@ -45,7 +46,9 @@ class DistributedKMeansResult:
     init : str
         The seeding that ran (``"auto"`` resolved).
     timings : dict of str to float
-        Seconds: ``"prepare"``, ``"seed"``, ``"lloyd"``, ``"total"``.
+        Seconds: ``"prepare"``, ``"seed"``, ``"lloyd"``, ``"total"``; with the
+        worker-resident loop also the slowest worker's ``"lloyd_compute"`` and
+        ``"lloyd_allreduce"`` seconds and ``"lloyd_iterations"`` (all restarts).
     """
 
     cluster_centers: np.ndarray
@@ -59,6 +62,8 @@ class DistributedKMeansResult:
     meta: object = None
     #: The row chunks of the data (labels_array takes them, empty chunks included).
     row_chunks: tuple | None = None
+    #: Where the Lloyd iterations ran, and why (:func:`kmeans_fit`, Notes).
+    lloyd: str = ""
 
     def labels_array(self):
         """The labels as a Dask array with the data's row chunks (nothing is gathered)."""
@@ -98,7 +103,7 @@ class DistributedKMeansResult:
 
 
 def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
-               random_state=None, client=None) -> DistributedKMeansResult:
+               random_state=None, client=None, resident=True) -> DistributedKMeansResult:
     """k-means of the rows of a Dask array on a dask.distributed cluster.
 
     Parameters
@@ -110,6 +115,10 @@ def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
         As :class:`explorer.KMeans` (`init` may be an array of shape (k, d)).
     client : distributed.Client, optional
         Default: the Client in scope.
+    resident : bool, default True
+        Run the Lloyd iterations on the workers where that can be done
+        (:mod:`._resident`: one worker, or one GPU per worker with NCCL); False keeps
+        the client-reduced loop (for comparison).
 
     Returns
     -------
@@ -118,13 +127,19 @@ def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
     Notes
     -----
     **Paper 001's scheme.** Each row block stays on its worker for the whole fit
-    (centred there, its squared norms kept). An iteration sends the k × d centres to
-    every block; the worker runs the single-process assignment step
-    (:func:`explorer.kmeans.assign_nearest`) on its rows, keeps the labels and returns
-    only its float64 per-cluster sums and counts (k × (d + 1)) and how many of its
-    labels changed. The client adds the partial sums in block order (float64, the
-    accurate update of He, Vialle and Baboulin's k-means chain) and forms the new
-    centres.
+    (centred there, its squared norms kept). Each worker runs the single-process
+    assignment step (:func:`explorer.kmeans.assign_nearest`) on its rows and keeps the
+    labels; only float64 per-cluster sums and counts (k × (d + 1)) and how many labels
+    changed are exchanged, and added in a fixed order (float64, the accurate update of
+    He, Vialle and Baboulin's k-means chain).
+
+    **Where the loop runs** (``result.lloyd`` says which ran and why). With one worker
+    holding the blocks, or with one GPU per worker and NCCL, the whole Lloyd loop of
+    every restart runs on the workers (:mod:`._resident`): one task per worker, the
+    partial sums all-reduced between the workers each iteration, no scheduler or
+    client in the loop. Otherwise (several CPU workers: no collective between their
+    processes here) each iteration is a round trip: the client sends the centres,
+    gathers the partial sums in block order and forms the new centres.
 
     **Seeding.** The random draws come from `random_state` in the same sequence as
     :class:`explorer.KMeans`'s, so ``"k-means++"`` and ``"random"`` pick the same
@@ -187,30 +202,50 @@ def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
     draws = [_restart_draws(blocks.n, k, init, rng, pool) for _ in range(n_init)]
 
     tol_abs = _tolerance(blocks, prepared, tol, d)
+    workers, kind, loop_why = (resident_plan(blocks, prepared) if resident
+                               else (None, None, "client-reduced loop (asked for)"))
+    stats = {}
 
-    def restart(r):
-        t2 = time.perf_counter()
-        centers = _initial_centers(blocks, prepared, k, d, init, draws[r])
+    if kind is not None:
+        # Seeding as below (a chain of client round trips per restart, side by side),
+        # then every restart's Lloyd loop on the workers, one task per worker.
+        def seed(r):
+            t2 = time.perf_counter()
+            return (_initial_centers(blocks, prepared, k, d, init, draws[r]),
+                    time.perf_counter() - t2)
+
+        with ThreadPoolExecutor(max_workers=min(n_init, MAX_CONCURRENT_RESTARTS)) as pool_:
+            seeded = list(pool_.map(seed, range(n_init)))
+        t_seed += sum(s for _, s in seeded)
         t3 = time.perf_counter()
-        return (_lloyd(blocks, prepared, centers, max_iter, tol_abs), t3 - t2,
-                time.perf_counter() - t3)
+        centers, labels, inertia, n_iter, stats = run_resident(
+            blocks, prepared, workers, kind, [c for c, _ in seeded], max_iter, tol_abs)
+        t_lloyd = time.perf_counter() - t3
+    else:
+        def restart(r):
+            t2 = time.perf_counter()
+            centers = _initial_centers(blocks, prepared, k, d, init, draws[r])
+            t3 = time.perf_counter()
+            return (_lloyd(blocks, prepared, centers, max_iter, tol_abs), t3 - t2,
+                    time.perf_counter() - t3)
 
-    with ThreadPoolExecutor(max_workers=min(n_init, MAX_CONCURRENT_RESTARTS)) as pool_:
-        results = list(pool_.map(restart, range(n_init)))
-    best = None
-    for result, seed_s, lloyd_s in results:
-        t_seed += seed_s
-        t_lloyd += lloyd_s
-        if best is None or result[2] < best[2]:
-            best = result
-    centers, labels, inertia, n_iter = best
+        with ThreadPoolExecutor(max_workers=min(n_init, MAX_CONCURRENT_RESTARTS)) as pool_:
+            results = list(pool_.map(restart, range(n_init)))
+        best = None
+        for result, seed_s, lloyd_s in results:
+            t_seed += seed_s
+            t_lloyd += lloyd_s
+            if best is None or result[2] < best[2]:
+                best = result
+        centers, labels, inertia, n_iter = best
     return DistributedKMeansResult(
         cluster_centers=(centers + mean).astype(out_dtype), labels=labels, blocks=blocks,
         inertia=float(inertia), n_iter=int(n_iter),
         init=init if isinstance(init, str) else "array",
-        timings={"prepare": t1 - t0, "seed": t_seed, "lloyd": t_lloyd,
+        timings={"prepare": t1 - t0, "seed": t_seed, "lloyd": t_lloyd, **stats,
                  "total": time.perf_counter() - t_start},
         meta=label_meta(X), row_chunks=tuple(int(c) for c in X.chunks[0]),
+        lloyd=loop_why,
     )
 
 
@@ -543,20 +578,15 @@ def _lloyd(blocks, prepared, centers, max_iter, tol_abs):
         for s, c in small:
             sums = sums + s
             changed += c
-        counts = sums[:, -1]
-        empty = counts == 0
+        centers, empty, shift = _km.update_centers(centers, sums, np)
         n_empty = int(np.count_nonzero(empty))
-        new = np.where(empty[:, None], centers,
-                       sums[:, :-1] / np.where(empty, 1.0, counts)[:, None])
-        shift = float(((new - centers) ** 2).sum())
-        centers = new
         if n_empty:
             mind = blocks.parts(steps, 1)
             far = _global_farthest(blocks, mind, n_empty)
             centers[np.flatnonzero(empty)] = _fetch_rows(blocks, prepared, far)
         previous = steps  # the next step reads the labels where they are
         consistent = changed == 0 and n_empty == 0
-        if changed == 0 or (n_empty == 0 and shift <= tol_abs):
+        if _km.lloyd_stops(changed, n_empty, shift, tol_abs):
             break
     if consistent:
         labels = blocks.parts(previous, 0)

@@ -1,0 +1,333 @@
+"""Worker-resident Lloyd iterations: each worker runs the whole loop on the row blocks
+it holds, and the workers add their float64 partial sums with an all-reduce.
+
+The client-reduced loop (:func:`explorer.distributed._kmeans._lloyd`) is a scheduler
+round trip per iteration (tasks out, k × (d + 1) sums back to the client, centres
+out again): 30-40 ms an iteration whatever the work. Here the client starts one task
+per worker, once; inside it every iteration is
+
+1. the single-process assignment (:func:`explorer.kmeans.assign_nearest`) of each of
+   the worker's blocks against the centres on its device, the blocks' float64 sums
+   and counts added in block order;
+2. one all-reduce of ``sums (k × (d + 1)) | labels changed`` across the workers;
+3. the single-process update and stopping rule (:func:`explorer.kmeans.update_centers`,
+   :func:`explorer.kmeans.lloyd_stops`) computed by every worker on the same reduced
+   sums, so every worker holds the same centres without another message.
+
+Empty clusters are re-seeded at the rows farthest from their centres (the rule of the
+single-process loop): each worker offers its own farthest rows, an all-gather brings
+them to every worker, and all pick the same ones (largest distance, then lowest row).
+
+**Communicators.** :class:`LocalComm` (one worker: the all-reduce is the identity, so
+the loop runs for real on a one-worker CPU cluster) and :class:`NcclComm` (one GPU per
+worker, NCCL through CuPy: the client draws an NCCL unique id, a collective
+``client.run`` creates one communicator per worker in the worker's state under a
+session key, and the session destroys them at the end, as raft-dask's ``Comms`` does).
+Several CPU workers have no collective here: their fit keeps the client-reduced loop.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import numpy as np
+
+from .. import kmeans as _km
+from .._backend import array_module, chunk_rows, to_numpy
+
+__all__ = ["LocalComm", "NcclComm", "NcclSession", "resident_lloyd", "resident_plan"]
+
+#: Attribute of a dask Worker holding its communicators, by session key.
+_STATE = "_explorer_comms"
+
+
+class LocalComm:
+    """The communicator of a single worker: every collective is the identity."""
+
+    rank, size = 0, 1
+
+    def allreduce_sum(self, a):
+        return a
+
+    def allgather(self, a):
+        return a[None]
+
+
+class NcclComm:
+    """A ``cupy.cuda.nccl.NcclCommunicator`` with the two collectives the loop uses,
+    on the current CuPy stream (float64 buffers only)."""
+
+    def __init__(self, comm, rank, size):
+        self.comm, self.rank, self.size = comm, rank, size
+
+    def _args(self):
+        import cupy
+        from cupy.cuda import nccl
+
+        return nccl, cupy.cuda.get_current_stream().ptr
+
+    def allreduce_sum(self, a):
+        import cupy
+
+        nccl, stream = self._args()
+        a = cupy.ascontiguousarray(a, dtype=cupy.float64)
+        out = cupy.empty_like(a)
+        self.comm.allReduce(a.data.ptr, out.data.ptr, a.size, nccl.NCCL_FLOAT64,
+                            nccl.NCCL_SUM, stream)
+        return out
+
+    def allgather(self, a):
+        import cupy
+
+        nccl, stream = self._args()
+        a = cupy.ascontiguousarray(a, dtype=cupy.float64)
+        out = cupy.empty((self.size, *a.shape), dtype=cupy.float64)
+        self.comm.allGather(a.data.ptr, out.data.ptr, a.size, nccl.NCCL_FLOAT64, stream)
+        return out
+
+
+# ---------------------------------------------------------------- worker functions
+
+
+def _nccl_unique_id():
+    from cupy.cuda import nccl
+
+    return nccl.get_unique_id()
+
+
+def _nccl_init(session, uid, ranks, dask_worker=None):
+    """Create this worker's communicator (collective: every rank at once)."""
+    from cupy.cuda import nccl
+
+    rank = ranks[dask_worker.address]
+    comm = nccl.NcclCommunicator(len(ranks), uid, rank)
+    getattr(dask_worker, _STATE, None) or setattr(dask_worker, _STATE, {})
+    getattr(dask_worker, _STATE)[session] = NcclComm(comm, rank, len(ranks))
+    return rank
+
+
+def _nccl_destroy(session, dask_worker=None):
+    comm = getattr(dask_worker, _STATE, {}).pop(session, None)
+    if comm is not None:
+        comm.comm.destroy()
+
+
+def _communicator(session):
+    if session is None:
+        return LocalComm()
+    from distributed import get_worker
+
+    return getattr(get_worker(), _STATE)[session]
+
+
+def _sync(xp):
+    if xp is not np:
+        xp.cuda.get_current_stream().synchronize()
+
+
+def _farthest_rows(comm, prepared, minds, offsets, n_empty, xp):
+    """The `n_empty` rows of all workers farthest from their centres (largest
+    distance first, ties by lowest global row), float64, the same on every worker."""
+    d = prepared[0][0].shape[1]
+    offer = np.full((n_empty, 2 + d), -np.inf)
+    values = np.concatenate([to_numpy(m).astype(np.float64) for m in minds])
+    rows = np.concatenate([np.arange(m.shape[0], dtype=np.int64) + o
+                           for m, o in zip(minds, offsets, strict=True)])
+    local = np.lexsort((rows, -values))[:n_empty]
+    ends = np.cumsum([m.shape[0] for m in minds])
+    for j, i in enumerate(local):
+        b = int(np.searchsorted(ends, i, side="right"))
+        r = int(i - (ends[b - 1] if b else 0))
+        offer[j, 0], offer[j, 1] = values[i], rows[i]
+        offer[j, 2:] = to_numpy(prepared[b][0][r]).astype(np.float64)
+    every = to_numpy(comm.allgather(xp.asarray(offer))).reshape(-1, 2 + d)
+    top = np.lexsort((every[:, 1], -every[:, 0]))[:n_empty]
+    return every[top, 2:]
+
+
+def resident_lloyd(prepared, offsets, starts, max_iter, tol_abs, session=None):
+    """Lloyd's iterations of every restart in `starts` on this worker's blocks (run on
+    the worker, one task per worker, all at once).
+
+    Parameters
+    ----------
+    prepared : list of (Xc, x_sq)
+        This worker's centred blocks (:func:`explorer.distributed._kmeans._centre_block`),
+        in block order.
+    offsets : list of int
+        Global first row of each block.
+    starts : list of float64 arrays (k, d)
+        Initial centres of each restart (the same on every worker).
+    max_iter, tol_abs
+        As :func:`explorer.kmeans._lloyd_starts`.
+    session : str or None
+        Key of this worker's communicator; None for a single worker.
+
+    Returns
+    -------
+    dict
+        ``labels`` (one int32 array per block, of the best restart), ``centers``,
+        ``inertia``, ``n_iter`` of the best restart (the first of least inertia),
+        and this worker's seconds of ``compute`` and ``allreduce`` and its
+        ``iterations`` over all restarts.
+    """
+    comm = _communicator(session)
+    xp = array_module(prepared[0][0])
+    best = None
+    t_compute = t_comm = 0.0
+    iterations = 0
+    for start in starts:
+        centers = xp.asarray(start, dtype=xp.float64)
+        k, d = centers.shape
+        chunk = chunk_rows(xp, max(k, d))
+        labels = [None] * len(prepared)
+        minds = [None] * len(prepared)
+        n_iter, consistent = 0, False
+        while n_iter < max_iter:
+            n_iter += 1
+            t0 = time.perf_counter()
+            total = xp.zeros(k * (d + 1) + 1, dtype=xp.float64)
+            for b, (Xc, x_sq) in enumerate(prepared):
+                lab, mind, sums = _km.assign_nearest(Xc, x_sq, centers, chunk, xp,
+                                                     want_sums=True)
+                changed = (Xc.shape[0] if labels[b] is None
+                           else xp.count_nonzero(lab != labels[b]))
+                total[:-1] += sums.ravel()
+                total[-1] += changed
+                labels[b], minds[b] = lab, mind
+            _sync(xp)
+            t1 = time.perf_counter()
+            total = comm.allreduce_sum(total)
+            _sync(xp)
+            t2 = time.perf_counter()
+            changed = int(total[-1])
+            centers, empty, shift = _km.update_centers(
+                centers, total[:-1].reshape(k, d + 1), xp)
+            n_empty = int(xp.count_nonzero(empty))
+            if n_empty:
+                far = _farthest_rows(comm, prepared, minds, offsets, n_empty, xp)
+                centers[xp.flatnonzero(empty)] = xp.asarray(far)
+            t_compute += (t1 - t0) + (time.perf_counter() - t2)
+            t_comm += t2 - t1
+            consistent = changed == 0 and n_empty == 0
+            if _km.lloyd_stops(changed, n_empty, shift, tol_abs):
+                break
+        iterations += n_iter
+        t0 = time.perf_counter()
+        if not consistent:  # labels of the final centres, as the one-process loop
+            labels = [_km.assign_nearest(Xc, x_sq, centers, chunk, xp, want_sums=False)[0]
+                      for Xc, x_sq in prepared]
+        local = sum(_km.inertia(Xc, centers, lab, chunk, xp)
+                    for (Xc, _), lab in zip(prepared, labels, strict=True))
+        inertia = float(to_numpy(comm.allreduce_sum(xp.asarray([local])))[0])
+        t_compute += time.perf_counter() - t0
+        if best is None or inertia < best["inertia"]:
+            best = {"labels": labels, "centers": to_numpy(centers), "inertia": inertia,
+                    "n_iter": n_iter}
+    return {**best, "compute": t_compute, "allreduce": t_comm, "iterations": iterations}
+
+
+def block_labels(result, i):
+    """Labels of the worker's `i`-th block from :func:`resident_lloyd`'s result."""
+    return result["labels"][i]
+
+
+def summary(result):
+    """Everything but the labels (what comes back to the client)."""
+    return {key: v for key, v in result.items() if key != "labels"}
+
+
+# ---------------------------------------------------------------- client side
+
+
+def resident_plan(blocks, prepared):
+    """Whether the Lloyd loop can run on the workers, and how.
+
+    Returns ``(workers, kind, why)``: `workers` maps each worker address holding
+    blocks to its block indices (in block order), the workers ordered by their first
+    block; `kind` is ``"local"`` (one worker: no collective needed), ``"nccl"``
+    (several workers with CuPy blocks and NCCL) or None (the client-reduced loop);
+    `why` says which and why.
+    """
+    client = blocks.client
+    who = client.who_has(prepared)
+    workers: dict[str, list[int]] = {}
+    for b, f in enumerate(prepared):
+        holders = sorted(who.get(f.key, ()))
+        if not holders:
+            return None, None, "a block has no worker yet: the client-reduced loop"
+        workers.setdefault(holders[0], []).append(b)
+    if len(workers) == 1:
+        return workers, "local", ("worker-resident Lloyd loop on the one worker holding "
+                                  "the blocks (no collective needed)")
+    on_gpu = client.submit(_is_cupy, prepared[0], pure=False).result()
+    if not on_gpu:
+        return None, None, (f"client-reduced loop: {len(workers)} CPU workers (the "
+                            "worker-resident loop's all-reduce is NCCL, GPUs only)")
+    ok = client.run(_nccl_available, workers=list(workers))
+    if not all(ok.values()):
+        return None, None, "client-reduced loop: NCCL is not available on every worker"
+    return workers, "nccl", (f"worker-resident Lloyd loop on {len(workers)} GPU workers, "
+                             "partial sums all-reduced by NCCL")
+
+
+def _is_cupy(prep):
+    return type(prep[0]).__module__.split(".")[0] == "cupy"
+
+
+def _nccl_available():
+    try:
+        from cupy.cuda import nccl
+    except ImportError:
+        return False
+    return bool(getattr(nccl, "available", True))
+
+
+class NcclSession:
+    """One NCCL communicator per worker, for the length of a ``with`` block: the key
+    under which the workers keep it (None when `kind` is not ``"nccl"``)."""
+
+    def __init__(self, client, workers, kind):
+        self.client, self.workers, self.kind = client, list(workers), kind
+        self.key = None
+
+    def __enter__(self):
+        if self.kind != "nccl":
+            return None
+        self.key = f"explorer-nccl-{uuid.uuid4().hex}"
+        uid = self.client.submit(_nccl_unique_id, workers=self.workers[:1],
+                                 pure=False).result()
+        ranks = {w: r for r, w in enumerate(self.workers)}
+        # One call to all the workers at once: each init waits for every rank.
+        self.client.run(_nccl_init, self.key, uid, ranks, workers=self.workers)
+        return self.key
+
+    def __exit__(self, *exc):
+        if self.key is not None:
+            self.client.run(_nccl_destroy, self.key, workers=self.workers)
+        return False
+
+
+def run_resident(blocks, prepared, workers, kind, starts, max_iter, tol_abs):
+    """The restarts `starts` on the workers (:func:`resident_lloyd`): ``(centers,
+    labels (futures, block order), inertia, n_iter, stats)``."""
+    client = blocks.client
+    with NcclSession(client, workers, kind) as session:
+        tasks = {}
+        for w, idx in workers.items():
+            tasks[w] = client.submit(
+                resident_lloyd, [prepared[b] for b in idx],
+                [int(blocks.offsets[b]) for b in idx], starts, max_iter, tol_abs,
+                session, workers=[w], allow_other_workers=False, pure=False)
+        summaries = client.gather([client.submit(summary, t, workers=[w], pure=False)
+                                   for w, t in tasks.items()])
+    labels = [None] * blocks.n_blocks
+    for w, idx in workers.items():
+        for i, b in enumerate(idx):
+            labels[b] = client.submit(block_labels, tasks[w], i, workers=[w], pure=False)
+    first = summaries[0]
+    stats = {"lloyd_compute": max(s["compute"] for s in summaries),
+             "lloyd_allreduce": max(s["allreduce"] for s in summaries),
+             "lloyd_iterations": first["iterations"]}
+    return first["centers"], labels, first["inertia"], first["n_iter"], stats
