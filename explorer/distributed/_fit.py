@@ -21,6 +21,7 @@ from ._components import block_components, largest_components
 from ._embedding import components_embedding
 from ._graph import METHODS, build_row_blocks, gather_points
 from ._kmeans import kmeans_fit, label_meta
+from ._labels import finish_labels
 from ._operator import RowBlockOperator, normalised_blocks
 
 __all__ = ["DISTRIBUTED_SOLVERS", "distributed_embedding", "engine_kmeans", "plan_fit", "run_fit"]
@@ -146,21 +147,20 @@ def _blocks_array(futures, rows, k):
 
 
 def _place_labels(blocks, columns, n_kept, km_labels, X):
-    """The labels of all n rows as a Dask array with X's row chunks: k-means' labels of
-    each block's kept rows put in place on its worker, −1 for the rest."""
-    import dask.array as da
-
+    """The labels of all n rows (:func:`~explorer.distributed._labels.finish_labels`:
+    a Dask array with X's row chunks, gathered to the client within its budget):
+    k-means' labels of each block's kept rows put in place on its worker, −1 for the
+    rest."""
     client = blocks.client
     meta = label_meta(X)
     it = iter(km_labels)
     parts = []
-    for col, r, size in zip(columns, n_kept, blocks.sizes, strict=True):
+    for col, r in zip(columns, n_kept, strict=True):
         lab = next(it) if r else None
-        f = client.submit(place_labels, col, lab, type(meta) is not np.ndarray, pure=False)
-        parts.append(da.from_delayed(f, shape=(int(size),), dtype=np.int32, meta=meta))
-    out = da.concatenate(parts)
-    chunks = tuple(int(c) for c in X.chunks[0])
-    return out if out.chunks[0] == chunks else out.rechunk((chunks,))
+        parts.append(client.submit(place_labels, col, lab, type(meta) is not np.ndarray,
+                                   pure=False))
+    return finish_labels(client, parts, blocks.sizes, tuple(int(c) for c in X.chunks[0]),
+                         meta)
 
 
 def place_labels(columns, labels, on_gpu):
@@ -269,8 +269,12 @@ def run_fit(plan):
     :func:`~explorer.distributed.kmeans_fit` for the k-means rounding caveat).
 
     `labels`, `embedding` and `eigenvectors` are Dask arrays with X's row chunks
-    (``.compute()`` gathers them, while the client is open; the labels' chunks are of
-    X's array kind, the embedding's NumPy); `graph` is the
+    (the labels' chunks of X's array kind, the embedding's NumPy). The labels are
+    gathered to the client at the end of the fit when they fit its budget, and then
+    stay valid after the client closes; larger ones stay on the workers and, used
+    after the client closed, raise an error that says to ``.compute()`` them first
+    (:mod:`~explorer.distributed._labels`). The components embedding's arrays are
+    read while the client is open; `graph` is the
     :class:`~explorer.distributed.RowBlockGraph` (its ``to_csr()`` gathers it).
     Not distributed (yet): the ``"chebyshev"`` solver, and the iterative solvers'
     dense algebra, which runs on the client with a round trip per product.
@@ -393,9 +397,11 @@ def run_fit(plan):
 def engine_kmeans(data, params):
     """:class:`explorer.KMeans` on the Dask array ``data.X`` (the engine's k-means):
     ``(centres, labels, inertia, n_iter)``, the centres in ``data.X``'s space and the
-    labels a Dask array with X's row chunks."""
+    labels a Dask array with X's row chunks, computed to the client within its budget
+    (:func:`~explorer.distributed._labels.finish_labels`)."""
     result = kmeans_fit(data.X, params["n_clusters"], init=params["init"],
                         n_init=params["n_init"], max_iter=params["max_iter"],
                         tol=params["tol"], random_state=params["random_state"])
-    return (result.cluster_centers.astype(np.float64), result.labels_array(),
-            result.inertia, result.n_iter)
+    labels = finish_labels(result.blocks.client, result.labels, result.blocks.sizes,
+                           result.row_chunks, result.meta)
+    return result.cluster_centers.astype(np.float64), labels, result.inertia, result.n_iter

@@ -66,7 +66,9 @@ class DistributedKMeansResult:
     lloyd: str = ""
 
     def labels_array(self):
-        """The labels as a Dask array with the data's row chunks (nothing is gathered)."""
+        """The labels as a Dask array with the data's row chunks (nothing is gathered;
+        valid while the client is open: :func:`~explorer.distributed._labels.finish_labels`
+        gives the labels that outlive it)."""
         import dask.array as da
 
         meta = self.meta if self.meta is not None else np.empty((0,), dtype=np.int32)
