@@ -276,14 +276,7 @@ def extract_representatives(X, n_representatives: int, *, random_state=None,
     rng = check_random_state(random_state)
     t0 = time.perf_counter()
     size = min(n, per * m)
-    if size < n:
-        # Distinct rows in increasing order (a sorted gather); a few draws repeat, so
-        # draw a little more and trim.
-        rows = np.unique(rng.randint(0, n, size=size + size // 8 + 16))
-        rows = np.sort(rng.permutation(rows)[:size]) if rows.size > size else rows
-        sample = X[xp.asarray(rows)]
-    else:
-        sample = X
+    sample = X[xp.asarray(sample_rows(n, size, rng))] if size < n else X
     km = KMeans(m, init=REPRESENTATIVE_INIT, n_init=1, max_iter=max_iter,
                 tol=REPRESENTATIVE_TOL, random_state=rng).fit(sample)
     centers = xp.ascontiguousarray(km.cluster_centers_, dtype=xp.float32)
@@ -296,6 +289,14 @@ def extract_representatives(X, n_representatives: int, *, random_state=None,
         n_iter=int(km.n_iter_), mean_sqdist=mean_sqdist,
         timings={"fit": t1 - t0, "assign": time.perf_counter() - t1},
     )
+
+
+def sample_rows(n: int, size: int, rng) -> np.ndarray:
+    """`size` < n distinct rows of n drawn from `rng`, in increasing order (a sorted
+    gather): the sample of the representatives' k-means (also the Dask engine's)."""
+    # A few draws repeat, so draw a little more and trim.
+    rows = np.unique(rng.randint(0, n, size=size + size // 8 + 16))
+    return np.sort(rng.permutation(rows)[:size]) if rows.size > size else rows
 
 
 #: Rows per block of :func:`assign_rows` (bounds its centred float32 copy).

@@ -623,7 +623,7 @@ def _extends(estimator) -> bool:
 def _like_input(labels, X):
     """`labels` as the array kind of `X` (NumPy for anything that is not CuPy; a Dask
     engine's labels as it made them)."""
-    if type(labels).__module__.split(".")[0] == "dask":
+    if type(labels).__module__.split(".")[0] == "dask" or hasattr(labels, "__dask_graph__"):
         return labels
     if array_module(X) is np:
         return to_numpy(labels)

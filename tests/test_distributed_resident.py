@@ -134,7 +134,8 @@ def test_two_gpu_workers_nccl_loop_same_as_one_gpu(rng, monkeypatch):
     sums all-reduced by NCCL gives the one-GPU labels, centres and iterations from the
     same initial centres, the client-reduced loop's labels with every seeding, the
     one-GPU clusters (ARI 1) with k-means++; an empty cluster is re-seeded across the
-    workers; the SpectralClustering fit's labels are the one-GPU fit's."""
+    workers; the SpectralClustering fit's labels are the one-GPU fit's, and in
+    representatives mode (the sample's k-means on both GPUs) its clusters."""
     import cupy
     from sklearn.metrics import adjusted_rand_score
 
@@ -168,7 +169,33 @@ def test_two_gpu_workers_nccl_loop_same_as_one_gpu(rng, monkeypatch):
         kw = dict(n_clusters=6, threshold_sqdist=4.0, n_init=2, random_state=0)
         sc = SpectralClustering(**kw).fit(Xd)
         labels = sc.labels_.compute()
+        rk = dict(n_clusters=6, mode="representatives", n_representatives=60, n_init=2,
+                  random_state=0)
+        rsc = SpectralClustering(**rk).fit(Xd)
+        assert "NCCL" in rsc.mode_why_, rsc.mode_why_
     ref = SpectralClustering(**kw, backend="gpu").fit(cupy.asarray(X))
     assert isinstance(labels, cupy.ndarray)  # computed at the fit, valid after close
     assert adjusted_rand_score(ref.labels_.get(), labels.get()) == 1.0
     np.testing.assert_array_equal(labels.get(), ref.labels_.get())
+    rref = SpectralClustering(**rk, backend="gpu").fit(cupy.asarray(X))
+    assert adjusted_rand_score(rref.labels_.get(), rsc.labels_.compute().get()) == 1.0
+
+
+def test_representatives_mode_on_dask_array(one_worker, rng):
+    """mode='representatives' on a Dask array: the sample's k-means on the worker, every
+    row assigned on its worker, the representatives' graph in this process: the
+    single-process representatives fit (same representatives, assignment and labels)."""
+    from explorer import SpectralClustering
+
+    C = rng.normal(0.0, 6.0, (4, 5))
+    X = (C[rng.integers(0, 4, 3000)] + rng.normal(size=(3000, 5))).astype(np.float32)
+    kw = dict(n_clusters=4, mode="representatives", n_representatives=40, n_init=2,
+              random_state=0)
+    ref = SpectralClustering(**kw, backend="cpu").fit(X)
+    sc = SpectralClustering(**kw, backend="cpu").fit(da.from_array(X, chunks=(1100, -1)))
+    assert sc.mode_ == "representatives" and "worker-resident" in sc.mode_why_
+    assert sc.edge_rule_ == ref.edge_rule_
+    np.testing.assert_allclose(sc.representatives_, ref.representatives_, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(sc.representative_of_.compute(), ref.representative_of_)
+    np.testing.assert_array_equal(sc.labels_.compute(), ref.labels_)
+    np.testing.assert_array_equal(sc.isolated_.compute(), ref.isolated_)

@@ -23,6 +23,7 @@ from ._graph import METHODS, build_row_blocks, gather_points
 from ._kmeans import kmeans_fit, label_meta
 from ._labels import finish_labels
 from ._operator import RowBlockOperator, normalised_blocks
+from ._representatives import plan_representatives, run_representatives
 
 __all__ = ["DISTRIBUTED_SOLVERS", "distributed_embedding", "engine_kmeans", "plan_fit", "run_fit"]
 
@@ -181,7 +182,9 @@ def plan_fit(data, params, client=None):
     ``data.X`` (the input stage's float32 blocks): the checks of what the Dask engine
     runs, the row blocks placed on the workers, and the edge rule chosen on a worker
     from all points when parameters are missing (:meth:`explorer.EdgeRule.suggest`,
-    which samples at most 20 000 rows)."""
+    which samples at most 20 000 rows). ``mode="representatives"`` (asked for; "auto"
+    stays exact) plans the representatives chain on the workers
+    (:func:`~explorer.distributed._representatives.plan_representatives`)."""
     from ..pipeline import FitPlan
 
     if params["scale"] is not None:
@@ -193,10 +196,13 @@ def plan_fit(data, params, client=None):
         raise ValueError(
             f"reorder={params['reorder']!r} is for a single-process fit; a Dask array is "
             "embedded in its row blocks as built (use reorder=None)")
-    if params["mode"] in ("representatives", "landmarks"):
-        raise ValueError(f"mode={params['mode']!r} is not available on Dask arrays (the "
-                         "distributed fit builds the exact graph); allowed there: "
-                         "mode='auto' or 'exact'")
+    if params["mode"] == "landmarks":
+        raise ValueError("mode='landmarks' is not available on Dask arrays; allowed there: "
+                         "mode='auto' or 'exact' (the distributed exact graph) and "
+                         "'representatives'")
+    if params["mode"] == "representatives":
+        # Any graph kind: the representatives' graph is built in one process.
+        return plan_representatives(data, params, client)
     # affinity="auto" (the default) is the ε-graph here: the only kind row blocks build.
     if params["affinity"] not in ("epsilon", "auto") or params["sigma"] == "local":
         what = (f"affinity={params['affinity']!r}"
@@ -238,7 +244,8 @@ def plan_fit(data, params, client=None):
 
 
 def run_fit(plan):
-    """Run a Dask engine plan (:func:`plan_fit`): the distributed exact pipeline.
+    """Run a Dask engine plan (:func:`plan_fit`): the distributed exact pipeline, or
+    in representatives mode :func:`~explorer.distributed._representatives.run_representatives`.
 
     Returns
     -------
@@ -281,6 +288,8 @@ def run_fit(plan):
     """
     import dask.array as da
 
+    if plan.mode == "representatives":
+        return run_representatives(plan)
     params, rule, rng = plan.params, plan.rule, plan.rng
     X = plan.points
     client, blocks, points = (plan.engine_state[k] for k in ("client", "blocks", "points"))

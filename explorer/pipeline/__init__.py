@@ -13,8 +13,8 @@ A new mode is one more runner, a new engine registers itself with
 :func:`explorer.engines.register_engine`.
 """
 
-from .plan import FitPlan, Points, plan_fit, plan_points, precomputed_graph
+from .plan import FitPlan, Points, plan_fit, plan_graph_of, plan_points, precomputed_graph
 from .runners import FitResult, run_graph, run_landmarks, run_plan
 
-__all__ = ["FitPlan", "FitResult", "Points", "plan_fit", "plan_points", "precomputed_graph",
-           "run_graph", "run_landmarks", "run_plan"]
+__all__ = ["FitPlan", "FitResult", "Points", "plan_fit", "plan_graph_of", "plan_points",
+           "precomputed_graph", "run_graph", "run_landmarks", "run_plan"]

@@ -42,7 +42,7 @@ from ..representatives import (
     extract_representatives,
 )
 
-__all__ = ["FitPlan", "Points", "plan_fit", "plan_points", "precomputed_graph"]
+__all__ = ["FitPlan", "Points", "plan_fit", "plan_graph_of", "plan_points", "precomputed_graph"]
 
 #: Rows counted to estimate the exact graph's nonzeros for ``mode="auto"``.
 EXACT_ESTIMATE_ROWS = 4096
@@ -475,7 +475,14 @@ def _exact_graph_estimate(points, params, unit: float) -> tuple[float, float]:
 
 def _plan_graph(X, params) -> FitPlan:
     """Exact and representatives mode: the points, the mode, the graph kind, the rule."""
-    where = plan_points(X, params)
+    return plan_graph_of(plan_points(X, params), X, params)
+
+
+def plan_graph_of(where: Points, X, params) -> FitPlan:
+    """The in-process plan of the graph of the points `where` (:func:`plan_points`, or
+    an engine's representatives): the graph kind and the edge rule chosen from those
+    points. `X` is the input as given (read again only when ``metric="auto"`` chose
+    cosine on data that the input stage centred, outside representatives mode)."""
     data, backend, points, scaler = where.data, where.backend, where.points, where.scaler
     reps, rng, timings = where.representatives, where.rng, where.timings
     mode, mode_why = where.mode, where.mode_why
