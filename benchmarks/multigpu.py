@@ -1,42 +1,44 @@
-"""Strong scaling of the distributed mode over several GPUs (issue 20).
+"""Strong scaling of the distributed mode over several GPUs (issues 20 and 33).
 
 One run on one machine, a ``dask_cuda.LocalCUDACluster`` of w workers (one per GPU)
-for each w in ``--workers``, against the one-process path on one GPU in the same run:
+for each w in ``--workers`` (those the machine has), against the one-process path on
+one GPU in the same run (variants ``single-gpu``, ``dask-1``, ``dask-2``, ``dask-4``):
 
-- **k-means** (paper 001's shapes): blobs of n × d float32 generated on the workers'
-  GPUs, one row block per worker, k clusters. Every variant starts from the same k
-  centres (an array ``init``, so seeding is not timed) and runs exactly
-  ``--iterations`` Lloyd iterations (``tol=0``), so the time per iteration compares
-  like with like. The single-process baseline is :class:`explorer.KMeans` on the same
-  rows on GPU 0.
-- **SpectralClustering** on ``syn4d`` (the data set's suggested edge rule, k = 4):
-  the whole fit on the Dask array against the one-process fit, with the solver a user
-  gets (``eigen_solver="auto"``: syn4d's graph has exactly k components, so the
-  embedding is their indicator vectors, computed per row block on the workers, and no
-  eigensolver iterates) and, at a smaller n, with LOBPCG forced (every product a round
-  trip through the client). ``same_labels_as_single`` compares numbers: past 10⁵ rows
-  the distributed k-means|| draws per block, so compare ``ari`` (1.0: same clusters).
+- **k-means** at 6·10⁶ × 128, k = 1024 and 4096: blobs of float32 generated on the
+  workers' GPUs, one row block per worker. Every variant starts from the same k
+  centres (an array ``init``: seeding is not timed) with ``tol=0``. The Lloyd loop
+  runs on the workers (:mod:`explorer.distributed._resident`: one task per worker,
+  the float64 partial sums all-reduced by NCCL each iteration).
+  **Per iteration** is the marginal cost: (t(I₂) − t(I₁)) / (n_iter₂ − n_iter₁), the
+  medians of whole fits run for I₁ and I₂ iterations, so the per-fit costs (placing
+  the blocks, centring, NCCL set-up, the final inertia) cancel; each fit's own
+  figures are kept too. The **communication share** is read on the workers: the
+  seconds inside the all-reduce (after a device sync, so waiting for the slower
+  worker counts as communication) over the Lloyd loop's seconds
+  (``allreduce_share``); ``communication_share`` is issue 20's figure,
+  1 − (one-process time per iteration on the n/w rows a worker holds) / (time per
+  iteration). **Memory per GPU**: device memory in use on each worker after the fit
+  (``cudaMemGetInfo``, the CuPy pool's cache included) and the pool's bytes in use.
+- **Representatives mode** on data larger than one GPU (``--reps-n`` × ``--reps-d``
+  float32, default 1.2·10⁹ × 32 ≈ 154 GB, on the ``--reps-workers`` GPUs):
+  ``SpectralClustering(mode="representatives")`` of blobs generated on the workers,
+  the whole fit timed once, the ARI against the blobs computed on the workers
+  (contingency tables per block).
+- **SpectralClustering** on ``syn4d`` (only with ``--fit-n`` / ``--lobpcg-n``): the
+  whole exact fit on the Dask array against the one-process fit.
 
-Figures per variant: median wall-clock time of ``--repeats`` runs after a warm-up
-(the distributed path spans processes, so CUDA events cannot time it), the speed-up
-against one GPU in one process and against the one-worker cluster, and the
-**communication share**: 1 − t_compute / t, with t_compute the one-process time on
-the n/w rows one worker holds (the work a worker does if nothing else cost time).
-The rest is the scheduler's round trips and the bytes through the client and the
-workers' TCP links (no UCX on that machine). For the fit, each stage's time
-(``timings_``) shows where the time goes.
+Timings are wall clock (the distributed path spans processes, so CUDA events cannot
+time it), after a warm-up, medians of ``--repeats``.
 
-NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and the rest are set in the
-environment of that machine; this script starts no NCCL communicator).
+NVLink multicast stays off: NCCL_NVLS_ENABLE=0 is set (unless given) before any
+cluster starts, so every worker inherits it.
 
 Usage (on a machine with several GPUs; the wheels of dask, distributed and dask_cuda
 travel with the tree)::
 
-    python benchmarks/multigpu.py --workers 1 2            # -> results/dask/multigpu.json
-    python benchmarks/multigpu.py --quick --workers 1 2    # small shapes, a smoke run
-    # the whole fit only, on one GPU (one worker against one process):
-    python benchmarks/multigpu.py --workers 1 --skip-kmeans --fit-n 10000000 \
-        --lobpcg-n 200000 --name multigpu-fit-1gpu
+    python benchmarks/multigpu.py                          # -> results/dask/multigpu.json
+    python benchmarks/multigpu.py --quick                  # small shapes, a smoke run
+    python benchmarks/multigpu.py --reps-n 600000000       # a smaller representatives fit
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ import sys
 import time
 from pathlib import Path
 
+import dask
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -107,6 +110,29 @@ def pinned_array(client, blocks, rows, d, dtype):
     return da.concatenate(parts, axis=0), futures
 
 
+def gpu_memory():
+    """Device memory of this process's GPU: bytes in use (``cudaMemGetInfo``) and held by
+    the CuPy pool, in GB."""
+    import cupy
+
+    free, total = cupy.cuda.runtime.memGetInfo()
+    pool = cupy.get_default_memory_pool()
+    return {"device_used_gb": (total - free) / 1e9, "pool_used_gb": pool.used_bytes() / 1e9,
+            "pool_held_gb": pool.total_bytes() / 1e9, "device_total_gb": total / 1e9}
+
+
+def free_pool():
+    import cupy
+
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
+def marginal(short, long):
+    """Per-iteration time from fits of two lengths (medians and their n_iter)."""
+    di = long["n_iter"] - short["n_iter"]
+    return (long["median"] - short["median"]) / di if di > 0 else None
+
+
 def kmeans_scaling(shape, workers_list, iterations, repeats):
     import cupy
     from distributed import wait
@@ -118,25 +144,34 @@ def kmeans_scaling(shape, workers_list, iterations, repeats):
     seed = 0
     init = np.random.default_rng(1).normal(0.0, 6.0, (k, d))
     sync = cupy.cuda.Device().synchronize
-    out = {"n": n, "d": d, "k": k, "iterations": iterations, "variants": {}}
+    lengths = (iterations, 3 * iterations)
+    out = {"n": n, "d": d, "k": k, "iterations": list(lengths), "variants": {}}
 
     def single(rows):
         X = cupy.concatenate([blob_block(i, r, d, k, seed)
                               for i, r in enumerate(split(rows, max(workers_list)))])
-        km = KMeans(k, init=init, n_init=1, max_iter=iterations, tol=0.0, random_state=0)
+        fits = {}
+        for it in lengths:
+            km = KMeans(k, init=init, n_init=1, max_iter=it, tol=0.0, random_state=0)
 
-        def fit():
-            km.fit(X)
-            sync()
-            return km
-        t, km = timed(fit, repeats)
+            def fit(km=km):
+                km.fit(X)
+                sync()
+                return km
+            t, km = timed(fit, repeats)
+            fits[it] = {**t, "n_iter": int(km.n_iter_)}
+        memory = gpu_memory()
         X = None  # noqa: F841  (free the device copy before the next variant)
-        cupy.get_default_memory_pool().free_all_blocks()
-        return {**t, "per_iteration": t["median"] / km.n_iter_, "n_iter": km.n_iter_}
+        free_pool()
+        short, long = fits[lengths[0]], fits[lengths[1]]
+        return {"per_iteration": marginal(short, long), "fits": fits, "memory_gb": memory,
+                "median": long["median"], "n_iter": long["n_iter"]}
 
-    # One-process times on n rows and on each worker's share, for the communication share.
+    # One-process times on n rows and on each worker's share, for issue 20's share.
     base = {w: single(-(-n // w)) for w in sorted({1, *workers_list})}
-    out["variants"]["single-gpu"] = base[1]
+    out["variants"]["single-gpu"] = {**base[1], "gpus": 1}
+    print(f"k-means {n}x{d} k={k}: one process {base[1]['per_iteration'] * 1e3:.1f} "
+          "ms/iteration", flush=True)
     for w in workers_list:
         cluster, client = cluster_for(w)
         try:
@@ -145,24 +180,35 @@ def kmeans_scaling(shape, workers_list, iterations, repeats):
                 client, [(blob_block, i, r, d, k, seed) for i, r in enumerate(rows)],
                 rows, d, np.float32)
             wait(futures)
-
-            def fit(Xd=Xd, client=client):
-                return kmeans_fit(Xd, k, init=init, n_init=1, max_iter=iterations, tol=0.0,
-                                  client=client)
-            t, res = timed(fit, repeats)
-            # The median run's time per iteration (seeding and the row-block preparation,
-            # ~25 ms, are in the run: the same in each variant's count).
-            per_iter = t["median"] / res.n_iter
+            fits, last = {}, None
+            for it in lengths:
+                def fit(Xd=Xd, client=client, it=it):
+                    return kmeans_fit(Xd, k, init=init, n_init=1, max_iter=it, tol=0.0,
+                                      client=client)
+                t, last = timed(fit, repeats)
+                fits[it] = {**t, "n_iter": int(last.n_iter), "timings": last.timings}
+            memory = client.run(gpu_memory)
+            per_iter = marginal(fits[lengths[0]], fits[lengths[1]])
+            tm = last.timings
+            loop = tm.get("lloyd_compute", 0.0) + tm.get("lloyd_allreduce", 0.0)
             out["variants"][f"dask-{w}"] = {
-                **t, "per_iteration": per_iter, "n_iter": res.n_iter,
-                "last_run_timings": res.timings,
-                "single_gpu_on_one_share": base[w]["median"],
-                "speedup_vs_single_gpu": base[1]["median"] / t["median"],
-                "communication_share": max(0.0, 1.0 - base[w]["median"] / t["median"]),
+                "gpus": w, "per_iteration": per_iter, "fits": fits, "lloyd": last.lloyd,
+                "median": fits[lengths[1]]["median"], "n_iter": fits[lengths[1]]["n_iter"],
+                "loop_per_iteration": tm["lloyd"] / max(1, tm.get("lloyd_iterations",
+                                                                   last.n_iter)),
+                "allreduce_share": tm.get("lloyd_allreduce", 0.0) / loop if loop else None,
+                "allreduce_per_iteration": tm.get("lloyd_allreduce", 0.0)
+                / max(1, tm.get("lloyd_iterations", last.n_iter)),
+                "single_gpu_per_iteration_on_one_share": base[w]["per_iteration"],
+                "communication_share": max(0.0, 1.0 - base[w]["per_iteration"] / per_iter),
+                "speedup_vs_single_gpu": base[1]["per_iteration"] / per_iter,
+                "memory_gb": dict(sorted(memory.items())),
             }
-            print(f"k-means {n}x{d} k={k}: {w} GPU(s) {t['median']:.3f} s "
-                  f"({per_iter * 1e3:.1f} ms/iteration) vs one process "
-                  f"{base[1]['median']:.3f} s", flush=True)
+            v = out["variants"][f"dask-{w}"]
+            print(f"k-means {n}x{d} k={k}: {w} GPU(s) {per_iter * 1e3:.1f} ms/iteration "
+                  f"(x{v['speedup_vs_single_gpu']:.2f} vs one process; all-reduce "
+                  f"{v['allreduce_share']:.1%} of the loop) [{last.lloyd}]", flush=True)
+            del Xd, futures
         finally:
             client.close()
             cluster.close()
@@ -170,7 +216,103 @@ def kmeans_scaling(shape, workers_list, iterations, repeats):
     for w in workers_list:
         v = out["variants"][f"dask-{w}"]
         if d1:
-            v["speedup_vs_dask_1"] = d1["median"] / v["median"]
+            v["speedup_vs_dask_1"] = d1["per_iteration"] / v["per_iteration"]
+    return out
+
+
+def reps_blob_block(index, rows, d, k, seed, piece=20_000_000):
+    """Blob rows on this worker's GPU and their blob (int32), made `piece` rows at a time
+    so that the temporaries stay small: ``(X float32, y int32)``."""
+    import cupy
+
+    centres = cupy.asarray(np.random.default_rng(seed).normal(0.0, 6.0, (k, d)), cupy.float32)
+    rng = cupy.random.default_rng([seed, index])
+    X = cupy.empty((rows, d), cupy.float32)
+    y = cupy.empty(rows, cupy.int32)
+    for a in range(0, rows, piece):
+        b = min(rows, a + piece)
+        y[a:b] = rng.integers(0, k, b - a)
+        X[a:b] = rng.standard_normal((b - a, d), dtype=cupy.float32)
+        X[a:b] += centres[y[a:b]]
+    return X, y
+
+
+def contingency(y, labels, k, n_labels):
+    """Counts of (blob, label) pairs of a block (host int64, k × n_labels); label −1
+    (unclustered) in the last column."""
+    import cupy
+
+    lab = cupy.where(labels < 0, n_labels, labels).astype(cupy.int64)
+    flat = y.astype(cupy.int64) * (n_labels + 1) + lab
+    return cupy.bincount(flat, minlength=k * (n_labels + 1)).reshape(k, -1).get()
+
+
+def ari_from_contingency(table):
+    """Adjusted Rand index from a contingency table (as scikit-learn's formula)."""
+    from math import comb
+
+    table = np.asarray(table, dtype=np.int64)
+    n = int(table.sum())
+    pairs = sum(comb(int(v), 2) for v in table.ravel())
+    rows = sum(comb(int(v), 2) for v in table.sum(axis=1))
+    cols = sum(comb(int(v), 2) for v in table.sum(axis=0))
+    expected = rows * cols / comb(n, 2)
+    top = (rows + cols) / 2
+    return 1.0 if top == expected else (pairs - expected) / (top - expected)
+
+
+def reps_scaling(n, d, k, workers, block_rows):
+    """SpectralClustering(mode="representatives") of n × d blobs made on `workers` GPUs."""
+    import time
+
+    import cupy
+    import dask.array as da
+    from distributed import wait
+
+    from explorer import SpectralClustering
+
+    seed = 7
+    cluster, client = cluster_for(workers)
+    out = {"n": n, "d": d, "blobs": k, "gpus": workers, "bytes": n * d * 4,
+           "block_rows": block_rows}
+    try:
+        addresses = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        rows = split(n, max(workers, -(-n // block_rows)))
+        t0 = time.perf_counter()
+        made = [client.submit(reps_blob_block, i, r, d, k, seed,
+                              workers=[addresses[i * workers // len(rows)]], pure=False)
+                for i, r in enumerate(rows)]
+        xs = [client.submit(lambda t: t[0], f, pure=False) for f in made]
+        ys = [client.submit(lambda t: t[1], f, pure=False) for f in made]
+        wait(xs + ys)
+        del made
+        out["generate_s"] = time.perf_counter() - t0
+        out["memory_after_generate_gb"] = dict(sorted(client.run(gpu_memory).items()))
+        Xd = da.concatenate([da.from_delayed(f, (r, d), dtype=np.float32,
+                                             meta=cupy.empty((0, d), cupy.float32))
+                             for f, r in zip(xs, rows, strict=True)])
+        params = dict(n_clusters=k, mode="representatives", random_state=0)
+        t0 = time.perf_counter()
+        sc = SpectralClustering(**params).fit(Xd)
+        out["fit_s"] = time.perf_counter() - t0
+        out["memory_after_fit_gb"] = dict(sorted(client.run(gpu_memory).items()))
+        labels = sc.labels_
+        t0 = time.perf_counter()
+        parts = client.compute([
+            dask.delayed(contingency)(yf, lb, k, sc.n_clusters_)
+            for yf, lb in zip(ys, labels.to_delayed(), strict=True)])
+        out["ari"] = ari_from_contingency(sum(client.gather(parts)))
+        out["ari_s"] = time.perf_counter() - t0
+        out.update(parameters=params, mode_why=sc.mode_why_, backend_why=sc.backend_reason_,
+                   edge_rule=sc.edge_rule_.describe(), n_representatives=int(
+                       sc.representatives_.shape[0]), eigen_solver=sc.eigen_solver_,
+                   labels_kind=type(labels).__name__, stages=sc.timings_)
+        print(f"representatives fit {n}x{d} ({n * d * 4 / 1e9:.0f} GB) on {workers} GPUs: "
+              f"{out['fit_s']:.1f} s, ARI {out['ari']:.4f}; stages "
+              f"{ {key: round(v, 2) for key, v in sc.timings_.items()} }", flush=True)
+    finally:
+        client.close()
+        cluster.close()
     return out
 
 
@@ -279,14 +421,24 @@ def plot(payload, path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4],
+                   help="cluster sizes (those above the machine's GPUs are skipped)")
     p.add_argument("--quick", action="store_true", help="small shapes (a smoke run)")
-    p.add_argument("--iterations", type=int, default=10)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--fit-n", type=int, nargs="+",
-                   help="syn4d sizes for the whole fit with eigen_solver='auto'")
-    p.add_argument("--lobpcg-n", type=int, nargs="+",
-                   help="syn4d sizes for the whole fit with LOBPCG forced")
+    p.add_argument("--iterations", type=int, default=5,
+                   help="I1; the per-iteration time compares fits of I1 and 3·I1 iterations")
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--k", type=int, nargs="+", help="k-means cluster counts (default 1024 "
+                   "4096)")
+    p.add_argument("--reps-n", type=float, default=1.2e9,
+                   help="rows of the representatives-mode fit (0: skip it)")
+    p.add_argument("--reps-d", type=int, default=32)
+    p.add_argument("--reps-blobs", type=int, default=16)
+    p.add_argument("--reps-workers", type=int, help="GPUs for it (default: all)")
+    p.add_argument("--reps-block-rows", type=int, default=50_000_000)
+    p.add_argument("--fit-n", type=int, nargs="+", default=[],
+                   help="syn4d sizes for the exact whole fit with eigen_solver='auto'")
+    p.add_argument("--lobpcg-n", type=int, nargs="+", default=[],
+                   help="syn4d sizes for the exact whole fit with LOBPCG forced")
     p.add_argument("--skip-kmeans", action="store_true")
     p.add_argument("--name", default="multigpu")
     p.add_argument("--plot", help="also draw the speed-ups into this PNG (matplotlib)")
@@ -299,21 +451,29 @@ def main(argv=None):
     if workers != args.workers:
         print(f"only {gpus} GPU(s): running workers {workers}", flush=True)
     if args.quick:
-        shapes, fit_n, lobpcg_n = [(200_000, 32, 64)], [200_000], [50_000]
+        shapes = [(400_000, 32, k) for k in (args.k or [64, 256])]
+        reps_n = min(int(args.reps_n), 20_000_000)
     else:
-        shapes = [(6_000_000, 128, 1024), (6_000_000, 128, 64), (1_000_000, 128, 1024)]
-        fit_n, lobpcg_n = [10_000_000], [200_000]
-    fit_n, lobpcg_n = args.fit_n or fit_n, args.lobpcg_n or lobpcg_n
+        shapes = [(6_000_000, 128, k) for k in (args.k or [1024, 4096])]
+        reps_n = int(args.reps_n)
     if args.skip_kmeans:
         shapes = []
-    payload = {"benchmark": "multigpu", "issue": 20, "environment": environment_info("gpu"),
-               "gpus": gpus, "cluster": "dask_cuda.LocalCUDACluster, one worker per GPU, TCP",
-               "timing": "wall clock (perf_counter), warm-up excluded, median of repeats",
-               "repeats": args.repeats, "kmeans": [], "fit": []}
+    payload = {"benchmark": "multigpu", "issue": 33, "environment": environment_info("gpu"),
+               "gpus": gpus, "cluster": "dask_cuda.LocalCUDACluster, one worker per GPU, "
+               "TCP for Dask, NCCL for the Lloyd loop's all-reduce",
+               "timing": "wall clock (perf_counter), warm-up excluded, median of repeats; "
+               "per_iteration: marginal cost between fits of I1 and 3·I1 iterations",
+               "nccl_env": {v: os.environ.get(v) for v in ("NCCL_NVLS_ENABLE",)},
+               "repeats": args.repeats, "kmeans": [], "representatives": None, "fit": []}
     for shape in shapes:
         payload["kmeans"].append(kmeans_scaling(shape, workers, args.iterations, args.repeats))
         write_result(args.name, payload)
-    for n, solver in [(n, "auto") for n in fit_n] + [(n, "lobpcg") for n in lobpcg_n]:
+    if reps_n:
+        payload["representatives"] = reps_scaling(
+            reps_n, args.reps_d, args.reps_blobs, min(gpus, args.reps_workers or gpus),
+            args.reps_block_rows)
+        write_result(args.name, payload)
+    for n, solver in [(n, "auto") for n in args.fit_n] + [(n, "lobpcg") for n in args.lobpcg_n]:
         payload["fit"].append(fit_scaling(n, solver, workers, max(1, args.repeats - 1)))
         write_result(args.name, payload)
     print("wrote", write_result(args.name, payload))
