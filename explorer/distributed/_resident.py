@@ -107,10 +107,12 @@ def _nccl_init(session, uid, ranks, dask_worker=None):
     return rank
 
 
-def _nccl_destroy(session, dask_worker=None):
+def _nccl_destroy(session, abort=False, dask_worker=None):
+    """Free this worker's communicator; `abort` (after a failure, when a rank may still
+    wait in a collective) aborts it instead of waiting for the others."""
     comm = getattr(dask_worker, _STATE, {}).pop(session, None)
     if comm is not None:
-        comm.comm.destroy()
+        (comm.comm.abort if abort else comm.comm.destroy)()
 
 
 def _communicator(session):
@@ -128,19 +130,25 @@ def _sync(xp):
 
 def _farthest_rows(comm, prepared, minds, offsets, n_empty, xp):
     """The `n_empty` rows of all workers farthest from their centres (largest
-    distance first, ties by lowest global row), float64, the same on every worker."""
+    distance first, ties by lowest global row), float64, the same on every worker.
+
+    Each worker selects its own `n_empty` farthest rows on its device and offers
+    ``(distance, global row, features)``; one all-gather brings every offer to every
+    worker, which all pick the same rows from them."""
     d = prepared[0][0].shape[1]
-    offer = np.full((n_empty, 2 + d), -np.inf)
-    values = np.concatenate([to_numpy(m).astype(np.float64) for m in minds])
-    rows = np.concatenate([np.arange(m.shape[0], dtype=np.int64) + o
-                           for m, o in zip(minds, offsets, strict=True)])
-    local = np.lexsort((rows, -values))[:n_empty]
+    values = xp.concatenate(minds) if len(minds) > 1 else minds[0]
+    order = (np.argsort(-values, kind="stable") if xp is np
+             else xp.argsort(-values))[:n_empty]
+    order = to_numpy(order)
     ends = np.cumsum([m.shape[0] for m in minds])
-    for j, i in enumerate(local):
-        b = int(np.searchsorted(ends, i, side="right"))
-        r = int(i - (ends[b - 1] if b else 0))
-        offer[j, 0], offer[j, 1] = values[i], rows[i]
-        offer[j, 2:] = to_numpy(prepared[b][0][r]).astype(np.float64)
+    which = np.searchsorted(ends, order, side="right")
+    local = order - np.concatenate([[0], ends[:-1]])[which]
+    offer = np.full((n_empty, 2 + d), -np.inf)
+    offer[:order.shape[0], 0] = to_numpy(values[xp.asarray(order)])
+    offer[:order.shape[0], 1] = np.asarray(offsets)[which] + local
+    for b in np.unique(which):
+        sel = np.flatnonzero(which == b)
+        offer[sel, 2:] = to_numpy(prepared[b][0][xp.asarray(local[sel])]).astype(np.float64)
     every = to_numpy(comm.allgather(xp.asarray(offer))).reshape(-1, 2 + d)
     top = np.lexsort((every[:, 1], -every[:, 0]))[:n_empty]
     return every[top, 2:]
@@ -303,9 +311,10 @@ class NcclSession:
         self.client.run(_nccl_init, self.key, uid, ranks, workers=self.workers)
         return self.key
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         if self.key is not None:
-            self.client.run(_nccl_destroy, self.key, workers=self.workers)
+            self.client.run(_nccl_destroy, self.key, exc_type is not None,
+                            workers=self.workers)
         return False
 
 
