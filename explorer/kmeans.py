@@ -938,12 +938,7 @@ def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp, record=None):
     (centers (k, d), labels (n,), inertia, n_iter) of the restart of least inertia.
     """
     S = centers.shape[0]
-    if xp is np:
-        runner = _HostStarts(X, x_sq, centers)
-    else:
-        from explorer.kernels.kmeans import DeviceStarts
-
-        runner = DeviceStarts(X, x_sq, centers)
+    runner = starts_runner(X, x_sq, centers, xp)
     n_iter = np.zeros(S, dtype=np.int64)
     consistent = np.zeros(S, dtype=bool)
     active = list(range(S))
@@ -998,6 +993,24 @@ def lloyd_stops(changed, n_empty, shift, tol_abs) -> bool:
     return bool(changed == 0 or (n_empty == 0 and shift <= tol_abs))
 
 
+def starts_runner(X, x_sq, centers, xp):
+    """The state of S restarts of Lloyd's iterations on X's device: :class:`_HostStarts`
+    on the CPU, ``explorer.kernels.kmeans.DeviceStarts`` on the GPU (`centers`: S × k × d).
+
+    Both have ``step(active)`` and its halves ``assign_sums`` (labels, distances, the
+    float64 sums ``sums[s]`` (k × (d + 1)) and labels changed ``changed[s]``) and
+    ``update`` (the means, the shift and the empty clusters from ``sums`` and
+    ``changed``), ``farthest``/``place_empty``/``reseed_empty``, ``assign``,
+    ``inertia`` and ``result``: :func:`_lloyd_starts` runs them in one process, the
+    worker-resident distributed loop (:mod:`explorer.distributed._resident`) adds
+    ``sums`` and ``changed`` across processes between the halves."""
+    if xp is np:
+        return _HostStarts(X, x_sq, centers)
+    from explorer.kernels.kmeans import DeviceStarts
+
+    return DeviceStarts(X, x_sq, centers)
+
+
 class _HostStarts:
     """The restarts' state on the CPU for :func:`_lloyd_starts`: each step is
     :func:`assign_nearest` per running restart (the CPU gains nothing from one product
@@ -1011,28 +1024,52 @@ class _HostStarts:
         self.labels = np.full((S, X.shape[0]), -1, dtype=np.int32)
         self.mind = np.empty((S, X.shape[0]), dtype=np.float32)
         self.counts = np.zeros((S, k))
+        self.sums = np.zeros((S, k, d + 1))
+        self.changed = np.zeros(S, dtype=np.int64)
 
     def step(self, active):
         """Assign and update the restarts `active`: per restart (in that order) the
         labels changed, the empty clusters and the squared centre shift."""
+        self.assign_sums(active)
+        return self.update(active)
+
+    def assign_sums(self, active):
+        """The assignment of the restarts `active`: labels and distances, and their
+        float64 sums and labels changed in ``sums[s]`` and ``changed[s]``."""
+        for s in active:
+            labels, mind, sums = assign_nearest(self.X, self.x_sq, self.centers[s],
+                                                self.chunk, np, want_sums=True)
+            self.changed[s] = np.count_nonzero(labels != self.labels[s])
+            self.labels[s], self.mind[s], self.sums[s] = labels, mind, sums
+
+    def update(self, active):
+        """The update of the restarts `active` from ``sums`` and ``changed``: per restart
+        (in that order) the labels changed, the empty clusters and the squared shift."""
         m = len(active)
         changed = np.empty(m, dtype=np.int64)
         n_empty = np.empty(m, dtype=np.int64)
         shift = np.empty(m)
         for i, s in enumerate(active):
-            labels, mind, sums = assign_nearest(self.X, self.x_sq, self.centers[s],
-                                                self.chunk, np, want_sums=True)
-            changed[i] = np.count_nonzero(labels != self.labels[s])
-            self.labels[s], self.mind[s] = labels, mind
-            new, empty, shift[i] = update_centers(self.centers[s], sums, np)
+            new, empty, shift[i] = update_centers(self.centers[s], self.sums[s], np)
             n_empty[i] = np.count_nonzero(empty)
-            self.centers[s], self.counts[s] = new, sums[:, -1]
+            changed[i] = self.changed[s]
+            self.centers[s], self.counts[s] = new, self.sums[s][:, -1]
         return changed, n_empty, shift
 
     def reseed_empty(self, s, n_empty):
         """Move restart `s`'s empty clusters to its rows farthest from their centres."""
-        far = np.argsort(-self.mind[s])[:n_empty]
-        self.centers[s, np.flatnonzero(self.counts[s] == 0)] = self.X[far]
+        _, far = self.farthest(s, n_empty)
+        self.place_empty(s, self.X[far])
+
+    def farthest(self, s, count):
+        """Restart `s`'s `count` rows farthest from their centres: ``(squared distances,
+        rows)``, largest first."""
+        far = np.argsort(-self.mind[s])[:count]
+        return self.mind[s][far], far
+
+    def place_empty(self, s, rows):
+        """Move restart `s`'s empty clusters (in cluster order) to `rows`."""
+        self.centers[s, np.flatnonzero(self.counts[s] == 0)] = rows
 
     def assign(self, starts):
         """Labels of the restarts `starts` for their current centres."""

@@ -647,13 +647,24 @@ class DeviceStarts:
     def step(self, active):
         """One Lloyd step of the restarts `active` (indices): per restart, in that order,
         the labels changed, the empty clusters and the squared centre shift (NumPy)."""
-        S, k, d = self.centers.shape
-        m = len(active)
+        self.assign_sums(active)
+        return self.update(active)
+
+    def assign_sums(self, active):
+        """The first half of :meth:`step`: the assignment of the restarts `active`, their
+        float64 sums and labels changed left in ``sums[s]`` and ``changed[s]`` (where
+        the worker-resident distributed loop adds them across processes)."""
         self._assign(active, True)
         if not (self.fused or self.tiled):
             # The centres the rows were assigned to, for re-seeding (the checked path's
             # `mind` holds TF32 distances; lloyd_update overwrites the centres).
             self._assigned_neg2c = self.neg2c.copy()
+
+    def update(self, active):
+        """The second half of :meth:`step`: ``lloyd_update`` from ``sums`` and
+        ``changed`` (then zeroed); per restart the labels changed, the empty clusters
+        and the squared centre shift (NumPy)."""
+        m = len(active)
         self._update(active)
         status = self.status[: 3 * m].get().reshape(m, 3)
         return status[:, 0].astype(np.int64), status[:, 1].astype(np.int64), status[:, 2]
@@ -706,14 +717,29 @@ class DeviceStarts:
         """Move restart `s`'s empty clusters to its rows farthest from their centres."""
         import cupy
 
-        empty = cupy.flatnonzero(self.counts[s] == 0)
+        _, far = self.farthest(s, n_empty)
+        self.place_empty(s, self.X[far].astype(cupy.float64))
+
+    def farthest(self, s, count):
+        """Restart `s`'s `count` rows farthest from the centres they were assigned to:
+        ``(squared distances, rows)``, largest first (CuPy)."""
+        import cupy
+
         if not (self.fused or self.tiled):
             # TF32 distances: the float32 ones to the centres of the assignment (as the
             # other paths and the CPU rank them) instead.
             diff = self.X - (self._assigned_neg2c[s] * -0.5)[self.labels[s]]
             self.mind[s] = cupy.einsum("ij,ij->i", diff, diff)
-        far = cupy.argsort(-self.mind[s])[:n_empty]
-        self.centers[s, empty] = self.X[far].astype(cupy.float64)
+        far = cupy.argsort(-self.mind[s])[:count]
+        return self.mind[s][far], far
+
+    def place_empty(self, s, rows):
+        """Move restart `s`'s empty clusters (in cluster order) to `rows` (float64, one
+        per empty cluster)."""
+        import cupy
+
+        empty = cupy.flatnonzero(self.counts[s] == 0)
+        self.centers[s, empty] = cupy.asarray(rows, dtype=cupy.float64)
         C32, c_sq = _float32_centres(self.centers[s])
         self.neg2c[s] = -2.0 * C32
         self.c_sq[s] = c_sq

@@ -6,13 +6,15 @@ round trip per iteration (tasks out, k × (d + 1) sums back to the client, centr
 out again): 30-40 ms an iteration whatever the work. Here the client starts one task
 per worker, once; inside it every iteration is
 
-1. the single-process assignment (:func:`explorer.kmeans.assign_nearest`) of each of
-   the worker's blocks against the centres on its device, the blocks' float64 sums
-   and counts added in block order;
+1. the first half of the single-process restarts runner's step
+   (:func:`explorer.kmeans.starts_runner`: on the GPU the kernels of the one-GPU loop,
+   on the CPU :func:`explorer.kmeans.assign_nearest`) on each of the worker's blocks:
+   labels, and the float64 sums and counts, added in block order;
 2. one all-reduce of ``sums (k × (d + 1)) | labels changed`` across the workers;
-3. the single-process update and stopping rule (:func:`explorer.kmeans.update_centers`,
-   :func:`explorer.kmeans.lloyd_stops`) computed by every worker on the same reduced
-   sums, so every worker holds the same centres without another message.
+3. the second half of the step (the update and its status) by every worker on the
+   same reduced sums, and the single-process stopping rule
+   (:func:`explorer.kmeans.lloyd_stops`), so every worker holds the same centres
+   without another message.
 
 Empty clusters are re-seeded at the rows farthest from their centres (the rule of the
 single-process loop): each worker offers its own farthest rows, an all-gather brings
@@ -34,7 +36,7 @@ import uuid
 import numpy as np
 
 from .. import kmeans as _km
-from .._backend import array_module, chunk_rows, to_numpy
+from .._backend import array_module, to_numpy
 
 __all__ = ["LocalComm", "NcclComm", "NcclSession", "resident_lloyd", "resident_plan"]
 
@@ -128,28 +130,26 @@ def _sync(xp):
         xp.cuda.get_current_stream().synchronize()
 
 
-def _farthest_rows(comm, prepared, minds, offsets, n_empty, xp):
+def _farthest_rows(comm, runners, offsets, n_empty, xp):
     """The `n_empty` rows of all workers farthest from their centres (largest
     distance first, ties by lowest global row), float64, the same on every worker.
 
-    Each worker selects its own `n_empty` farthest rows on its device and offers
-    ``(distance, global row, features)``; one all-gather brings every offer to every
-    worker, which all pick the same rows from them."""
-    d = prepared[0][0].shape[1]
-    values = xp.concatenate(minds) if len(minds) > 1 else minds[0]
-    order = (np.argsort(-values, kind="stable") if xp is np
-             else xp.argsort(-values))[:n_empty]
-    order = to_numpy(order)
-    ends = np.cumsum([m.shape[0] for m in minds])
-    which = np.searchsorted(ends, order, side="right")
-    local = order - np.concatenate([[0], ends[:-1]])[which]
-    offer = np.full((n_empty, 2 + d), -np.inf)
-    offer[:order.shape[0], 0] = to_numpy(values[xp.asarray(order)])
-    offer[:order.shape[0], 1] = np.asarray(offsets)[which] + local
-    for b in np.unique(which):
-        sel = np.flatnonzero(which == b)
-        offer[sel, 2:] = to_numpy(prepared[b][0][xp.asarray(local[sel])]).astype(np.float64)
-    every = to_numpy(comm.allgather(xp.asarray(offer))).reshape(-1, 2 + d)
+    Each block offers its own `n_empty` farthest rows (the runners' ranking, as the
+    one-process loop ranks them) as ``(distance, global row, features)``; one
+    all-gather brings every worker's offers to every worker, which all pick the same
+    rows."""
+    d = runners[0].X.shape[1]
+    offers = []
+    for runner, offset in zip(runners, offsets, strict=True):
+        values, far = runner.farthest(0, n_empty)
+        offer = np.full((n_empty, 2 + d), -np.inf)
+        count = int(far.shape[0])
+        offer[:count, 0] = to_numpy(values)
+        offer[:count, 1] = to_numpy(far) + offset
+        offer[:count, 2:] = to_numpy(runner.X[far]).astype(np.float64)
+        offers.append(offer)
+    mine = np.concatenate(offers)
+    every = to_numpy(comm.allgather(xp.asarray(mine))).reshape(-1, 2 + d)
     top = np.lexsort((every[:, 1], -every[:, 0]))[:n_empty]
     return every[top, 2:]
 
@@ -157,6 +157,12 @@ def _farthest_rows(comm, prepared, minds, offsets, n_empty, xp):
 def resident_lloyd(prepared, offsets, starts, max_iter, tol_abs, session=None):
     """Lloyd's iterations of every restart in `starts` on this worker's blocks (run on
     the worker, one task per worker, all at once).
+
+    Each block is held by the one-process restarts runner
+    (:func:`explorer.kmeans.starts_runner`: the GPU's kernels, or the CPU's
+    :func:`~explorer.kmeans.assign_nearest`), whose step is cut in two: the
+    assignment with its float64 sums and labels changed, then (after the sums of all
+    blocks of all workers are added) the update and the stopping status.
 
     Parameters
     ----------
@@ -186,36 +192,33 @@ def resident_lloyd(prepared, offsets, starts, max_iter, tol_abs, session=None):
     t_compute = t_comm = 0.0
     iterations = 0
     for start in starts:
-        centers = xp.asarray(start, dtype=xp.float64)
-        k, d = centers.shape
-        chunk = chunk_rows(xp, max(k, d))
-        labels = [None] * len(prepared)
-        minds = [None] * len(prepared)
+        k, d = start.shape
+        runners = [_km.starts_runner(Xc, x_sq, np.asarray(start)[None], xp)
+                   for Xc, x_sq in prepared]
         n_iter, consistent = 0, False
         while n_iter < max_iter:
             n_iter += 1
             t0 = time.perf_counter()
             total = xp.zeros(k * (d + 1) + 1, dtype=xp.float64)
-            for b, (Xc, x_sq) in enumerate(prepared):
-                lab, mind, sums = _km.assign_nearest(Xc, x_sq, centers, chunk, xp,
-                                                     want_sums=True)
-                changed = (Xc.shape[0] if labels[b] is None
-                           else xp.count_nonzero(lab != labels[b]))
-                total[:-1] += sums.ravel()
-                total[-1] += changed
-                labels[b], minds[b] = lab, mind
+            for runner in runners:
+                runner.assign_sums([0])
+                total[:-1] += runner.sums[0].ravel()
+                total[-1:] += runner.changed[0:1]
             _sync(xp)
             t1 = time.perf_counter()
             total = comm.allreduce_sum(total)
             _sync(xp)
             t2 = time.perf_counter()
-            changed = int(total[-1])
-            centers, empty, shift = _km.update_centers(
-                centers, total[:-1].reshape(k, d + 1), xp)
-            n_empty = int(xp.count_nonzero(empty))
+            for runner in runners:  # every block updates from the same sums
+                runner.sums[0] = total[:-1].reshape(k, d + 1)
+                runner.changed[0:1] = total[-1:].astype(runner.changed.dtype)
+                status = runner.update([0])
+            changed, n_empty, shift = (int(status[0][0]), int(status[1][0]),
+                                       float(status[2][0]))
             if n_empty:
-                far = _farthest_rows(comm, prepared, minds, offsets, n_empty, xp)
-                centers[xp.flatnonzero(empty)] = xp.asarray(far)
+                far = _farthest_rows(comm, runners, offsets, n_empty, xp)
+                for runner in runners:
+                    runner.place_empty(0, xp.asarray(far))
             t_compute += (t1 - t0) + (time.perf_counter() - t2)
             t_comm += t2 - t1
             consistent = changed == 0 and n_empty == 0
@@ -224,15 +227,17 @@ def resident_lloyd(prepared, offsets, starts, max_iter, tol_abs, session=None):
         iterations += n_iter
         t0 = time.perf_counter()
         if not consistent:  # labels of the final centres, as the one-process loop
-            labels = [_km.assign_nearest(Xc, x_sq, centers, chunk, xp, want_sums=False)[0]
-                      for Xc, x_sq in prepared]
-        local = sum(_km.inertia(Xc, centers, lab, chunk, xp)
-                    for (Xc, _), lab in zip(prepared, labels, strict=True))
+            for runner in runners:
+                runner.assign([0])
+        local = sum(float(runner.inertia()[0]) for runner in runners)
         inertia = float(to_numpy(comm.allreduce_sum(xp.asarray([local])))[0])
         t_compute += time.perf_counter() - t0
         if best is None or inertia < best["inertia"]:
-            best = {"labels": labels, "centers": to_numpy(centers), "inertia": inertia,
+            results = [runner.result(0) for runner in runners]
+            best = {"labels": [lab for _, lab in results],
+                    "centers": to_numpy(results[0][0]), "inertia": inertia,
                     "n_iter": n_iter}
+        runners = None
     return {**best, "compute": t_compute, "allreduce": t_comm, "iterations": iterations}
 
 
