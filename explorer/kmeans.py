@@ -214,7 +214,9 @@ class KMeans(ClusterMixin, BaseEstimator):
 
         A Dask array (NumPy or CuPy chunks) is clustered on the dask.distributed
         cluster of the Client in scope (:func:`explorer.distributed.kmeans_fit`);
-        `labels_` is then a Dask array with X's row chunks.
+        `labels_` is then a Dask array with X's row chunks: computed at the fit (and
+        valid after the client closes) up to 1 GiB of labels, else left on the workers
+        (compute it before closing the client; see ``explorer.distributed._labels``).
 
         Returns
         -------

@@ -4,8 +4,10 @@ Clustering using Multiple GPUs").
 The same pipeline as the single-process one, on a Dask array whose row chunks stay on
 the workers:
 
-- :func:`kmeans_fit`: paper 001's k-means, the assignment local to each row block,
-  the float64 partial sums reduced on the client (:mod:`._kmeans`);
+- :func:`kmeans_fit`: paper 001's k-means, the assignment local to each row block;
+  the Lloyd loop resident on the workers with the float64 partial sums all-reduced
+  by NCCL (one GPU per worker) or on the one worker (:mod:`._resident`), else reduced
+  on the client each iteration (:mod:`._kmeans`);
 - :func:`build_row_blocks`: the ε-graph's CSR built as row blocks on the workers,
   each block against all points (:mod:`._graph`);
 - :class:`RowBlockOperator`: the matrix A = D^-1/2 S D^-1/2 kept as row blocks, with
@@ -15,7 +17,11 @@ the workers:
   (:mod:`._embedding`) and products whose vectors stay on the workers, each block
   fetching its halo rows from the others (:mod:`._halo`);
 - :func:`plan_fit` and :func:`run_fit`: the whole :class:`explorer.SpectralClustering`
-  fit on a Dask array (:mod:`._fit`).
+  fit on a Dask array (:mod:`._fit`), and in ``mode="representatives"`` the
+  representatives chain with the rows left on the workers (:mod:`._representatives`);
+- the labels a fit returns: computed to the client within a budget, else left on the
+  workers in an array that says to compute them before the client closes
+  (:mod:`._labels`).
 
 Importing this package registers the Dask engine (:func:`explorer.engines.register_engine`):
 ``SpectralClustering(...).fit(dask_array)`` and ``KMeans(...).fit(dask_array)`` import it
