@@ -281,12 +281,23 @@ def resident_plan(blocks, prepared):
     ok = client.run(_nccl_available, workers=list(workers))
     if not all(ok.values()):
         return None, None, "client-reduced loop: NCCL is not available on every worker"
+    devices = client.run(_device_id, workers=list(workers))
+    if len(set(devices.values())) < len(workers):
+        return None, None, ("client-reduced loop: workers share a GPU (NCCL needs one GPU "
+                            "per rank; dask_cuda's LocalCUDACluster gives one per worker)")
     return workers, "nccl", (f"worker-resident Lloyd loop on {len(workers)} GPU workers, "
                              "partial sums all-reduced by NCCL")
 
 
 def _is_cupy(prep):
     return type(prep[0]).__module__.split(".")[0] == "cupy"
+
+
+def _device_id():
+    """This worker's GPU, by PCI bus id (the same GPU under any CUDA_VISIBLE_DEVICES)."""
+    import cupy
+
+    return cupy.cuda.Device().pci_bus_id
 
 
 def _nccl_available():
