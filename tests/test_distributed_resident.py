@@ -199,3 +199,59 @@ def test_representatives_mode_on_dask_array(one_worker, rng):
     np.testing.assert_array_equal(sc.representative_of_.compute(), ref.representative_of_)
     np.testing.assert_array_equal(sc.labels_.compute(), ref.labels_)
     np.testing.assert_array_equal(sc.isolated_.compute(), ref.isolated_)
+
+
+class _ThreadComm:
+    """Ranks as threads of this process, for the loop's collectives (float64 NumPy)."""
+
+    def __init__(self, shared, rank):
+        self.shared, self.rank = shared, rank
+        self.size = shared["size"]
+
+    def _exchange(self, a):
+        self.shared["parts"][self.rank] = np.array(a, dtype=np.float64)
+        self.shared["barrier"].wait()
+        parts = list(self.shared["parts"])
+        self.shared["barrier"].wait()
+        return parts
+
+    def allreduce_sum(self, a):
+        parts = self._exchange(a)
+        return sum(parts[1:], parts[0].copy())
+
+    def allgather(self, a):
+        return np.stack(self._exchange(a))
+
+
+def test_resident_loop_across_ranks(rng):
+    """The loop itself on 3 ranks (threads with a shared-memory all-reduce: the
+    collectives' contract, without GPUs), ranks holding 1 or 2 blocks, with an empty
+    cluster re-seeded across ranks: the single-process labels, centres and inertia."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from explorer import kmeans as km
+    from explorer.distributed._resident import resident_lloyd
+
+    X = _blobs(rng, n_per=150, d=3).astype(np.float32)
+    Xc = km.centre(X)[0]
+    x_sq = km.row_sq_norms(Xc, np)
+    start = np.concatenate([Xc[:3].astype(np.float64), [[50.0, 50.0, 50.0]]])
+    ref_c, ref_l, ref_i, ref_n = km._lloyd_starts(Xc, x_sq, start[None], 100, 0.0, np)
+    cuts = [0, 100, 250, 400, 600]
+    blocks = [(Xc[a:b], x_sq[a:b]) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    ranks = [[0], [1, 2], [3]]
+    shared = {"size": 3, "parts": [None] * 3, "barrier": threading.Barrier(3)}
+
+    def rank(r):
+        return resident_lloyd([blocks[b] for b in ranks[r]], [cuts[b] for b in ranks[r]],
+                              [start], 100, 0.0, _ThreadComm(shared, r))
+
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(rank, range(3)))
+    labels = np.concatenate([lab for r in results for lab in r["labels"]])
+    np.testing.assert_array_equal(labels, ref_l)
+    for r in results:
+        np.testing.assert_allclose(r["centers"], ref_c, rtol=1e-9, atol=1e-9)
+        assert r["inertia"] == pytest.approx(ref_i, rel=1e-9)
+        assert r["n_iter"] == ref_n

@@ -104,7 +104,8 @@ def _nccl_init(session, uid, ranks, dask_worker=None):
 
     rank = ranks[dask_worker.address]
     comm = nccl.NcclCommunicator(len(ranks), uid, rank)
-    getattr(dask_worker, _STATE, None) or setattr(dask_worker, _STATE, {})
+    if not hasattr(dask_worker, _STATE):
+        setattr(dask_worker, _STATE, {})
     getattr(dask_worker, _STATE)[session] = NcclComm(comm, rank, len(ranks))
     return rank
 
@@ -149,6 +150,8 @@ def _farthest_rows(comm, runners, offsets, n_empty, xp):
         offer[:count, 2:] = to_numpy(runner.X[far]).astype(np.float64)
         offers.append(offer)
     mine = np.concatenate(offers)
+    # This worker's best n_empty: the same size on every worker, as all-gather needs.
+    mine = mine[np.lexsort((mine[:, 1], -mine[:, 0]))[:n_empty]]
     every = to_numpy(comm.allgather(xp.asarray(mine))).reshape(-1, 2 + d)
     top = np.lexsort((every[:, 1], -every[:, 0]))[:n_empty]
     return every[top, 2:]
@@ -175,8 +178,10 @@ def resident_lloyd(prepared, offsets, starts, max_iter, tol_abs, session=None):
         Initial centres of each restart (the same on every worker).
     max_iter, tol_abs
         As :func:`explorer.kmeans._lloyd_starts`.
-    session : str or None
-        Key of this worker's communicator; None for a single worker.
+    session : str, None or communicator
+        Key of this worker's communicator; None for a single worker; or the
+        communicator itself (an object with ``allreduce_sum`` and ``allgather``, as
+        :class:`LocalComm`).
 
     Returns
     -------
@@ -186,7 +191,7 @@ def resident_lloyd(prepared, offsets, starts, max_iter, tol_abs, session=None):
         and this worker's seconds of ``compute`` and ``allreduce`` and its
         ``iterations`` over all restarts.
     """
-    comm = _communicator(session)
+    comm = session if hasattr(session, "allreduce_sum") else _communicator(session)
     xp = array_module(prepared[0][0])
     best = None
     t_compute = t_comm = 0.0
