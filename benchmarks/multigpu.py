@@ -127,9 +127,12 @@ def free_pool():
 
 
 def marginal(short, long):
-    """Per-iteration time from fits of two lengths (medians and their n_iter)."""
+    """Per-iteration time from fits of two lengths (medians and their n_iter); the
+    longer fit's time per iteration when both stopped at the same iteration."""
     di = long["n_iter"] - short["n_iter"]
-    return (long["median"] - short["median"]) / di if di > 0 else None
+    if di > 0:
+        return (long["median"] - short["median"]) / di
+    return long["median"] / long["n_iter"]
 
 
 def kmeans_scaling(shape, workers_list, iterations, repeats):
