@@ -90,9 +90,13 @@ def cluster_for(workers):
     from dask_cuda import LocalCUDACluster
     from distributed import Client
 
+    # No spilling (device_memory_limit=0, memory_limit=0): the blocks stay on the GPUs.
+    # Dask counts a block and the input stage's unconverted key (the same CuPy array)
+    # twice, so the default limits would spill the representatives fit's data to host.
     cluster = LocalCUDACluster(n_workers=workers, threads_per_worker=1,
                                CUDA_VISIBLE_DEVICES=",".join(map(str, range(workers))),
-                               dashboard_address=":0")
+                               dashboard_address=":0", device_memory_limit=0,
+                               memory_limit=0)
     return cluster, Client(cluster)
 
 
