@@ -39,6 +39,10 @@ travel with the tree)::
     python benchmarks/multigpu.py                          # -> results/dask/multigpu.json
     python benchmarks/multigpu.py --quick                  # small shapes, a smoke run
     python benchmarks/multigpu.py --reps-n 600000000       # a smaller representatives fit
+
+Sections run k = 1024 first, then the representatives fit, then the other k; a section
+that fails is recorded with its error and the run goes on; none starts after
+``--budget-s`` seconds (recorded as skipped), so a run fits its time slot.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -269,8 +274,6 @@ def ari_from_contingency(table):
 
 def reps_scaling(n, d, k, workers, block_rows):
     """SpectralClustering(mode="representatives") of n × d blobs made on `workers` GPUs."""
-    import time
-
     import cupy
     import dask.array as da
     from distributed import wait
@@ -404,6 +407,8 @@ def plot(payload, path):
     for rows, label in [(payload["kmeans"], "k-means {n:.0e}×{d}, k={k}"),
                         (payload["fit"], "fit syn4d {n:.0e} ({solver})")]:
         for r in rows:
+            if "variants" not in r:  # a section that failed or was skipped
+                continue
             ws = sorted(int(v.split("-")[1]) for v in r["variants"] if v.startswith("dask-"))
             if not ws:
                 continue
@@ -446,6 +451,8 @@ def main(argv=None):
     p.add_argument("--lobpcg-n", type=int, nargs="+", default=[],
                    help="syn4d sizes for the exact whole fit with LOBPCG forced")
     p.add_argument("--skip-kmeans", action="store_true")
+    p.add_argument("--budget-s", type=float, default=420.0,
+                   help="start no section after this many seconds (recorded as skipped)")
     p.add_argument("--name", default="multigpu")
     p.add_argument("--plot", help="also draw the speed-ups into this PNG (matplotlib)")
     args = p.parse_args(argv)
@@ -471,17 +478,40 @@ def main(argv=None):
                "per_iteration: marginal cost between fits of I1 and 3·I1 iterations",
                "nccl_env": {v: os.environ.get(v) for v in ("NCCL_NVLS_ENABLE",)},
                "repeats": args.repeats, "kmeans": [], "representatives": None, "fit": []}
-    for shape in shapes:
-        payload["kmeans"].append(kmeans_scaling(shape, workers, args.iterations, args.repeats))
+    t_start = time.perf_counter()
+
+    def section(what, fn):
+        """Run one section; its error or a skip (past --budget-s) is recorded, not fatal."""
+        elapsed = time.perf_counter() - t_start
+        if elapsed > args.budget_s:
+            print(f"skipped {what}: {elapsed:.0f} s past the {args.budget_s} s budget",
+                  flush=True)
+            return {"skipped": f"time budget ({elapsed:.0f} s > {args.budget_s} s)"}
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001  (kept in the result, the run goes on)
+            traceback.print_exc()
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+    # The issue's headline first: k = 1024 on 2 GPUs, then the fit larger than one GPU.
+    kmeans_runs = [(f"k-means {shape}", lambda shape=shape: kmeans_scaling(
+        shape, workers, args.iterations, args.repeats)) for shape in shapes]
+    for what, fn in kmeans_runs[:1]:
+        payload["kmeans"].append(section(what, fn))
         write_result(args.name, payload)
     if reps_n:
-        payload["representatives"] = reps_scaling(
+        payload["representatives"] = section("representatives", lambda: reps_scaling(
             reps_n, args.reps_d, args.reps_blobs, min(gpus, args.reps_workers or gpus),
-            args.reps_block_rows)
+            args.reps_block_rows))
+        write_result(args.name, payload)
+    for what, fn in kmeans_runs[1:]:
+        payload["kmeans"].append(section(what, fn))
         write_result(args.name, payload)
     for n, solver in [(n, "auto") for n in args.fit_n] + [(n, "lobpcg") for n in args.lobpcg_n]:
-        payload["fit"].append(fit_scaling(n, solver, workers, max(1, args.repeats - 1)))
+        payload["fit"].append(section(f"fit {n} {solver}", lambda n=n, solver=solver: fit_scaling(
+            n, solver, workers, max(1, args.repeats - 1))))
         write_result(args.name, payload)
+    payload["elapsed_s"] = time.perf_counter() - t_start
     print("wrote", write_result(args.name, payload))
     if args.plot:
         plot(payload, args.plot)
