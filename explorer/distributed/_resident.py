@@ -268,7 +268,10 @@ def resident_plan(blocks, prepared):
     (several workers with CuPy blocks and NCCL) or None (the client-reduced loop);
     `why` says which and why.
     """
+    from distributed import wait
+
     client = blocks.client
+    wait(prepared)
     who = client.who_has(prepared)
     workers: dict[str, list[int]] = {}
     for b, f in enumerate(prepared):
