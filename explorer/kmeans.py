@@ -966,11 +966,31 @@ def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp, record=None):
     if relabel:
         runner.assign(relabel)
     inertias = runner.inertia()
-    best = int(np.argmin(inertias))  # the first of equal inertias
+    best = best_restart(inertias)
     if record is not None:
         record.update(n_iter=n_iter.tolist(), steps=steps, inertia=list(map(float, inertias)))
     centers, labels = runner.result(best)
     return centers, labels, float(inertias[best]), int(n_iter[best])
+
+
+#: Restarts whose inertias differ by less than this relative amount are equal to
+#: :func:`best_restart`: the same partition sums to inertias that differ in the last
+#: digits with the order of the additions (rows, blocks, workers), and which restart
+#: wins must not depend on that.
+RESTART_TIE_RTOL = 1e-6
+
+
+def best_restart(inertias) -> int:
+    """The restart to keep, one rule for every path (one process, Dask, workers):
+    in restart order, a restart replaces the one kept only when its inertia is less
+    by more than :data:`RESTART_TIE_RTOL` of it. A scan, so a path that sees the
+    restarts one at a time (:func:`explorer.distributed._resident.resident_lloyd`)
+    keeps the same one without holding them all."""
+    best = 0
+    for i, value in enumerate(inertias):
+        if float(value) < float(inertias[best]) * (1.0 - RESTART_TIE_RTOL):
+            best = i
+    return best
 
 
 def update_centers(centers, sums, xp):

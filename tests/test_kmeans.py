@@ -484,3 +484,13 @@ def test_products_assignment_both_ways_against_float64(rng, k_offset):
     np.testing.assert_allclose(sums[:, :d], onehot.T @ X.astype(np.float64), rtol=1e-12,
                                atol=1e-9)
     np.testing.assert_array_equal(sums[:, -1], np.bincount(labels, minlength=k))
+
+
+def test_restarts_equal_up_to_rounding_keep_the_first():
+    """The same partition sums to inertias that differ in the last digits with the
+    order of the additions; the restart kept must not depend on that."""
+    from explorer.kmeans import RESTART_TIE_RTOL, best_restart
+
+    assert best_restart([5.0, 5.0 * (1 - RESTART_TIE_RTOL / 10)]) == 0
+    assert best_restart([5.0, 4.0, 4.0 * (1 - RESTART_TIE_RTOL / 10)]) == 1
+    assert best_restart([5.0, 4.0, 3.0]) == 2

@@ -233,12 +233,10 @@ def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
 
         with ThreadPoolExecutor(max_workers=min(n_init, MAX_CONCURRENT_RESTARTS)) as pool_:
             results = list(pool_.map(restart, range(n_init)))
-        best = None
-        for result, seed_s, lloyd_s in results:
+        for _, seed_s, lloyd_s in results:
             t_seed += seed_s
             t_lloyd += lloyd_s
-            if best is None or result[2] < best[2]:
-                best = result
+        best = results[_km.best_restart([result[2] for result, _, _ in results])][0]
         centers, labels, inertia, n_iter = best
     return DistributedKMeansResult(
         cluster_centers=(centers + mean).astype(out_dtype), labels=labels, blocks=blocks,

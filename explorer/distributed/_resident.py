@@ -237,7 +237,9 @@ def resident_lloyd(prepared, offsets, starts, max_iter, tol_abs, session=None):
         local = sum(float(runner.inertia()[0]) for runner in runners)
         inertia = float(to_numpy(comm.allreduce_sum(xp.asarray([local])))[0])
         t_compute += time.perf_counter() - t0
-        if best is None or inertia < best["inertia"]:
+        # The first of least inertia (kmeans.best_restart): replaced only by one less
+        # beyond the rounding of its sum.
+        if best is None or _km.best_restart([best["inertia"], inertia]) == 1:
             results = [runner.result(0) for runner in runners]
             best = {"labels": [lab for _, lab in results],
                     "centers": to_numpy(results[0][0]), "inertia": inertia,
