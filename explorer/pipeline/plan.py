@@ -36,6 +36,7 @@ from ..representatives import (
     check_memory,
     check_n_representatives,
     choose_mode,
+    distinct_representatives,
     extract_representatives,
 )
 
@@ -122,8 +123,10 @@ class FitPlan:
                  ("backend", f"{self.backend}: {self.backend_why}"),
                  ("mode", f"{self.mode}: {self.mode_why}")]
         if self.representatives is not None:
-            rows.append(("representatives",
-                         f"{len(self.points)} k-means centres of the points"))
+            what = ("distinct rows, weighted by their copies"
+                    if self.representatives.kind == "distinct"
+                    else "k-means centres of the points")
+            rows.append(("representatives", f"{len(self.points)} {what}"))
         rows.append(("graph kind", f"{self.affinity}: {self.affinity_why}"))
         rule = self.user_rule
         if rule is not None:
@@ -422,7 +425,22 @@ def plan_points(X, params: dict) -> Points:
         params["mode"], n, d, backend=backend.name, metric=params["metric"],
         n_representatives=None if isinstance(given_m, str) else given_m)
     timings, reps = {}, None
-    if mode == "representatives":
+    distinct = distinct_representatives(points) if params["mode"] == "auto" else None
+    k_asked = params["n_clusters"]
+    fewest = max(2, 0 if isinstance(k_asked, str) else int(k_asked)) + 1  # k to cut
+    if distinct is not None and distinct.centers.shape[0] >= fewest and choose_mode(
+            "auto", distinct.centers.shape[0], d, backend=backend.name,
+            metric=params["metric"])[0] == "exact":
+        m = int(distinct.centers.shape[0])
+        mode, mode_why = "representatives", (
+            f"{n - m:,} of the n={n:,} rows are copies (only {m:,} distinct): the graph "
+            "joins the distinct rows, each weighted by its number of copies, and every "
+            "copy takes its row's label (a graph of every row would join copies, at "
+            "distance 0, before any neighbour); mode='exact' for the graph of every row")
+        reps, points = distinct, distinct.centers
+        timings["representatives"] = sum(reps.timings.values())
+        timings.update({f"representatives.{k}": v for k, v in reps.timings.items()})
+    elif mode == "representatives":
         m = check_n_representatives(given_m, n, params["n_clusters"], backend.name)
         move = backend.is_gpu != (array_module(points) is not np)
         check_memory(n, d, m, gpu=backend.is_gpu, move=move)
