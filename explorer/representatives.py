@@ -331,13 +331,13 @@ def distinct_representatives(X, *, random_state=0, share: float = DUPLICATE_SHAR
     if n < 3 or n * d > DUPLICATE_MAX_VALUES:
         return None
     t0 = time.perf_counter()
-    host = np.asarray(to_numpy(X))
-    if n > DUPLICATE_SAMPLE:
-        rows = np.random.default_rng(random_state).choice(n, DUPLICATE_SAMPLE, replace=False)
-        sample = _row_keys(host[rows])
+    if n > DUPLICATE_SAMPLE:  # only the sample leaves the device
+        rows = np.sort(np.random.default_rng(random_state).choice(n, DUPLICATE_SAMPLE,
+                                                                  replace=False))
+        sample = _row_keys(np.asarray(to_numpy(X[xp.asarray(rows)])))
         if np.unique(sample).size > (1.0 - share) * DUPLICATE_SAMPLE:
             return None
-    keys = _row_keys(host)
+    keys = _row_keys(np.asarray(to_numpy(X)))
     _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True,
                                           return_counts=True)
     if first.size > (1.0 - share) * n:
