@@ -35,6 +35,7 @@ Usage::
 
     PYTHONPATH=. python benchmarks/quality.py --tables   # real tables, CPU, ~1 min
     PYTHONPATH=. python benchmarks/quality.py --scaling  # scale's default, CPU, ~1 min
+    PYTHONPATH=. python benchmarks/quality.py --survey-grid  # 24 more survey sets
     PYTHONPATH=. python benchmarks/quality.py            # CPU, ~10 min on 2 cores
     PYTHONPATH=. python benchmarks/quality.py --quick    # CI-size smoke (about a minute)
     PYTHONPATH=. python benchmarks/quality.py --gpu      # GPU rows, 10⁶ shapes too
@@ -282,6 +283,28 @@ def survey_cases():
 
         out.append({"name": name, "family": name, "n": SURVEY_N, "kind": "survey",
                     "make": make})
+    return out
+
+
+#: ``--survey-grid``: more survey sets to verify the duplicate-heavy default on: seeds 1
+#: and 2 × (questions, levels, groups) × respondents.
+SURVEY_GRID = [(seed, q, levels, groups, n) for seed in (1, 2)
+               for q, levels, groups in ((3, 5, 2), (5, 5, 2), (4, 5, 3), (8, 5, 4),
+                                         (2, 7, 2), (6, 4, 3))
+               for n in (300, 2000)]
+
+
+def survey_grid_cases():
+    """The :data:`SURVEY_GRID` sets as :func:`cases` rows (kind ``"survey"``)."""
+    out = []
+    for seed, q, levels, groups, n in SURVEY_GRID:
+        def make(seed=seed, q=q, levels=levels, groups=groups, n=n):
+            X, y = survey(n, np.random.default_rng(seed), questions=q, levels=levels,
+                          groups=groups)
+            return X.astype(np.float32), y
+
+        name = f"survey {q}q {levels}-level {groups} groups n={n} seed {seed}"
+        out.append({"name": name, "family": name, "n": n, "kind": "survey", "make": make})
     return out
 
 
@@ -850,6 +873,9 @@ def main(argv=None):
     p.add_argument("--scaling", action="store_true",
                    help="our default beside scale=None, 'standard' and 'minmax' on the "
                         "tables and generated sets (quality-scaling.json)")
+    p.add_argument("--survey-grid", action="store_true",
+                   help="24 more survey sets against scikit-learn "
+                        "(quality-survey-grid.json)")
     p.add_argument("--tables", action="store_true",
                    help="scikit-learn's tables and the survey sets only, against "
                         "scikit-learn (quality-tables.json)")
@@ -888,7 +914,7 @@ def main(argv=None):
     part = PARTS.get(args.part, {})
     backend = "gpu" if args.gpu else "cpu"
     methods = ([m.strip() for m in args.methods.split(",") if m.strip()] if args.methods
-               else list(TABLE_METHODS) if args.tables
+               else list(TABLE_METHODS) if args.tables or args.survey_grid
                else list(SCALING_METHODS) if args.scaling
                else list(part.get("methods", METHODS)))
     unknown = sorted(set(methods) - set(METHODS))
@@ -910,8 +936,9 @@ def main(argv=None):
                                large_families=part.get("large_families"),
                                shapes_only=shapes_only)
               if args.only is None or args.only in c["name"]]
-    if args.tables or args.scaling:
-        chosen = [c for c in (table_cases() if args.tables else scaling_cases())
+    if args.tables or args.scaling or args.survey_grid:
+        chosen = [c for c in (table_cases() if args.tables else scaling_cases()
+                              if args.scaling else survey_grid_cases())
                   if args.only is None or args.only in c["name"]]
     env = environment_info(backend)
     rows = []
@@ -919,6 +946,7 @@ def main(argv=None):
     deadline = None if budget is None else t0 + budget
     name = args.out or (part_name(args.part, backend) if part else "quality-quick" if args.quick
                         else "quality-tables" if args.tables
+                        else "quality-survey-grid" if args.survey_grid
                         else "quality-scaling" if args.scaling
                         else "quality-gpu" if args.gpu else "quality")
     print(f"{name}: {len(chosen)} sets, methods {methods}, repeats {repeats}, bound per call "
