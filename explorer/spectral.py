@@ -134,7 +134,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         for distance rules on d <= 8 features (grid / kd-tree builds) up to 10⁵
         points, or while n²·d is at most 2·10¹⁴ on the GPU (10¹⁰ on the CPU),
         representatives beyond (past 10⁵ low-d points a graph of every point splits
-        clusters that touch: the choice is for the answer, not the time);
+        clusters that touch: the choice is for the answer, not the time); data with
+        many identical rows (at least 10 % copies: survey answers) take their
+        distinct rows as the representatives, each weighted by its copies
+        (:func:`explorer.representatives.distinct_representatives`);
         ``mode_why_`` says which and why (``"auto"`` never picks landmarks: ask for
         them). Ignored with ``affinity="precomputed"`` and on Dask arrays (always
         exact there). ``"landmarks"``: landmark spectral clustering
