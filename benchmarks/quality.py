@@ -8,6 +8,8 @@ and timed. Sets (issue 16):
   spirals) at 5,000 points with two noise levels; at 10⁵ (the CPU run: moons, circles
   and blobs at the lower level, :data:`LARGE_ON_CPU`; the GPU run: all) and 10⁶ (GPU);
 - scikit-learn's iris, wine, breast cancer and digits (as shipped: features unscaled);
+- survey answers (:data:`SURVEYS`, :func:`survey`): integers 1-L on a few questions,
+  two to four groups, most rows copies of another (issue 32);
 - the hard shapes of the issue, generated here with a fixed seed (:data:`HARD`): two
   thin crossing bands, a ring around a blob with uniform outliers, blobs whose
   features have units 1 to 1000 apart, 35 worm-like clusters of 100,000 points.
@@ -16,12 +18,24 @@ Methods (:data:`METHODS`): ``default`` = ``SpectralClustering(k)`` as shipped;
 ``knn`` = ``affinity="knn"``, ``sigma="local"``; ``epsilon`` = ``affinity="epsilon"``
 with the suggested ε; scikit-learn's ``SpectralClustering(affinity="nearest_neighbors")``
 (n ≤ 10⁵) and ``affinity="rbf"`` (n ≤ 5,000); ``kmeans`` (explorer.KMeans on the raw
-features). The summary gives per method the mean and the worst ARI, and the issue's
-targets: our default against scikit-learn's nearest_neighbors on every set (within
-0.02), and each shape at 10⁵/10⁶ points against the same shape at 5,000 (within 0.01).
+features); ``sklearn_kmeans`` (scikit-learn's ``KMeans`` as shipped). The summary gives
+per method the mean and the worst ARI, and the issues' targets: our default against
+scikit-learn's nearest_neighbors on every set (within 0.02), and each shape at 10⁵/10⁶
+points against the same shape at 5,000 (within 0.01).
+
+``--tables`` (issue 32) runs the real tables and the survey sets only, with our default
+against scikit-learn's ``SpectralClustering(affinity="nearest_neighbors")`` and its
+``KMeans``, and writes ``quality-tables.json``: per set the gap to the better of the two
+(target: within 0.02 everywhere, and ahead on the mean).
+
+``--scaling`` scores our default (``scale="auto"``) beside ``scale=None``, ``"standard"``
+and ``"minmax"`` on the same tables and generated sets (``quality-scaling.json``).
 
 Usage::
 
+    PYTHONPATH=. python benchmarks/quality.py --tables   # real tables, CPU, ~1 min
+    PYTHONPATH=. python benchmarks/quality.py --scaling  # scale's default, CPU, ~1 min
+    PYTHONPATH=. python benchmarks/quality.py --survey-grid  # 24 more survey sets
     PYTHONPATH=. python benchmarks/quality.py            # CPU, ~10 min on 2 cores
     PYTHONPATH=. python benchmarks/quality.py --quick    # CI-size smoke (about a minute)
     PYTHONPATH=. python benchmarks/quality.py --gpu      # GPU rows, 10⁶ shapes too
@@ -151,6 +165,34 @@ def worms(n, rng, *, count=35):
     return X, y
 
 
+def survey(n, rng, *, questions=4, levels=5, groups=2, noise=0.7):
+    """Survey answers: each group has a typical answer per question (uniform in
+    [1, levels]); a respondent answers it plus gaussian noise (std `noise`), rounded and
+    clipped to 1..levels. With a few questions most rows are copies of another."""
+    centres = rng.uniform(1, levels, size=(groups, questions))
+    y = rng.integers(groups, size=n)
+    X = np.clip(np.rint(centres[y] + rng.normal(0, noise, size=(n, questions))), 1, levels)
+    return X, y
+
+
+#: Survey sets (600 respondents): name -> keywords of :func:`survey`. Distinct rows
+#: among 600: 123, 17, 381, 61, 133, 11.
+SURVEYS = {
+    "survey 4q 5-level 2 groups": {"questions": 4, "levels": 5, "groups": 2},
+    "survey 2q 5-level 2 groups": {"questions": 2, "levels": 5, "groups": 2},
+    "survey 6q 5-level 3 groups": {"questions": 6, "levels": 5, "groups": 3},
+    "survey 3q 7-level 2 groups": {"questions": 3, "levels": 7, "groups": 2},
+    "survey 5q 3-level 2 groups": {"questions": 5, "levels": 3, "groups": 2},
+    "survey 2q 4-level 2 groups": {"questions": 2, "levels": 4, "groups": 2, "noise": 0.5},
+}
+SURVEY_N = 600
+
+#: ``--tables``: the sets and methods of issue 32's target (our default within 0.02 of
+#: the better of scikit-learn's nearest_neighbors spectral clustering and its k-means).
+TABLE_METHODS = ("default", "sklearn_nn", "sklearn_kmeans", "kmeans")
+BASELINES = ("sklearn_nn", "sklearn_kmeans")
+
+
 #: Hard shapes: name -> (generator, n).
 HARD = {
     "crossing-bands": (crossing_bands, 5000),
@@ -231,6 +273,46 @@ def shape_families():
             for shape, (option, levels) in SHAPES.items() for level in levels]
 
 
+def survey_cases():
+    """The survey sets (:data:`SURVEYS`) as :func:`cases` rows (kind ``"survey"``)."""
+    out = []
+    for name, opts in SURVEYS.items():
+        def make(opts=opts):
+            X, y = survey(SURVEY_N, np.random.default_rng(SEED), **opts)
+            return X.astype(np.float32), y
+
+        out.append({"name": name, "family": name, "n": SURVEY_N, "kind": "survey",
+                    "make": make})
+    return out
+
+
+#: ``--survey-grid``: more survey sets to verify the duplicate-heavy default on: seeds 1
+#: and 2 × (questions, levels, groups) × respondents.
+SURVEY_GRID = [(seed, q, levels, groups, n) for seed in (1, 2)
+               for q, levels, groups in ((3, 5, 2), (5, 5, 2), (4, 5, 3), (8, 5, 4),
+                                         (2, 7, 2), (6, 4, 3))
+               for n in (300, 2000)]
+
+
+def survey_grid_cases():
+    """The :data:`SURVEY_GRID` sets as :func:`cases` rows (kind ``"survey"``)."""
+    out = []
+    for seed, q, levels, groups, n in SURVEY_GRID:
+        def make(seed=seed, q=q, levels=levels, groups=groups, n=n):
+            X, y = survey(n, np.random.default_rng(seed), questions=q, levels=levels,
+                          groups=groups)
+            return X.astype(np.float32), y
+
+        name = f"survey {q}q {levels}-level {groups} groups n={n} seed {seed}"
+        out.append({"name": name, "family": name, "n": n, "kind": "survey", "make": make})
+    return out
+
+
+def table_cases():
+    """``--tables``: scikit-learn's tables and the survey sets."""
+    return [c for c in cases((), quick=False) if c["kind"] == "toy"] + survey_cases()
+
+
 def cases(sizes, *, quick=False, all_large=True, families=None, large_families=None,
           shapes_only=False):
     """The benchmark's data sets: dicts with ``name``, ``family``, ``n``, ``kind`` and a
@@ -276,7 +358,7 @@ def cases(sizes, *, quick=False, all_large=True, families=None, large_families=N
             return X.astype(np.float32), y
 
         out.append({"name": name, "family": name, "n": n, "kind": "hard", "make": make})
-    return out
+    return out + ([] if quick else survey_cases())
 
 
 # --- the methods -------------------------------------------------------------------
@@ -347,6 +429,12 @@ def _kmeans(X, k, backend):
     return KMeans(k, random_state=SEED).fit(X).labels_, {}
 
 
+def _sklearn_kmeans(X, k, backend):
+    from sklearn.cluster import KMeans as SK
+
+    return SK(k, random_state=SEED).fit_predict(_host(X)), {}
+
+
 #: name -> (runner, largest n it runs at or None).
 METHODS = {
     "default": (_ours(), None),
@@ -356,7 +444,35 @@ METHODS = {
     "sklearn_nn": (_sklearn("nearest_neighbors"), SKLEARN_NN_MAX),
     "sklearn_rbf": (_sklearn("rbf"), SKLEARN_RBF_MAX),
     "kmeans": (_kmeans, None),
+    "sklearn_kmeans": (_sklearn_kmeans, None),
+    "unscaled": (_ours(scale=None), None),
+    "standard": (_ours(scale="standard"), None),
+    "minmax": (_ours(scale="minmax"), None),
 }
+
+#: ``--scaling`` (issue 32: what ``scale`` should default to): our default (scale="auto")
+#: beside each fixed scaling, on the tables, the survey sets and generated sets.
+SCALING_METHODS = ("default", "unscaled", "standard", "minmax")
+SCALING_N = 2000
+
+
+def scaling_cases():
+    """``--scaling``: :func:`table_cases`, the hard 2-D sets and mixed units at
+    :data:`SCALING_N` points, and four built-in shapes."""
+    out = table_cases()
+    for name in ("mixed-units", "crossing-bands", "ring-outliers"):
+        gen = HARD[name][0]
+
+        def make(gen=gen):
+            X, y = gen(SCALING_N, np.random.default_rng(SEED))
+            return X.astype(np.float32), y
+
+        out.append({"name": name, "family": name, "n": SCALING_N, "kind": "hard",
+                    "make": make})
+    shapes = [c for c in cases((SCALING_N,), shapes_only=True)
+              if c["family"] in ("moons noise=0.1", "blobs cluster_std=0.3",
+                                 "aniso cluster_std=0.15", "varied")]
+    return out + shapes
 
 
 def _host(a):
@@ -572,6 +688,15 @@ def summarise(rows, methods):
             vs_sklearn.append({"set": r["name"], "default": m["default"]["ari"],
                                "sklearn_nn": m["sklearn_nn"]["ari"], "gap": gap,
                                "ok": gap >= -VS_SKLEARN_TOL})
+    vs_best = []
+    for r in rows:
+        m = r["methods"]
+        base = {b: m[b]["ari"] for b in BASELINES if "ari" in m.get(b, {})}
+        if "ari" in m.get("default", {}) and base:
+            best = max(base, key=base.get)
+            gap = m["default"]["ari"] - base[best]
+            vs_best.append({"set": r["name"], "default": m["default"]["ari"], **base,
+                            "best": best, "gap": gap, "ok": gap >= -VS_SKLEARN_TOL})
     small = {r["family"]: r["methods"].get("default", {}).get("ari") for r in rows
              if r["kind"] == "shape" and r["n"] == 5000}
     vs_small = []
@@ -581,7 +706,15 @@ def summarise(rows, methods):
             if ari is not None:
                 vs_small.append({"set": r["name"], "ari": ari, "ari_at_5000": small[r["family"]],
                                  "ok": ari >= small[r["family"]] - VS_SMALL_TOL})
+    best_mean = (float(np.mean([max(v[b] for b in BASELINES if b in v) for v in vs_best]))
+                 if vs_best else None)
     return {"per_method": per_method,
+            "default_vs_best_baseline": {
+                "baselines": list(BASELINES), "tolerance": VS_SKLEARN_TOL,
+                "all_ok": all(v["ok"] for v in vs_best) if vs_best else None,
+                "mean_default": float(np.mean([v["default"] for v in vs_best]))
+                if vs_best else None,
+                "mean_best_baseline": best_mean, "sets": vs_best},
             "default_vs_sklearn_nn": {"tolerance": VS_SKLEARN_TOL,
                                       # None: no set here has both (not a pass)
                                       "all_ok": all(v["ok"] for v in vs_sklearn)
@@ -737,6 +870,15 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--gpu", action="store_true", help="run our methods on the GPU, add 10⁶ rows")
     p.add_argument("--quick", action="store_true", help="CI-size smoke: a few sets of 1,000 points")
+    p.add_argument("--scaling", action="store_true",
+                   help="our default beside scale=None, 'standard' and 'minmax' on the "
+                        "tables and generated sets (quality-scaling.json)")
+    p.add_argument("--survey-grid", action="store_true",
+                   help="24 more survey sets against scikit-learn "
+                        "(quality-survey-grid.json)")
+    p.add_argument("--tables", action="store_true",
+                   help="scikit-learn's tables and the survey sets only, against "
+                        "scikit-learn (quality-tables.json)")
     p.add_argument("--methods", help=f"comma-separated subset of {', '.join(METHODS)} "
                                      "(default: all, or the part's)")
     p.add_argument("--only", help="run only the sets whose name contains this text")
@@ -772,6 +914,8 @@ def main(argv=None):
     part = PARTS.get(args.part, {})
     backend = "gpu" if args.gpu else "cpu"
     methods = ([m.strip() for m in args.methods.split(",") if m.strip()] if args.methods
+               else list(TABLE_METHODS) if args.tables or args.survey_grid
+               else list(SCALING_METHODS) if args.scaling
                else list(part.get("methods", METHODS)))
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
@@ -792,11 +936,18 @@ def main(argv=None):
                                large_families=part.get("large_families"),
                                shapes_only=shapes_only)
               if args.only is None or args.only in c["name"]]
+    if args.tables or args.scaling or args.survey_grid:
+        chosen = [c for c in (table_cases() if args.tables else scaling_cases()
+                              if args.scaling else survey_grid_cases())
+                  if args.only is None or args.only in c["name"]]
     env = environment_info(backend)
     rows = []
     t0 = time.perf_counter()
     deadline = None if budget is None else t0 + budget
     name = args.out or (part_name(args.part, backend) if part else "quality-quick" if args.quick
+                        else "quality-tables" if args.tables
+                        else "quality-survey-grid" if args.survey_grid
+                        else "quality-scaling" if args.scaling
                         else "quality-gpu" if args.gpu else "quality")
     print(f"{name}: {len(chosen)} sets, methods {methods}, repeats {repeats}, bound per call "
           f"{method_limit} s, budget {budget} s", flush=True)
@@ -812,7 +963,7 @@ def main(argv=None):
         else:
             t_case = time.perf_counter()
             rows.append(run_case(case, methods, backend, repeats, method_limit=method_limit,
-                                 deadline=deadline, same_as_default=case["n"] > 5000,
+                                 deadline=deadline, same_as_default=(case["n"] or 0) > 5000,
                                  exact_skipped=part.get("exact_skipped")))
             rows[-1]["seconds_set"] = time.perf_counter() - t_case  # data and every method
         # what is done so far, in case a time limit stops the run
@@ -841,6 +992,15 @@ def main(argv=None):
         print(f"{m:12s} mean ARI {v['mean_ari']:.4f}  worst {v['worst_ari']:.4f} "
               f"({v['worst_set']})")
     print("default >= sklearn_nn - 0.02 everywhere:", s["default_vs_sklearn_nn"]["all_ok"])
+    best = s["default_vs_best_baseline"]
+    for v in best["sets"]:
+        print(f"  {v['set']:28s} default {v['default']:.3f}  best of scikit-learn "
+              f"{v[v['best']]:.3f} ({v['best']})  gap {v['gap']:+.3f}"
+              + ("" if v["ok"] else "  MISSED"))
+    if best["sets"]:
+        print(f"default within 0.02 of the better of {', '.join(BASELINES)} everywhere: "
+              f"{best['all_ok']}; mean {best['mean_default']:.4f} against "
+              f"{best['mean_best_baseline']:.4f}")
     print("large shapes within 0.01 of 5000:", s["default_large_vs_5000"]["all_ok"])
     print(f"wrote {path} ({result['seconds_total']:.0f} s)")
     return 0 if math.isfinite(result["seconds_total"]) else 1

@@ -38,10 +38,15 @@ import numpy as np
 
 from ._backend import to_numpy
 
-__all__ = ["GAP_SAMPLE", "GAP_TIE", "AffinityChoice", "choose_affinity"]
+__all__ = ["GAP_SAMPLE", "GAP_TIE", "STRAY_LEFT_OUT", "AffinityChoice", "choose_affinity"]
 
 #: Rows the eigengap comparison of rule 4 samples.
 GAP_SAMPLE = 5000
+#: A sample graph "splits into exactly k components" only when the components rule
+#: leaves out at most this share of its rows (stray pieces, isolated rows): survey
+#: answers' kNN graph of every row split into components of copies, 53 % of the rows
+#: left out, and was taken for k clean clusters (issue 32).
+STRAY_LEFT_OUT = 0.05
 #: Relative eigengaps this close are a tie, which the kNN graph takes: both graphs
 #: separate the clusters, and a kNN graph has no isolated points to leave unlabelled.
 GAP_TIE = 0.01
@@ -188,11 +193,13 @@ def _has_exactly_k_components(csr, k, random_state=0) -> bool:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # components left out: the fit will say so
         try:
-            partition_graph(csr, k, eigen_solver="components", n_init=1,
-                            random_state=random_state)
+            part = partition_graph(csr, k, eigen_solver="components", n_init=1,
+                                   random_state=random_state)
         except ValueError:  # the stray rule left fewer than k components
             return False
-    return True
+    # Stray pieces are few points; when they hold more (a kNN graph of many identical
+    # rows: components of copies), the k left are not the data's clusters.
+    return part.n_dropped <= STRAY_LEFT_OUT * csr.shape[0]
 
 
 def _relative_eigengap(csr, k, random_state) -> float:
@@ -210,7 +217,10 @@ def _relative_eigengap(csr, k, random_state) -> float:
                                    random_state=random_state)
         except ValueError:  # fewer than k points with an edge: no comparison
             return 0.0
-    values = np.asarray(to_numpy(part.embedding.eigenvalues), dtype=np.float64)
+    # Rounding leaves a zero eigenvalue slightly negative: (λ_{k+1} − λ_k) / λ_{k+1}
+    # would pass 1 (3.0 was seen on survey answers, beating every ε-graph).
+    values = np.maximum(np.asarray(to_numpy(part.embedding.eigenvalues), dtype=np.float64),
+                        0.0)
     if values.size < k + 1 or not values[k] > 0:
         return 0.0
     return float((values[k] - values[k - 1]) / values[k])

@@ -167,12 +167,34 @@ def _estimator_arguments(p):
                                      + extra).replace("%", "%%"))
 
 
+#: The word a flag takes for None where None is not the keyword's default
+#: (``--scale none``: the features as given, against the default "auto").
+NONE_WORD = "none"
+
+
+class _NoneGiven:
+    """``--FLAG none`` parsed: None asked for explicitly (a flag left out is None too,
+    and then the estimator's default applies)."""
+
+    def __repr__(self):
+        return NONE_WORD
+
+
+NONE_GIVEN = _NoneGiven()
+
+
 def _parser_of(f):
     """The flag's type: numbers (and the words a number field takes), or text."""
     if f.type is int or f.name in ("n_clusters", "random_state"):
         kind = int
     elif f.type is float:
         kind = float
+    elif f.allow_none and f.default is not None:
+        def text_or_none(text: str):
+            return NONE_GIVEN if text == NONE_WORD else text
+
+        text_or_none.__name__ = "str"
+        return text_or_none
     else:
         return str
 
@@ -247,7 +269,8 @@ def _load(args):
 def _estimator(args, ds) -> explorer.SpectralClustering:
     """The estimator of the flags given (the rest keeps the estimator's defaults: the
     library decides), k the data's classes when it has labels and none is given."""
-    params = {name: getattr(args, name) for names in FLAG_GROUPS.values() for name in names
+    params = {name: None if getattr(args, name) is NONE_GIVEN else getattr(args, name)
+              for names in FLAG_GROUPS.values() for name in names
               if getattr(args, name) is not None}
     if "n_clusters" not in params:  # the classes of labelled data, else the eigengap
         params["n_clusters"] = "auto" if ds.y is None else ds.n_classes

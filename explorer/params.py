@@ -439,8 +439,9 @@ SPECTRAL_PARAMS = table(
           default=5, low=1, high=MAX_NEAREST_LANDMARKS),
     Field("reorder", str, "row order of the eigensolver's graph: auto, jaccard, rcm, "
           "spatial (None: as given)", choices=REORDERS, allow_none=True),
-    Field("scale", str, "feature scaling before the graph: standard or minmax (None: as "
-          "given)", choices=SCALINGS, allow_none=True),
+    Field("scale", str, "feature scaling before the graph: auto (standard when the "
+          "features' ranges differ more than 100-fold, else none), standard or minmax "
+          "(None: as given)", default="auto", choices=("auto", *SCALINGS), allow_none=True),
     # scikit-learn's keywords, with its meanings (the plan says how each maps here).
     Field("gamma", float, "kernel coefficient of rbf, laplacian, poly, sigmoid, chi2 "
           "(None: 1.0 for rbf, the kernel's own otherwise); with an ε or kNN graph, "

@@ -7,9 +7,12 @@ What it approximates: the ε-graph of all n points is replaced by the graph of t
 k-means centres, so two points are "similar" when their representatives are. Clusters
 narrower than the representatives' spacing, and boundaries that cut through a
 representative's cell, are lost: every point of a cell gets one label. The paper does
-not weight the representatives' graph by how many points each stands for, and neither
-does this module (the graph, its Laplacian and the final k-means treat every
-representative alike); ``counts`` are reported for the caller.
+not weight the representatives' graph by how many points each stands for; this
+module does (:func:`weight_by_counts`, what ``mode="representatives"`` clusters).
+
+:func:`distinct_representatives` makes the distinct rows of duplicate-heavy data (survey
+answers) the representatives, each standing for its copies: ``mode="auto"`` takes
+them instead of a graph of every row.
 
 :func:`choose_mode` is the rule of ``SpectralClustering(mode="auto")``;
 :func:`extract_representatives` the first step of ``mode="representatives"``.
@@ -169,7 +172,11 @@ class Representatives:
     mean_sqdist : float
         Mean squared distance of a point to its representative (float64).
     timings : dict of str to float
-        Seconds: ``"fit"`` (the sample's k-means), ``"assign"`` (every row).
+        Seconds: ``"fit"`` (the sample's k-means), ``"assign"`` (every row); or
+        ``"distinct"`` (:func:`distinct_representatives`).
+    kind : {"kmeans", "distinct"}
+        k-means centres (:func:`extract_representatives`), or the distinct rows of
+        duplicate-heavy data (:func:`distinct_representatives`).
     """
 
     centers: object
@@ -179,6 +186,7 @@ class Representatives:
     n_iter: int
     mean_sqdist: float
     timings: dict = field(default_factory=dict)
+    kind: str = "kmeans"
 
 
 def check_n_representatives(value, n: int, n_clusters, backend: str = "gpu") -> int:
@@ -297,6 +305,82 @@ def sample_rows(n: int, size: int, rng) -> np.ndarray:
     # A few draws repeat, so draw a little more and trim.
     rows = np.unique(rng.randint(0, n, size=size + size // 8 + 16))
     return np.sort(rng.permutation(rows)[:size]) if rows.size > size else rows
+
+
+#: ``mode="auto"``: identical rows are collapsed (:func:`distinct_representatives`) when
+#: at least this share of the rows are copies of another row. Survey answers (integers
+#: 1-5 on a few questions) hold 60-99 % copies: a kNN graph of every row joins each row
+#: to its copies only (distance 0: components of copies, which the components rule
+#: takes for clusters) and self-tuning σ is 0 for a row with m copies; ARI 0.005-0.6
+#: against 0.9-1.0 on the distinct rows weighted by their counts
+#: (benchmarks/README.md "Quality on real tables").
+DUPLICATE_SHARE = 0.1
+#: ... found on a uniform sample of this many rows first (all rows when n is smaller):
+#: data whose sample shows fewer copies are not searched in full (np.unique of 10⁶ × 2
+#: float32 rows takes about a second).
+DUPLICATE_SAMPLE = 4096
+#: ... and only up to this many values n·d (the full search is a sort of the rows).
+DUPLICATE_MAX_VALUES = 10**8
+
+
+def distinct_representatives(X, *, random_state=0, share: float = DUPLICATE_SHARE):
+    """The distinct rows of `X` as representatives, when at least `share` of its rows are
+    copies; None otherwise.
+
+    Each distinct row stands for its copies: ``counts`` are their numbers,
+    ``labels`` map every row to its distinct row (``X == centers[labels]`` exactly), and
+    the graph of the distinct rows weighted by the counts
+    (:func:`weight_by_counts`) has the cut of the graph of every row between groups
+    of whole copies, without the copies' own edges (distance 0, which a kNN graph
+    takes for its nearest neighbours and self-tuning σ for its scale).
+
+    Parameters
+    ----------
+    X : float32 ndarray of shape (n, d), NumPy or CuPy
+        Validated points (as the graph would join them: after scaling).
+    random_state : int
+        Seeds the sample that decides whether the full search runs
+        (:data:`DUPLICATE_SAMPLE`).
+    share : float
+        Fewest copies, as a share of n, for the rows to be collapsed.
+
+    Returns
+    -------
+    Representatives or None
+        ``centers`` in the order of the rows' bytes, on the device of `X`;
+        ``sample_size`` n, ``n_iter`` 0, ``mean_sqdist`` 0, ``kind`` "distinct". None
+        when fewer than
+        ``share · n`` rows are copies (on the sample, then on every row), or when
+        ``n · d`` exceeds :data:`DUPLICATE_MAX_VALUES`.
+    """
+    xp = array_module(X)
+    n, d = X.shape
+    if n < 3 or n * d > DUPLICATE_MAX_VALUES:
+        return None
+    t0 = time.perf_counter()
+    if n > DUPLICATE_SAMPLE:  # only the sample leaves the device
+        rows = np.sort(np.random.default_rng(random_state).choice(n, DUPLICATE_SAMPLE,
+                                                                  replace=False))
+        sample = _row_keys(np.asarray(to_numpy(X[xp.asarray(rows)])))
+        if np.unique(sample).size > (1.0 - share) * DUPLICATE_SAMPLE:
+            return None
+    keys = _row_keys(np.asarray(to_numpy(X)))
+    _, first, inverse, counts = np.unique(keys, return_index=True, return_inverse=True,
+                                          return_counts=True)
+    if first.size > (1.0 - share) * n:
+        return None
+    centers = xp.ascontiguousarray(X[xp.asarray(first)], dtype=xp.float32)
+    return Representatives(
+        centers=centers, labels=xp.asarray(inverse.reshape(-1).astype(np.int32)),
+        counts=xp.asarray(counts.astype(np.int64)), sample_size=n, n_iter=0,
+        mean_sqdist=0.0, timings={"distinct": time.perf_counter() - t0}, kind="distinct")
+
+
+def _row_keys(A):
+    """One opaque key per row of the float32 matrix `A`, equal iff the rows are
+    (−0.0 counted as 0.0)."""
+    B = np.ascontiguousarray(A, dtype=np.float32) + np.float32(0.0)
+    return B.view(np.dtype((np.void, B.dtype.itemsize * B.shape[1]))).ravel()
 
 
 #: Rows per block of :func:`assign_rows` (bounds its centred float32 copy).

@@ -134,7 +134,10 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         for distance rules on d <= 8 features (grid / kd-tree builds) up to 10⁵
         points, or while n²·d is at most 2·10¹⁴ on the GPU (10¹⁰ on the CPU),
         representatives beyond (past 10⁵ low-d points a graph of every point splits
-        clusters that touch: the choice is for the answer, not the time);
+        clusters that touch: the choice is for the answer, not the time); data with
+        many identical rows (at least 10 % copies: survey answers) take their
+        distinct rows as the representatives, each weighted by its copies
+        (:func:`explorer.representatives.distinct_representatives`);
         ``mode_why_`` says which and why (``"auto"`` never picks landmarks: ask for
         them). Ignored with ``affinity="precomputed"`` and on Dask arrays (always
         exact there). ``"landmarks"``: landmark spectral clustering
@@ -157,14 +160,20 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         along a Morton curve); the labels, cluster numbers included, are those
         without reordering for the same `random_state` (the eigensolver's random
         vectors are drawn in the given row order).
-    scale : {"standard", "minmax"} or None, default None
+    scale : {"auto", "standard", "minmax"} or None, default "auto"
         Feature scaling before the graph is built (:mod:`explorer.preprocessing`):
         ``"standard"`` (zero mean, unit standard deviation per feature), ``"minmax"``
-        (each feature into [0, 1]), statistics fitted in float64 on X; None uses the
-        features as given and warns (:class:`~explorer.preprocessing.FeatureScaleWarning`)
-        when their spreads differ more than 100-fold. A constant feature is centred and
+        (each feature into [0, 1]), statistics fitted in float64 on X; ``"auto"``
+        (:func:`~explorer.preprocessing.choose_scaling`) standardises features in mixed
+        units (ranges more than 100-fold apart: scikit-learn's wine and breast cancer,
+        ARI 0.36 → 0.88 and 0.42 → 0.74) and keeps features of one unit as given
+        (iris, digits: standardising them scored 0.745 → 0.552 and 0.822 → 0.694);
+        ``plan_`` says which and why. None uses the features as given and warns
+        (:class:`~explorer.preprocessing.FeatureScaleWarning`) when they are in mixed
+        units. A constant feature is centred and
         kept with scale 1 (:class:`~explorer.preprocessing.ConstantFeatureWarning`).
-        Not with ``affinity="precomputed"``.
+        Only ``"auto"`` or None with ``affinity="precomputed"`` or a kernel (there
+        ``"auto"`` is no scaling).
 
     gamma : float, optional
         scikit-learn's kernel coefficient. With ``affinity="rbf"`` (or ``"auto"`` and
@@ -273,7 +282,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
     affinity_why_ : str
         Why: ``"given"``, or the rule's reason under ``affinity="auto"``.
     scaler_ : explorer.preprocessing.FeatureScaler or None
-        The fitted feature scaling (None without `scale`); ``scaler_.transform(X)``
+        The fitted feature scaling (None when none was applied); ``scaler_.transform(X)``
         gives the points the graph was built on.
     n_features_in_ : int
         Columns of X (with ``affinity="precomputed"``, n_samples).
@@ -372,7 +381,7 @@ class SpectralClustering(ClusterMixin, BaseEstimator):
         n_landmarks=None,
         n_nearest_landmarks=5,
         reorder=None,
-        scale=None,
+        scale="auto",
         gamma=None,
         degree=3,
         coef0=1,

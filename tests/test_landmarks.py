@@ -331,7 +331,10 @@ def test_landmark_mode_applies_scale(rng):
     kw = dict(mode="landmarks", n_landmarks=60, backend="cpu", random_state=0)
     scaled = SpectralClustering(3, scale="standard", **kw).fit(X)
     assert scaled.scaler_ is not None and scaled.scaler_.method == "standard"
-    by_hand = SpectralClustering(3, **kw).fit(fit_scaler(X, "standard").transform(X))
+    by_hand = SpectralClustering(3, scale=None, **kw).fit(
+        fit_scaler(X, "standard").transform(X))
+    auto = SpectralClustering(3, **kw).fit(X)  # scale="auto": ranges 1000-fold apart
+    assert auto.scaler_.method == "standard"
     # The same partition as the fit of the data scaled by hand (float32 either way,
     # scaled in another order: the landmarks' k-means may part by rounding, so the
     # landmarks are compared by the space they lie in, not value by value).
@@ -339,5 +342,5 @@ def test_landmark_mode_applies_scale(rng):
     assert np.abs(scaled.landmarks_).max() < 10  # standard units
     with warnings.catch_warnings():  # the scale warning, when the spreads differ enough
         warnings.simplefilter("ignore", FeatureScaleWarning)
-        unscaled = SpectralClustering(3, **kw).fit(X)
+        unscaled = SpectralClustering(3, scale=None, **kw).fit(X)
     assert np.abs(unscaled.landmarks_[:, 1]).max() > 100  # millimetres

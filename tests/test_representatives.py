@@ -254,3 +254,16 @@ def test_representatives_mode_clusters_the_count_weighted_graph():
     expected = weight_by_counts(sc.graph_.csr, sc.representative_counts_)
     np.testing.assert_array_equal(sc.affinity_matrix_.data, expected.data)
     assert adjusted_rand_score(ds.y, sc.labels_) > 0.99
+
+
+def test_distinct_representatives_map_every_row_to_its_copy(rng):
+    from explorer.representatives import distinct_representatives
+
+    rows = rng.integers(1, 6, size=(40, 3)).astype(np.float32)
+    X = rows[rng.integers(40, size=5000)]  # > DUPLICATE_SAMPLE: the sample decides first
+    reps = distinct_representatives(X)
+    assert reps.kind == "distinct" and reps.centers.shape == (np.unique(X, axis=0).shape[0], 3)
+    assert np.array_equal(reps.centers[reps.labels], X) and reps.counts.sum() == len(X)
+    signed = np.array([[0.0, 1.0], [-0.0, 1.0], [2.0, 3.0], [2.0, 3.0]], np.float32)
+    assert distinct_representatives(signed).centers.shape == (2, 2)  # -0.0 is 0.0
+    assert distinct_representatives(rng.normal(size=(300, 2)).astype(np.float32)) is None

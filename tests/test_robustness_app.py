@@ -359,6 +359,7 @@ def _rows():
     s = ExplorerState()
     s.data.n_samples = 200
     s.load()
+    s.graph.graph = "epsilon"  # as the tests' state: the ε-graph the sidebar is centred on
     for part, name, value, _ in BOUNDS:
         try:
             setattr(getattr(s, part), name, value)
@@ -371,7 +372,8 @@ def _rows():
         yield f"upload `{name}`", s.data.error
     s.data.source = "built-in"
     s.load()
-    s.graph.param.update(threshold_kind="sim", threshold_sim=-0.5)
+    s.graph.graph = "epsilon"
+    s.graph.param.update(metric="gaussian", threshold_kind="sim", threshold_sim=-0.5)
     s.refresh_stats()
     yield "gaussian threshold_sim = -0.5 (stats)", s.graph.error
     s.graph.param.update(threshold_kind="sqdist")
@@ -400,6 +402,9 @@ def _rows():
             s.prepare_run()
         except ValueError as exc:  # the app's Run shows it in the run alert
             yield f"σ = {sigma:g}, threshold {t:g} (Run)", str(exc)
+        else:  # accepted: release the run this claimed, and say so
+            s.run_state.end()
+            yield f"σ = {sigma:g}, threshold {t:g} (Run)", "(no error)"
     s.graph.param.update(sigma=1e-6, threshold_sqdist=0.01)
     s.run()
     yield "Run with σ = 1e-6, threshold 0.01 (every weight underflows)", s.run_state.error

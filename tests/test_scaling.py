@@ -70,17 +70,36 @@ def test_constant_column_warns_by_name_and_is_not_divided_by_zero(rng, method):
     assert "1 constant" in scaler.describe()
 
 
-def test_scale_ratio_warning_only_when_spreads_differ_by_orders(rng):
+def test_scale_ratio_warning_only_when_ranges_differ_by_orders(rng):
     X = _wide(rng).astype(np.float32)
-    with pytest.warns(FeatureScaleWarning, match=r"factor [\d.e+]+ \(std of column 3.*of column 0"):
+    with pytest.warns(FeatureScaleWarning, match=r"factor [\d.e+]+ \(column 3: .*column 0: "
+                      r".*pass scale='auto' .* or scale='standard'"):
         ratio = check_feature_scales(X)
-    std = X.astype(np.float64).std(axis=0)
-    assert ratio == pytest.approx(std.max() / std.min(), rel=1e-9)
+    x64 = X.astype(np.float64)
+    ranges = x64.max(axis=0) - x64.min(axis=0)
+    assert ratio == pytest.approx(ranges.max() / ranges.min(), rel=1e-9)
     X = rng.normal(size=(200, 3)) * np.array([1.0, 20.0, 50.0])
-    X = np.column_stack([X, np.zeros(200)])  # a constant column is not a spread of 0
+    X = np.column_stack([X, np.zeros(200)])  # a constant column is not a range of 0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert check_feature_scales(X.astype(np.float32)) < 100
+
+
+def test_auto_scales_mixed_units_only(rng):
+    from sklearn.datasets import load_digits, load_iris, load_wine
+
+    from explorer.preprocessing import choose_scaling
+
+    assert choose_scaling(load_wine().data)[0] == "standard"
+    assert "2.65e+03-fold" in choose_scaling(load_wine().data)[1]
+    assert choose_scaling(load_iris().data)[0] is None
+    digits = load_digits().data  # pixels 0-16: one unit, many constant or rare columns
+    assert choose_scaling(digits)[0] is None
+    std = digits.std(axis=0)
+    assert std.max() / std[std > 0].min() > 100  # what the spreads alone would flag
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FeatureScaleWarning)
+        check_feature_scales(digits)
 
 
 def test_bad_choice_and_shape_name_the_argument(rng):
@@ -102,9 +121,15 @@ def test_estimator_scales_before_the_graph_and_records_it(rng):
     y = np.repeat([0, 1], n // 2)
     X = np.column_stack([y * 1.0 + rng.normal(scale=0.1, size=n),
                          rng.normal(scale=1000.0, size=n)])
-    with pytest.warns(FeatureScaleWarning):
-        raw = SpectralClustering(2, random_state=0, backend="cpu").fit(X)
+    with pytest.warns(FeatureScaleWarning, match="scale=None was given"):
+        raw = SpectralClustering(2, scale=None, random_state=0, backend="cpu").fit(X)
     assert raw.scaler_ is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FeatureScaleWarning)
+        auto = SpectralClustering(2, random_state=0, backend="cpu").fit(X)  # scale="auto"
+    assert auto.scaler_.method == "standard"
+    assert dict(auto.plan_.lines())["scaling"].startswith("standard scaling of 2 features: "
+                                                          "scale='auto': the features' ranges")
     with warnings.catch_warnings():
         warnings.simplefilter("error", FeatureScaleWarning)
         sc = SpectralClustering(2, scale="standard", random_state=0, backend="cpu").fit(X)
@@ -115,7 +140,7 @@ def test_estimator_scales_before_the_graph_and_records_it(rng):
     assert adjusted_rand_score(y, raw.labels_) < 0.5
     # The graph is the one of the scaled points, with the threshold chosen on them.
     Xs = sc.scaler_.transform(X.astype(np.float32))
-    again = SpectralClustering(2, random_state=0, backend="cpu").fit(Xs)
+    again = SpectralClustering(2, scale=None, random_state=0, backend="cpu").fit(Xs)
     assert again.edge_rule_ == sc.edge_rule_
     assert np.array_equal(again.labels_, sc.labels_)
 
@@ -137,11 +162,16 @@ def test_cli_scale_flag(tmp_path, capsys, rng):
     # --graph left out: the estimator's affinity="auto" rule, with its reason (its plan)
     assert result["graph_kind"]["why"] == result["plan"]["graph kind"].split(": ", 1)[1]
     assert result["graph_kind"]["name"] in ("epsilon", "knn")
-    assert not any("differ in spread" in w for w in result["warnings"])
+    assert not any("differ in range" in w for w in result["warnings"])
     code = main(["stats", "--file", str(path), "--label-column", "label", "--backend", "cpu"])
     assert code == 0
-    assert "differ in spread" in capsys.readouterr().err
+    out = capsys.readouterr()  # scale="auto" left out: mixed units, standardised
+    assert "differ in range" not in out.err and "scaling       standard scaling" in out.out
+    code = main(["stats", "--file", str(path), "--label-column", "label", "--backend", "cpu",
+                 "--scale", "none"])
+    assert code == 0
+    assert "differ in range" in capsys.readouterr().err
     # the library checks the value (the parameter table), the command line says it
     assert main(["stats", "--file", str(path), "--scale", "z"]) == 2
-    assert "scale='z' is not allowed; use one of 'standard', 'minmax'" in (
+    assert "scale='z' is not allowed; use one of 'auto', 'standard', 'minmax'" in (
         capsys.readouterr().err)

@@ -64,7 +64,8 @@ def _wide_csv(rng) -> bytes:
 def test_scale_reaches_the_run_and_the_data_are_shown_and_measured_scaled():
     s = _state("blobs", 500, random_state=2)
     raw = s.data.result
-    assert raw.scale is None and raw.X is raw.dataset.X and "scale" not in _estimator(s)
+    # scale="auto" (the default): blobs are in one unit, kept as given
+    assert raw.scale is None and raw.X is raw.dataset.X and _estimator(s)["scale"] is None
     s.data.scale = "standard"
     assert s.load(), s.data.error
     scaled = s.data.result
@@ -98,8 +99,11 @@ def test_the_feature_scale_warning_is_shown_until_a_scale_is_chosen(rng):
     app = ExplorerApp(state=s)
     _act(lambda: s.data.set_file("wide.csv", _wide_csv(rng)))
     assert s.dataset.name == "wide.csv"
+    # scale="auto" (the default): mixed units, standardised as the library would
+    assert s.data.result.scale == "standard" and s.data.result.scale_warning == ""
+    _act(lambda: setattr(app.data_controls.scale, "value", "none (as given)"))
     text = s.data.result.scale_warning
-    assert "differ in spread" in text and "scale='standard'" in text  # the library's words
+    assert "differ in range" in text and "scale='auto'" in text  # the library's words
     alert = app.data_controls.scale_warning
     assert alert.visible and alert.object == text
     _act(lambda: setattr(app.data_controls.scale, "value", "standard"))

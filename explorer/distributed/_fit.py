@@ -187,7 +187,7 @@ def plan_fit(data, params, client=None):
     (:func:`~explorer.distributed._representatives.plan_representatives`)."""
     from ..pipeline import FitPlan
 
-    if params["scale"] is not None:
+    if params["scale"] not in (None, "auto"):  # "auto": the points as given here
         raise ValueError(
             f"scale={params['scale']!r} is not available on a Dask array (the distributed "
             "fit takes the points as given); scale the array first, e.g. "

@@ -189,6 +189,13 @@ def _connected_sqdist(X, k, n_classes, rng, max_nnz) -> tuple[float, float, bool
     n = X.shape[0]
     max_degree = max_mean_degree(n, max_nnz)
     sub = X[_sample_rows(rng, n, _SUBSAMPLE)].astype(np.float64)
+    distinct = np.unique(sub, axis=0)
+    copies = 2 <= distinct.shape[0] < sub.shape[0]
+    if copies:
+        # A copy is a neighbour at distance 0, which says nothing of the spacing: the
+        # distances (and the graphs tested) are those of the distinct rows (survey
+        # answers: every row may have k copies, and every k-th distance be 0).
+        sub, k = distinct, min(k, distinct.shape[0] - 1)
     tree = cKDTree(sub)
     kth = _kth_sqdist(tree, sub, k)
     verdicts = {}
@@ -213,8 +220,9 @@ def _connected_sqdist(X, k, n_classes, rng, max_nnz) -> tuple[float, float, bool
         lo = max(lo - 1, 0)
     level = _LEVELS[lo]
     if sub.shape[0] < n:  # the same level, read off distances to all rows
-        full = X.astype(np.float64)
-        kth = _kth_sqdist(cKDTree(full), full[_sample_rows(rng, n, _SUBSAMPLE)], k)
+        full = np.unique(X, axis=0) if copies else X
+        full = full.astype(np.float64)
+        kth = _kth_sqdist(cKDTree(full), full[_sample_rows(rng, len(full), _SUBSAMPLE)], k)
     return _positive_quantile(kth, level), level, clean
 
 
@@ -277,11 +285,49 @@ def _positive_quantile(values, q) -> float:
         # At the top level every measured row must keep its k-th neighbour (the
         # threshold is strict): round up, past the largest distance. Tiny data ends
         # there (n = 2: the one distance).
-        return _round2_above(t) if q >= 1.0 else _round2(t)
+        return _off_lattice(_round2_above(t) if q >= 1.0 else _round2(t), values)
     positive = values[values > 0]
     # Heavily duplicated data: fall back to the smallest positive neighbour distance;
     # all rows identical: any positive threshold gives the complete graph.
     return _round2(float(positive.min())) if positive.size else 1.0
+
+
+#: A distance taken by at least this share of the rows' k-th neighbour distances is a
+#: lattice spacing (integer data, survey answers), not a sample of a continuum.
+_LATTICE_SHARE = 0.01
+
+
+def _off_lattice(t: float, values) -> float:
+    """`t`, moved between two distance values when it lands on one that many rows share.
+
+    On a lattice (integer-valued data) the k-th neighbour distances take a few values,
+    each shared by many rows; a threshold equal to one of them (the strict ``<`` of
+    an edge) drops every neighbour at exactly that distance. A threshold within
+    float32's band (:data:`explorer.graph.rule.BAND_RTOL`) of a value taken by at
+    least :data:`_LATTICE_SHARE` of the rows (and 3 of them) moves to the middle of
+    the gap above it, rounded to two digits where that stays inside the gap: the rows
+    at that distance keep their neighbour, the next lattice distance stays out.
+    Continuous data (no value shared that widely) keep `t`.
+    """
+    from .rule import BAND_RTOL
+
+    vals, counts = np.unique(np.asarray(values, dtype=np.float64), return_counts=True)
+    shared = vals[counts >= max(3, _LATTICE_SHARE * len(values))]
+    near = shared[np.abs(shared - t) <= 4 * BAND_RTOL * t]
+    if near.size == 0:
+        return t
+    v = float(near.max())
+    above = vals[vals > v * (1 + 4 * BAND_RTOL)]
+    nxt = float(above.min()) if above.size else 2.0 * v
+    # The k-th distances need not take every lattice distance: no further than the
+    # smallest step between the values they do take.
+    steps = np.diff(vals)
+    steps = steps[steps > 4 * BAND_RTOL * vals[1:]]
+    if steps.size:
+        nxt = min(nxt, v + float(steps.min()))
+    mid = 0.5 * (v + nxt)
+    r = _round2(mid)
+    return r if v * (1 + 4 * BAND_RTOL) < r < nxt * (1 - 4 * BAND_RTOL) else mid
 
 
 def _round2_above(x: float) -> float:

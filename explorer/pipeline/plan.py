@@ -31,7 +31,7 @@ from ..graph.suggest import graph_nnz_budget
 from ..inputs import InputData, prepare_input
 from ..memory import MemoryEstimateError
 from ..params import AFFINITY_GRAPH, EIGEN_SOLVER_ALIASES, KERNELS, is_number
-from ..preprocessing import check_feature_scales, fit_scaler
+from ..preprocessing import check_feature_scales, choose_scaling, fit_scaler
 from ..representatives import (
     EXACT_MAX_LOW_D,
     EXACT_MAX_MEAN_DEGREE_GPU,
@@ -39,6 +39,7 @@ from ..representatives import (
     check_memory,
     check_n_representatives,
     choose_mode,
+    distinct_representatives,
     extract_representatives,
 )
 
@@ -79,6 +80,8 @@ class FitPlan:
         representatives.
     representatives : explorer.representatives.Representatives or None
     scaler : explorer.preprocessing.FeatureScaler or None
+    scale_why : str
+        How the scaling was decided (``scale="auto"``: from the features' ranges).
     graph : explorer.Graph or None
         A graph already built: the precomputed one, or the one the affinity rule built
         on every row (the runner takes it when the rule and builder match).
@@ -103,6 +106,7 @@ class FitPlan:
     points: object = None
     representatives: object = None
     scaler: object = None
+    scale_why: str = ""
     graph: Graph | None = None
     timings: dict = field(default_factory=dict)
     #: The one random stream of the fit: the representatives' k-means draw from it,
@@ -124,12 +128,17 @@ class FitPlan:
         rows = []
         if self.data is not None:
             rows.append(("input", self.data.describe()))
+        if self.scale_why:
+            what = "none" if self.scaler is None else self.scaler.describe()
+            rows.append(("scaling", f"{what}: {self.scale_why}"))
         rows += [("engine", f"{self.engine}: {self.engine_why}"),
                  ("backend", f"{self.backend}: {self.backend_why}"),
                  ("mode", f"{self.mode}: {self.mode_why}")]
         if self.representatives is not None:
-            rows.append(("representatives",
-                         f"{len(self.points)} k-means centres of the points"))
+            what = ("distinct rows, weighted by their copies"
+                    if self.representatives.kind == "distinct"
+                    else "k-means centres of the points")
+            rows.append(("representatives", f"{len(self.points)} {what}"))
         rows.append(("graph kind", f"{self.affinity}: {self.affinity_why}"))
         rule = self.user_rule
         if rule is not None:
@@ -237,9 +246,8 @@ def _eigen_why(solver: str) -> str:
 
 
 def _plan_precomputed(X, params) -> FitPlan:
-    if params["scale"] is not None:
-        raise ValueError(f"scale={params['scale']!r} applies to points, not to "
-                         "affinity='precomputed' (X is then the graph); use scale=None")
+    _no_scale(params, "applies to points, not to affinity='precomputed' (X is then the "
+              "graph); use scale=None")
     backend = resolve_backend(params["backend"])
     why, data = "given", None
     if params["affinity"] == "nearest_neighbors":
@@ -289,9 +297,8 @@ def _plan_kernel(X, params) -> FitPlan:
     given = "" if affinity != "auto" else (
         f"{' and '.join(_scikit_learn_default(params))} given (scikit-learn's keywords, "
         "whose default affinity is rbf): ")
-    if params["scale"] is not None:
-        raise ValueError(f"scale={params['scale']!r} is not available with affinity={name} "
-                         "(scikit-learn's kernels take the data as given); scale X first")
+    _no_scale(params, f"is not available with affinity={name} (scikit-learn's kernels "
+              "take the data as given); scale X first, or use scale=None")
     translation_invariant = kernel in ("rbf", "laplacian")
     data = prepare_input(X, center=translation_invariant)
     backend = resolve_backend(params["backend"])
@@ -368,7 +375,7 @@ def _plan_landmarks(X, params) -> FitPlan:
         raise ValueError("sigma='local' is not available with mode='landmarks' (the weights "
                          "are to landmarks, not between points); use 'auto' or a number")
     backend = resolve_backend(params["backend"])
-    scaler, points = _scaled(data.X, params["scale"])
+    scaler, points, scale_why = _scaled(data.X, params["scale"])
     p = min(1000, data.n) if params["n_landmarks"] is None else params["n_landmarks"]
     return FitPlan(
         params=params, data=data, engine="in-process", engine_why="NumPy/CuPy input",
@@ -378,7 +385,7 @@ def _plan_landmarks(X, params) -> FitPlan:
                       f"{params['n_nearest_landmarks']} nearest of {p} landmarks "
                       f"({metric} weights), the graph W = Ẑ Ẑᵀ"),
         eigen_solver="svd", eigen_solver_why="landmark mode: the truncated SVD of the "
-        "n × p affinity", points=points, scaler=scaler,
+        "n × p affinity", points=points, scaler=scaler, scale_why=scale_why,
         rng=check_random_state(params["random_state"]),
     )
 
@@ -396,6 +403,8 @@ class Points:
     points : float32 array
         The data (scaled if asked), or the representatives.
     scaler, representatives : object or None
+    scale_why : str
+        How the scaling was decided.
     rng : numpy.random.RandomState
         The fit's random stream, after the representatives drew from it.
     timings : dict
@@ -407,6 +416,7 @@ class Points:
     mode_why: str
     points: object
     scaler: object = None
+    scale_why: str = ""
     representatives: object = None
     rng: object = None
     timings: dict = field(default_factory=dict)
@@ -421,7 +431,7 @@ def plan_points(X, params: dict) -> Points:
     data = prepare_input(X, center=params["metric"] != "cosine")
     backend = resolve_backend(params["backend"])
     rng = check_random_state(params["random_state"])
-    scaler, points = _scaled(data.X, params["scale"])
+    scaler, points, scale_why = _scaled(data.X, params["scale"])
     n, d = points.shape
     given_m = params["n_representatives"]
     exact_nnz = nnz_budget = None
@@ -432,7 +442,22 @@ def plan_points(X, params: dict) -> Points:
         n_representatives=None if isinstance(given_m, str) else given_m,
         exact_nnz=exact_nnz, nnz_budget=nnz_budget)
     timings, reps = {}, None
-    if mode == "representatives":
+    distinct = distinct_representatives(points) if params["mode"] == "auto" else None
+    k_asked = params["n_clusters"]
+    fewest = max(2, 0 if isinstance(k_asked, str) else int(k_asked)) + 1  # k to cut
+    if distinct is not None and distinct.centers.shape[0] >= fewest and choose_mode(
+            "auto", distinct.centers.shape[0], d, backend=backend.name,
+            metric=params["metric"])[0] == "exact":
+        m = int(distinct.centers.shape[0])
+        mode, mode_why = "representatives", (
+            f"{n - m:,} of the n={n:,} rows are copies (only {m:,} distinct): the graph "
+            "joins the distinct rows, each weighted by its number of copies, and every "
+            "copy takes its row's label (a graph of every row would join copies, at "
+            "distance 0, before any neighbour); mode='exact' for the graph of every row")
+        reps, points = distinct, distinct.centers
+        timings["representatives"] = sum(reps.timings.values())
+        timings.update({f"representatives.{k}": v for k, v in reps.timings.items()})
+    elif mode == "representatives":
         m = check_n_representatives(given_m, n, params["n_clusters"], backend.name)
         move = backend.is_gpu != (array_module(points) is not np)
         check_memory(n, d, m, gpu=backend.is_gpu, move=move)
@@ -443,7 +468,8 @@ def plan_points(X, params: dict) -> Points:
         timings.update({f"representatives.{k}": v for k, v in reps.timings.items()})
         points = reps.centers
     return Points(data=data, backend=backend, mode=mode, mode_why=mode_why, points=points,
-                  scaler=scaler, representatives=reps, rng=rng, timings=timings)
+                  scaler=scaler, scale_why=scale_why, representatives=reps, rng=rng,
+                  timings=timings)
 
 
 def _exact_cost_decides(params, backend, n: int, d: int, unit: float) -> bool:
@@ -515,8 +541,8 @@ def plan_graph_of(where: Points, X, params) -> FitPlan:
         options=BuildOptions.from_args(params["hypo_max_nnz_row"], params["sp_max_nz_pct"],
                                        params["mem_use_rate"]),
         eigen_solver=params["eigen_solver"], eigen_solver_why=_eigen_why(params["eigen_solver"]),
-        points=points, representatives=reps, scaler=scaler, graph=graph, timings=timings,
-        rng=rng,
+        points=points, representatives=reps, scaler=scaler, scale_why=where.scale_why,
+        graph=graph, timings=timings, rng=rng,
     )
 
 
@@ -549,13 +575,26 @@ def _choose_affinity(points, params, rule_params):
 
 
 def _scaled(X, scale):
-    """``(scaler, X scaled)`` under `scale`; ``(None, X)`` without, after warning when the
-    features' spreads differ by orders of magnitude."""
-    if scale is None:
+    """``(scaler, X scaled, why)`` under `scale`: ``"auto"`` decides from the features'
+    ranges (:func:`explorer.preprocessing.choose_scaling`); None keeps X, after warning
+    when its features are in mixed units (:func:`check_feature_scales`)."""
+    why = f"scale={scale!r} given"
+    if scale == "auto":
+        scale, why = choose_scaling(X)
+    elif scale is None:
         check_feature_scales(X)
-        return None, X
+        return None, X, "scale=None given: the features as given"
+    if scale is None:
+        return None, X, why
     scaler = fit_scaler(X, scale)
-    return scaler, scaler.transform(X)
+    return scaler, scaler.transform(X), why
+
+
+def _no_scale(params, where: str) -> None:
+    """Refuse a scaling asked for where the data are not points to scale (``"auto"``,
+    the default, is no scaling there)."""
+    if params["scale"] not in (None, "auto"):
+        raise ValueError(f"scale={params['scale']!r} {where}")
 
 
 def precomputed_graph(X, backend) -> Graph:

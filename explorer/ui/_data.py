@@ -16,7 +16,7 @@ from explorer import SpectralClustering, memory
 from explorer import data as datasets
 from explorer._backend import to_numpy
 from explorer.graph import EdgeRule
-from explorer.preprocessing import SCALINGS, check_feature_scales, fit_scaler
+from explorer.preprocessing import SCALINGS, check_feature_scales, choose_scaling, fit_scaler
 
 from ._errors import describe_error
 from ._stage import Failed, Inputs, Stage
@@ -210,6 +210,8 @@ def with_scale(result: LoadResult, scale: str | None) -> LoadResult:
     made for unscaled data, is reused only without scaling).
     """
     ds = result.dataset
+    if scale == "auto":  # the library's choice (explorer.preprocessing.choose_scaling)
+        scale, _ = choose_scaling(ds.X)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if scale is None:
@@ -248,7 +250,8 @@ def library_choice(X, ds):
     k = "auto" if ds.y is None else int(ds.n_classes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the scale warning is recorded once, above
-        plan = SpectralClustering(n_clusters=k, random_state=PLAN_SEED).plan(X)
+        # X is scaled as the app decided already (the library's "auto" included)
+        plan = SpectralClustering(n_clusters=k, random_state=PLAN_SEED, scale=None).plan(X)
         epsilon = plan.rule
         if plan.rule.graph != "epsilon":
             epsilon = EdgeRule.suggest(plan.points, n_clusters=k)
@@ -317,9 +320,10 @@ class DataState(Stage):
     )
     random_state = param.Integer(default=0, bounds=(0, 2**31 - 1), doc="Generator seed.")
     scale = param.Selector(
-        default=None, objects=[None, *SCALINGS],
+        default="auto", objects=["auto", None, *SCALINGS],
         doc="Feature scaling (the estimator's scale): the data are drawn, measured and "
-            "clustered scaled. None: as given.",
+            "clustered scaled. auto: the library's choice (standard for features in "
+            "mixed units); None: as given.",
     )
 
     file_name = param.String(default="", doc="Name of the uploaded file.")

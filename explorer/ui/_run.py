@@ -430,7 +430,7 @@ class RunState(Stage):
             params.update(affinity="epsilon", sigma="auto", threshold_sqdist=None,
                           threshold_sim=None)
         scale = inputs.upstream[0].scale  # the data as the app shows and measures them
-        if "scale" in known and scale is not None:
+        if "scale" in known:  # None too: the app shows the data as they are clustered
             params["scale"] = scale
         if "n_eigenpairs" in known and not inputs["auto_k"]:
             n = inputs.upstream[0].n

@@ -21,7 +21,8 @@ N_CHOICES = (200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200
              500_000, 1_000_000, 2_000_000, 5_000_000)
 
 #: Feature scalings offered, by label (the estimator's ``scale``).
-SCALE_OPTIONS = {"none (as given)": None, "standard": "standard", "minmax": "minmax"}
+SCALE_OPTIONS = {"auto (the library's choice)": "auto", "none (as given)": None,
+                 "standard": "standard", "minmax": "minmax"}
 
 #: Graph kinds offered, by label (the ``graph`` field; the run's ``affinity``).
 GRAPH_OPTIONS = {"ε-graph": "epsilon", "kNN (union)": "knn", "mutual kNN": "mutual_knn"}
