@@ -31,7 +31,13 @@ def test_spectral_clustering_on_the_gpu(name, rng):
     assert isinstance(labels, cupy.ndarray) and isinstance(sc.labels_, cupy.ndarray)
     assert type(sc.affinity_matrix_).__module__.startswith("cupyx")
     assert isinstance(sc.embedding_, cupy.ndarray)
-    assert adjusted_rand_score(ds.y, cupy.asnumpy(labels)) >= 0.99
+    # The moons' ε (the paper's rule, fixed) leaves a draw's outlying points isolated
+    # now and then (label -1, said by a warning): 24 of 4,000 for one seed, on the CPU
+    # too. The points it joins must be clustered right.
+    labels = cupy.asnumpy(labels)
+    joined = labels >= 0
+    assert joined.mean() >= 0.99
+    assert adjusted_rand_score(ds.y[joined], labels[joined]) >= 0.99
 
 
 def test_kmeans_on_cupy_matches_numpy(rng):
