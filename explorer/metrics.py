@@ -225,7 +225,7 @@ class RunComparison:
         for name, (a, b) in self.parameters.items():
             rows.append((name, f"A {a!r} → B {b!r}"))
         for label, (a, b) in self.plan.items():
-            rows.append((f"plan: {label}", f"A {a} | B {b}"))
+            rows.append((f"plan: {label}", f"A {a} → B {b}"))
         return rows
 
 

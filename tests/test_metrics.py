@@ -177,7 +177,7 @@ def test_compare_runs_names_the_changed_points_and_the_differences():
     assert c.plan == {"backend": ("cpu", "gpu")}
     rows = dict(c.lines())
     assert rows["changed"].startswith("2 of 7 points") and rows["sigma"] == "A 0.1 → B 0.3"
-    assert rows["plan: backend"] == "A cpu | B gpu"
+    assert rows["plan: backend"] == "A cpu → B gpu"
 
 
 def test_compare_runs_refuses_other_data():

@@ -679,7 +679,9 @@ def linked_views(xy, embedding_xy, values, labels, kmeans_labels=None, *,
     def view(kx, ky, color, title):
         rest = [dims.get(c, c) for c in frame.columns if c not in (kx, ky)]
         points = hv.Points(table, kdims=[dims[kx], dims[ky]], vdims=rest)
-        opts = dict(title=title, **_axes_opts())
+        # A drag selects (link_selections adds the box and lasso tools; pan stays a
+        # click away in the toolbar).
+        opts = dict(title=title, active_tools=["box_select"], **_axes_opts())
         if color == "value":
             finite = values[np.isfinite(values)]
             span = float(np.max(np.abs(finite))) if finite.size else 1.0
@@ -689,7 +691,10 @@ def linked_views(xy, embedding_xy, values, labels, kmeans_labels=None, *,
                 image = rasterize(points, aggregator=ds.mean("value"), vdim_prefix="")
                 return spread(image, px=1).opts(**_FRAME_OPTS, **opts)
             return points.opts(color="value", **_POINT_OPTS, **opts)
-        opts.update(show_legend=len(colors) <= 16, legend_position="right")
+        # No legend: the selection's layer repeats every cluster's entry with another
+        # data source, which Bokeh refuses in one legend; the colours are the Clusters
+        # tab's, whose legend names them.
+        opts.update(show_legend=False)
         if big:
             shaded = datashade(points, aggregator=ds.count_cat(color), color_key=colors,
                                min_alpha=80)

@@ -1085,7 +1085,8 @@ class LinkedView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self.selection = hv.link_selections.instance(unselected_alpha=plots.UNSELECTED_ALPHA)
-        self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=700)
+        self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=700,
+                                     css_classes=["linked-plot"])
         self.count = pn.pane.Markdown(NO_RUN, css_classes=["linked-count"], **_WIDE)
         self.clear = pn.widgets.Button(name="Clear the selection", width=180,
                                        css_classes=["linked-clear"], disabled=True)
