@@ -28,7 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from tests._server import CHROMIUM, CHROMIUM_ARGS, Server  # noqa: E402
 
-VIEWPORT = {"width": 1500, "height": 1700}
+VIEWPORT = {"width": 1500, "height": 1700}  # the Compare A/B tab's height
+LINKED_HEIGHT = 1250
 STEP_TIMEOUT_MS = 120_000
 SCORES = re.compile(r"Spectral: ARI \d")
 SELECTED = re.compile(r"[\d,]+ of [\d,]+ points selected")
@@ -80,8 +81,8 @@ def shoot(page, path: Path) -> None:
         page.wait_for_timeout(250)
     else:
         raise RuntimeError(f"{path.name}: the page kept saying it was busy")
-    page.mouse.move(0, VIEWPORT["height"] - 1)  # no hover tooltip
-    page.wait_for_timeout(1500)
+    page.mouse.move(0, 1)  # no hover tooltip
+    page.wait_for_timeout(4000)  # every view redrawn
     png = small_png(page.locator("#main").screenshot())
     if len(png) > MAX_BYTES:
         raise RuntimeError(f"{path.name}: {len(png):,} bytes, over {MAX_BYTES:,}")
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
     with Server(log) as server, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            page = browser.new_page(viewport=VIEWPORT)
+            page = browser.new_page(viewport={**VIEWPORT, "height": LINKED_HEIGHT})
             page.set_default_timeout(STEP_TIMEOUT_MS)
             page.goto(server.url)
             page.locator(".stats-table table").wait_for()
@@ -114,6 +115,7 @@ def main(argv=None) -> int:
             box_select(page)
             page.get_by_text(SELECTED).wait_for()
             shoot(page, args.out / "linked.png")
+            page.set_viewport_size(VIEWPORT)
 
             page.locator(".pin-run button").click()
             page.get_by_text("Run A pinned").wait_for()

@@ -80,7 +80,8 @@ def test_the_linked_tab_counts_the_selection_and_clears_it(app):
     assert linked.selected().sum() == 200 and not linked.clear.disabled
     linked.clear.param.trigger("clicks")
     assert linked.selection.selection_expr is None and linked.selected() is None
-    pn.panel(app).get_root()
+    app.tabs.active = app._tab("Linked views")
+    pn.panel(app).get_root()  # the tab's Bokeh models
 
 
 def test_pin_then_compare_two_runs(app):
@@ -108,7 +109,7 @@ def test_pin_then_compare_two_runs(app):
     assert view.comparison is not None and view.comparison.ari == pytest.approx(c.ari)
     assert f"| ARI A vs B | {c.ari:.4f} |" in view.text.object
     assert len(view.plot.object) == 3 and view.spectra.object is not None
-    pn.panel(app).get_root()
+    pn.panel(app).get_root()  # the Compare A/B tab is the active one
 
 
 def test_runs_of_other_data_are_not_compared(app):
