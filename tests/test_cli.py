@@ -264,6 +264,8 @@ def test_compare_two_json_results(capsys, tmp_path):
 def test_compare_errors_name_the_argument(capsys, tmp_path):
     code, _, err = run(capsys, "compare", "moons", "-a", "sigmaa=0.1")
     assert code == 2 and "-a sigmaa=0.1: 'sigmaa' is not a keyword" in err and "sigma," in err
+    code, _, err = run(capsys, "compare", "moons", "-b", "n_neighbors=many")
+    assert code == 2 and "-b n_neighbors=many: invalid --n-neighbors 'many'" in err
     code, _, err = run(capsys, "compare", "moons")
     assert code == 2 and "compare needs --results" in err
     bad = tmp_path / "bad.json"
