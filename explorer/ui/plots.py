@@ -677,7 +677,9 @@ def linked_views(xy, embedding_xy, values, labels, kmeans_labels=None, *,
             "value": hv.Dimension("value", label=clabel)}
 
     def view(kx, ky, color, title):
-        rest = [dims.get(c, c) for c in frame.columns if c not in (kx, ky)]
+        # Every view holds the four coordinates (a selection's expression is over
+        # them) and its colour: less to send to the browser than the whole table.
+        rest = [dims[c] for c in LINKED_COORDS if c not in (kx, ky)] + [dims.get(color, color)]
         points = hv.Points(table, kdims=[dims[kx], dims[ky]], vdims=rest)
         # A drag selects (link_selections adds the box and lasso tools; pan stays a
         # click away in the toolbar).
