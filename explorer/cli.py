@@ -8,6 +8,10 @@ Subcommands:
   writes everything, with the environment.
 - ``stats``: the graph's statistics only (:func:`explorer.graph_stats`), optionally
   estimated from a sample of rows.
+- ``compare``: two runs side by side: two ``run --json`` results (``--results A B``),
+  or two parameter sets on one data set (``-a KEY=VALUE``, ``-b KEY=VALUE`` over the
+  flags both share); prints what differs and the ARI between the two labellings
+  (:func:`explorer.metrics.compare_runs`).
 - ``datasets``: the built-in data sets.
 
 Every keyword of :class:`explorer.SpectralClustering` is a flag, generated from the
@@ -71,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {explorer.__version__}")
     sub = parser.add_subparsers(dest="command", required=True,
-                                metavar="{run,stats,datasets,warmup}")
+                                metavar="{run,stats,compare,datasets,warmup}")
 
     run = sub.add_parser("run", help="cluster a data set and report timings, statistics, scores")
     _data_arguments(run)
@@ -94,6 +98,19 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--no-components", action="store_true",
                        help="skip connected components (they need the whole graph)")
     stats.add_argument("--json", type=Path, metavar="PATH", help="write the statistics as JSON")
+
+    cmp = sub.add_parser("compare", help="two runs side by side: what differs, the ARI "
+                                         "between them, the points that changed cluster")
+    cmp.add_argument("--results", nargs=2, type=Path, metavar=("A.json", "B.json"),
+                     help="compare two results written by 'run --json' (instead of fitting)")
+    _data_arguments(cmp)
+    _estimator_arguments(cmp)
+    for side in ("a", "b"):
+        cmp.add_argument(f"-{side}", f"--{side}", dest=f"params_{side}", type=_option,
+                         action="append", default=[], metavar="KEY=VALUE",
+                         help=f"a keyword of run {side.upper()} only, as its flag takes it, "
+                              "e.g. sigma=0.2 (repeatable)")
+    cmp.set_defaults(json=None)
 
     sub.add_parser("datasets", help="list the built-in data sets")
 
@@ -266,12 +283,14 @@ def _load(args):
     return ds, time.perf_counter() - start
 
 
-def _estimator(args, ds) -> explorer.SpectralClustering:
+def _estimator(args, ds, extra: dict | None = None) -> explorer.SpectralClustering:
     """The estimator of the flags given (the rest keeps the estimator's defaults: the
-    library decides), k the data's classes when it has labels and none is given."""
+    library decides), k the data's classes when it has labels and none is given;
+    `extra` overrides the flags (``compare``'s ``-a`` / ``-b``)."""
     params = {name: None if getattr(args, name) is NONE_GIVEN else getattr(args, name)
               for names in FLAG_GROUPS.values() for name in names
               if getattr(args, name) is not None}
+    params.update(extra or {})
     if "n_clusters" not in params:  # the classes of labelled data, else the eigengap
         params["n_clusters"] = "auto" if ds.y is None else ds.n_classes
     return explorer.SpectralClustering(**params)
@@ -334,6 +353,7 @@ def _cmd_run(args, out) -> dict:
             "residual_norms": np.asarray(sc.eigen_residuals_, dtype=float).tolist(),
         },
         "reorder": None if sc.reorder_ is None else sc.reorder_.as_dict(),
+        "labels": np.asarray(sc.labels_).astype(int).tolist(),
     }
     if g is not None:
         result.update({
@@ -436,6 +456,83 @@ def _cmd_stats(args, out) -> dict:
         "stats": stats.to_dict(),
         "timings": {"data": load_s, **plan.timings, "stats": seconds},
     }
+
+
+def _side_params(pairs, flag: str) -> dict:
+    """``compare``'s ``-a`` / ``-b`` pairs as estimator keywords, each value parsed as
+    its flag parses it (the library checks the value)."""
+    params = {}
+    for key, value in pairs:
+        if key not in SPECTRAL_PARAMS or key in NO_FLAG:
+            allowed = ", ".join(n for names in FLAG_GROUPS.values() for n in names)
+            raise ValueError(f"{flag} {key}={value}: {key!r} is not a keyword of the "
+                             f"estimator; allowed: {allowed}")
+        try:
+            parsed = _parser_of(SPECTRAL_PARAMS[key])(str(value))
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(f"{flag} {key}={value}: {exc}") from None
+        params[key] = None if parsed is NONE_GIVEN else parsed
+    return params
+
+
+def _read_result(path: Path) -> dict:
+    """A ``run --json`` result, checked to hold what ``compare`` needs."""
+    try:
+        result = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"--results {path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--results {path}: not a JSON result of 'run --json' ({exc})") from None
+    if not isinstance(result, dict) or result.get("command") != "run" or "labels" not in result:
+        raise ValueError(f"--results {path}: not a result of 'spectral-explorer run --json' "
+                         "with labels (results written before 'compare' existed have none: "
+                         "run again)")
+    return result
+
+
+def _cmd_compare(args, out) -> None:
+    """``compare``: two runs (two JSON results, or two parameter sets fitted here), then
+    the library's comparison (:func:`explorer.metrics.compare_runs`) printed."""
+    from explorer.metrics import compare_runs
+
+    if args.results is not None:
+        if args.dataset is not None or args.file is not None or args.params_a or args.params_b:
+            raise ValueError("--results compares two saved results: give no data set, "
+                             "--file, -a or -b with it")
+        a, b = (_read_result(p) for p in args.results)
+        def same(data):  # the data's identity, not how long it took to make
+            return {k: v for k, v in data.items() if k != "params"} | {
+                "params": {k: v for k, v in (data.get("params") or {}).items()
+                           if not k.endswith("seconds")}}
+
+        if same(a["data"]) != same(b["data"]):
+            raise ValueError(f"--results: {args.results[0]} clustered {a['data']['name']} "
+                             f"(n={a['data']['n']}) and {args.results[1]} "
+                             f"{b['data']['name']} (n={b['data']['n']}) with other "
+                             "settings: two runs compare only on the same data")
+        runs, y = [a, b], None
+        _row(out, "data", f"{a['data']['name']}: n = {a['data']['n']:,}, d = {a['data']['d']}")
+    else:
+        if not args.params_a and not args.params_b:
+            raise ValueError("compare needs --results A.json B.json, or -a/-b KEY=VALUE "
+                             "(the parameters of run A and run B)")
+        sides = [_side_params(args.params_a, "-a"), _side_params(args.params_b, "-b")]
+        ds, load_s = _load(args)
+        _print_data(out, ds, load_s)
+        runs, y = [], ds.y
+        for extra in sides:
+            sc = _estimator(args, ds, extra).fit(ds.X)
+            runs.append({"parameters": dict(sc.get_params()), "plan": dict(sc.plan_.lines()),
+                         "scores": _scores(sc, ds), "labels": np.asarray(sc.labels_),
+                         "timings": dict(sc.timings_)})
+    for name, run in zip("AB", runs, strict=True):
+        _row(out, f"run {name}", _scores_text(run["scores"]) + (
+            f"  ({run['timings']['total']:.2f} s)" if "total" in run["timings"] else ""))
+    comparison = compare_runs(runs[0]["labels"], runs[1]["labels"], y_true=y,
+                              params_a=runs[0]["parameters"], params_b=runs[1]["parameters"],
+                              plan_a=runs[0]["plan"], plan_b=runs[1]["plan"])
+    for label, text in comparison.lines():
+        _row(out, label, text)
 
 
 def _cmd_datasets(args, out) -> None:
@@ -579,7 +676,8 @@ def main(argv=None) -> int:
             if args.command == "warmup":
                 _cmd_warmup(args, out)
                 return 0
-            result = (_cmd_run if args.command == "run" else _cmd_stats)(args, out)
+            commands = {"run": _cmd_run, "stats": _cmd_stats, "compare": _cmd_compare}
+            result = commands[args.command](args, out)
         messages = list(dict.fromkeys(str(w.message) for w in caught))
         for message in messages:
             print(f"warning: {' '.join(message.split())}", file=sys.stderr)

@@ -8,6 +8,8 @@ lower. In the cut scores they belong to no cluster (see :func:`normalized_cut`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn import metrics as _sk
@@ -166,6 +168,129 @@ def match_labels(labels, reference):
     new_ids[spare] = top + 1 + np.arange(spare.size)
     out[kept] = new_ids[codes]
     return out
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """Two clusterings of the same points, side by side (:func:`compare_runs`).
+
+    Attributes
+    ----------
+    labels_a : ndarray of int64, shape (n,)
+        Run A's clusters, as given.
+    labels_b : ndarray of int64, shape (n,)
+        Run B's clusters renamed after A's (:func:`match_labels`), so that a point
+        keeps its colour when it keeps its cluster.
+    ari : float
+        Adjusted Rand index between A and B (1: the same partition).
+    ari_truth : tuple of (float, float) or None
+        Each run's ARI against the ground truth, when given.
+    changed : ndarray of bool, shape (n,)
+        The points whose cluster differs between A and B once B's clusters are
+        named after A's (a point entering or leaving label −1 counts).
+    n_clusters : tuple of (int, int)
+        The clusters of each run (label −1 not counted).
+    parameters : dict of str to tuple
+        The parameters whose values differ: name → (A's value, B's value); a
+        parameter one run lacks has ``None`` there.
+    plan : dict of str to tuple
+        The plan lines that differ: label → (A's sentence, B's sentence).
+    """
+
+    labels_a: np.ndarray
+    labels_b: np.ndarray
+    ari: float
+    ari_truth: tuple | None
+    changed: np.ndarray
+    n_clusters: tuple
+    parameters: dict = field(default_factory=dict)
+    plan: dict = field(default_factory=dict)
+
+    @property
+    def n_changed(self) -> int:
+        """How many points changed cluster."""
+        return int(np.count_nonzero(self.changed))
+
+    def lines(self) -> list[tuple[str, str]]:
+        """The comparison as (label, sentence) rows, for the command line and the app."""
+        n = len(self.labels_a)
+        rows = [("ARI A vs B", f"{self.ari:.4f}"),
+                ("changed", f"{self.n_changed:,} of {n:,} points changed cluster "
+                            f"({100.0 * self.n_changed / max(n, 1):.1f} %)"),
+                ("clusters", f"A {self.n_clusters[0]}, B {self.n_clusters[1]}")]
+        if self.ari_truth is not None:
+            rows.append(("ARI vs truth", f"A {self.ari_truth[0]:.4f}, B {self.ari_truth[1]:.4f}"))
+        if not self.parameters:
+            rows.append(("parameters", "the same"))
+        for name, (a, b) in self.parameters.items():
+            rows.append((name, f"A {a!r} → B {b!r}"))
+        for label, (a, b) in self.plan.items():
+            rows.append((f"plan: {label}", f"A {a} → B {b}"))
+        return rows
+
+
+def _differences(a: dict | None, b: dict | None) -> dict:
+    a, b = dict(a or {}), dict(b or {})
+    keys = list(a) + [k for k in b if k not in a]
+    return {k: (a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)}
+
+
+def compare_runs(labels_a, labels_b, *, y_true=None, params_a: dict | None = None,
+                 params_b: dict | None = None, plan_a=None, plan_b=None) -> RunComparison:
+    """Compare two clusterings of the same points: their ARI, which points changed
+    cluster, and what differs in their parameters and plans.
+
+    Parameters
+    ----------
+    labels_a, labels_b : array-like of int, shape (n,)
+        The clusters of run A and run B (label −1: no cluster), on the host or a GPU.
+    y_true : array-like, shape (n,), optional
+        Ground truth: each run's ARI against it is reported as well.
+    params_a, params_b : dict, optional
+        Each run's parameters (name → value); the differing ones are listed.
+    plan_a, plan_b : dict or sequence of (str, str), optional
+        Each run's plan lines (``FitPlan.lines()``, label → sentence); the
+        differing ones are listed.
+
+    Returns
+    -------
+    RunComparison
+
+    Raises
+    ------
+    ValueError
+        If the labellings are not 1-D or differ in length (different data), or
+        `y_true` has another length.
+
+    Examples
+    --------
+    >>> c = compare_runs([0, 0, 1, 1], [1, 1, 0, 0], params_a={"sigma": 0.1},
+    ...                  params_b={"sigma": 0.2})
+    >>> c.ari, c.n_changed, c.parameters
+    (1.0, 0, {'sigma': (0.1, 0.2)})
+    """
+    a = to_numpy(_labels_1d(labels_a, "labels_a")).astype(np.int64)
+    b = to_numpy(_labels_1d(labels_b, "labels_b")).astype(np.int64)
+    if a.shape != b.shape:
+        raise ValueError(f"labels_b has {b.size} points and labels_a {a.size}: two runs "
+                         "compare only on the same data (the same points, in the same order)")
+    matched = match_labels(b, a)
+    truth = None
+    if y_true is not None:
+        y = to_numpy(_labels_1d(y_true, "y_true"))
+        if y.shape != a.shape:
+            raise ValueError(f"y_true has {y.size} entries; the runs have {a.size} points")
+        truth = (adjusted_rand_score(y, a), adjusted_rand_score(y, b))
+
+    def k(lab):
+        return int(np.unique(lab[lab != NOISE]).size)
+
+    return RunComparison(
+        labels_a=a, labels_b=matched, ari=adjusted_rand_score(a, b), ari_truth=truth,
+        changed=matched != a, n_clusters=(k(a), k(b)),
+        parameters=_differences(params_a, params_b),
+        plan=_differences(None if plan_a is None else dict(plan_a),
+                          None if plan_b is None else dict(plan_b)))
 
 
 # --------------------------------------------------------------------------- helpers

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -231,3 +232,43 @@ def test_readme_command_lines_parse():
     assert len(commands) >= 3
     for argv in commands:
         cli.build_parser().parse_args(argv)
+
+
+# --- compare ------------------------------------------------------------------------
+
+
+def test_compare_two_parameter_sets_prints_the_differences_and_the_ari(capsys):
+    code, out, err = run(capsys, "compare", "moons", "--n-samples", "300",
+                         "-a", "affinity=nearest_neighbors", "-b", "affinity=rbf")
+    assert code == 0, err
+    rows = {line[:13].strip(): line[14:] for line in out.splitlines()}
+    assert rows["affinity"] == "A 'nearest_neighbors' → B 'rbf'"
+    ari = float(rows["ARI A vs B"])
+    assert 0 <= ari < 1 and "points changed cluster" in rows["changed"]
+    assert rows["run A"].startswith("ARI 1.0000")
+    assert "plan: graph kind A nearest_neighbors" in out
+
+
+def test_compare_two_json_results(capsys, tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for path, k in ((a, "2"), (b, "3")):
+        assert run(capsys, "run", "moons", "--n-samples", "300", "--n-clusters", k,
+                   "--json", str(path))[0] == 0
+    assert len(json.loads(a.read_text())["labels"]) == 300
+    code, out, err = run(capsys, "compare", "--results", str(a), str(b))
+    assert code == 0, err
+    assert "n_clusters    A 2 → B 3" in out and "clusters      A 2, B 3" in out
+    assert re.search(r"ARI A vs B    0\.\d{4}", out)
+
+
+def test_compare_errors_name_the_argument(capsys, tmp_path):
+    code, _, err = run(capsys, "compare", "moons", "-a", "sigmaa=0.1")
+    assert code == 2 and "-a sigmaa=0.1: 'sigmaa' is not a keyword" in err and "sigma," in err
+    code, _, err = run(capsys, "compare", "moons", "-b", "n_neighbors=many")
+    assert code == 2 and "-b n_neighbors=many: invalid --n-neighbors 'many'" in err
+    code, _, err = run(capsys, "compare", "moons")
+    assert code == 2 and "compare needs --results" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"command": "stats"}')
+    code, _, err = run(capsys, "compare", "--results", str(bad), str(bad))
+    assert code == 2 and f"--results {bad}: not a result" in err

@@ -12,6 +12,7 @@ from sklearn import metrics as skm
 from explorer.metrics import (
     adjusted_rand_score,
     clustering_scores,
+    compare_runs,
     normalized_cut,
     ratio_cut,
 )
@@ -155,3 +156,32 @@ def test_cupy_inputs(rng):
     host = clustering_scores(csr, labels, y)
     device = clustering_scores(csp.csr_matrix(csr), cupy.asarray(labels), cupy.asarray(y))
     assert device == pytest.approx(host, rel=1e-9)
+
+
+# --------------------------------------------------------------- two runs compared
+
+
+def test_compare_runs_names_the_changed_points_and_the_differences():
+    a = np.array([0, 0, 0, 1, 1, 1, -1])
+    b = np.array([5, 5, 2, 2, 2, 2, 5])  # B's ids differ; points 2 and 6 moved
+    c = compare_runs(a, b, y_true=a, params_a={"sigma": 0.1, "k": 2},
+                     params_b={"sigma": 0.3, "k": 2, "mode": "exact"},
+                     plan_a=[("mode", "exact"), ("backend", "cpu")],
+                     plan_b=[("mode", "exact"), ("backend", "gpu")])
+    assert c.labels_b.tolist() == [0, 0, 1, 1, 1, 1, 0]  # named after A's clusters
+    assert c.changed.tolist() == [False, False, True, False, False, False, True]
+    assert c.n_changed == 2 and c.n_clusters == (2, 2)
+    assert c.ari == pytest.approx(skm.adjusted_rand_score(a, b))
+    assert c.ari_truth == (1.0, pytest.approx(c.ari))
+    assert c.parameters == {"sigma": (0.1, 0.3), "mode": (None, "exact")}
+    assert c.plan == {"backend": ("cpu", "gpu")}
+    rows = dict(c.lines())
+    assert rows["changed"].startswith("2 of 7 points") and rows["sigma"] == "A 0.1 → B 0.3"
+    assert rows["plan: backend"] == "A cpu → B gpu"
+
+
+def test_compare_runs_refuses_other_data():
+    with pytest.raises(ValueError, match="labels_b has 3 points and labels_a 4"):
+        compare_runs([0, 0, 1, 1], [0, 1, 1])
+    with pytest.raises(ValueError, match="y_true has 2 entries"):
+        compare_runs([0, 1, 1], [0, 1, 1], y_true=[0, 1])

@@ -115,6 +115,9 @@ class RunResult:
         The points each representative stands for (``representative_counts_``).
     fit_scale : {"standard", "minmax"} or None
         The scaling the fit applied (``scaler_.method``; None without ``scale``).
+    plan_lines : list of (str, str)
+        The library's plan of the fit (``plan_.lines()``: mode, graph kind, edge rule,
+        backend, eigensolver, each with its reason).
 
     Notes
     -----
@@ -158,6 +161,7 @@ class RunResult:
     anchor_labels: np.ndarray | None = None
     anchor_counts: np.ndarray | None = None
     fit_scale: str | None = None
+    plan_lines: list = field(default_factory=list)
 
     @property
     def anchor_kind(self) -> str | None:
@@ -306,6 +310,7 @@ def execute(spec: RunSpec, report: Callable) -> RunResult:
         anchor_counts=(to_numpy(est.representative_counts_).astype(np.int64) if reps
                        else None),
         fit_scale=None if getattr(est, "scaler_", None) is None else est.scaler_.method,
+        plan_lines=list(est.plan_.lines()),
     )
 
 

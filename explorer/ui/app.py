@@ -17,8 +17,10 @@ from .offline import use_local_resources
 from .state import STEPS, ExplorerState
 from .views import (
     ClustersView,
+    CompareView,
     EigenvectorView,
     ExportView,
+    LinkedView,
     PipelineStatus,
     SparsityView,
     SpectrumView,
@@ -78,6 +80,13 @@ class ExplorerApp(pn.viewable.Viewer):
         self.sparsity = SparsityView(state=s)
         self.timings = TimingsView(state=s)
         self.teaching = TeachingView(state=s)
+        self.linked = LinkedView(state=s)
+        self.comparison = CompareView(state=s)
+        self.pin_button = pn.widgets.Button(name="Pin this run (A)", button_type="default",
+                                            css_classes=["pin-run"], disabled=s.result is None,
+                                            sizing_mode="stretch_width")
+        self.pin_button.on_click(self._pin)
+        s.run_state.param.watch(self._pinnable, "result")
         self.export = ExportView(state=s, figures=self._figures(), tour=self.tour_figures)
         self.run_controls.button.on_click(self._run)
         # The run computes on Run only; its input changes tell the sidebar, which says
@@ -86,10 +95,12 @@ class ExplorerApp(pn.viewable.Viewer):
 
         self.tabs = pn.Tabs(
             ("Clusters", self.clusters),
+            ("Linked views", self.linked),
             ("Eigenvectors", self.eigenvectors),
             ("Spectrum", self.spectrum),
             ("Sparsity", self.sparsity),
             ("Timings", self.timings),
+            ("Compare A/B", self.comparison),
             ("Guided tour", self.teaching),
             ("Export", self.export),
             dynamic=True, sizing_mode="stretch_width",
@@ -109,6 +120,57 @@ class ExplorerApp(pn.viewable.Viewer):
         except (ValueError, RuntimeError) as exc:
             self.state.run_state.error = str(exc)
 
+    def _pinnable(self, *events) -> None:
+        self.pin_button.disabled = self.state.result is None
+
+    def _pin(self, event=None) -> None:
+        """The pin button: pin the last run and show the Compare tab."""
+        try:
+            self.pin()
+        except ValueError as exc:
+            self.state.run_state.error = str(exc)
+
+    def pin(self):
+        """Pin the last run as run A (:meth:`ExplorerState.pin`): the Compare A/B tab
+        then sets every later run (B) beside it.
+
+        Returns
+        -------
+        RunResult
+            The run pinned.
+
+        Raises
+        ------
+        ValueError
+            Before any run.
+        """
+        run = self.state.pin()
+        self.tabs.active = self._tab("Compare A/B")
+        return run
+
+    def compare(self):
+        """The pinned run (A) and the last run (B), compared by the library.
+
+        Returns
+        -------
+        explorer.metrics.RunComparison
+            ARI between them (and against the truth), the points that changed cluster
+            (``changed``), the parameters and plan lines that differ (``lines()`` for
+            a printout); the Compare A/B tab (``app.comparison``) draws it.
+
+        Raises
+        ------
+        ValueError
+            With nothing pinned, when the last run is the pinned one, or for runs of
+            different data.
+        """
+        comparison = self.state.compare()
+        self.tabs.active = self._tab("Compare A/B")
+        return comparison
+
+    def _tab(self, name: str) -> int:
+        return list(self.tabs._names).index(name)
+
     def _figures(self) -> dict:
         """What each view draws now, by name, for the Export tab's figures."""
 
@@ -123,6 +185,8 @@ class ExplorerApp(pn.viewable.Viewer):
             "Spectrum": lambda: self.spectrum.plot.object,
             "Sparsity": lambda: joined(self.sparsity.spy, self.sparsity.hist),
             "Timings": lambda: self.timings.bars.object,
+            "Linked views": lambda: self.linked.plot.object,
+            "Compare A/B": lambda: joined(self.comparison.plot, self.comparison.spectra),
             "Guided tour (this step)": lambda: self.teaching.plot.object,
         }
 
@@ -170,6 +234,7 @@ class ExplorerApp(pn.viewable.Viewer):
             pn.layout.Divider(),
             pn.pane.Markdown("### 3 · Clustering", margin=(0, 10)),
             self.run_controls,
+            self.pin_button,
         ]
 
     def main(self) -> list:

@@ -597,3 +597,171 @@ def anchor_points(xy, *, labels=None, kind: str = "representatives", xlabel: str
     return points.opts(color="fill", marker=ANCHOR_MARKERS[kind], size=size, line_color="black",
                        line_width=line, fill_alpha=fill_alpha, line_alpha=line_alpha,
                        tools=["hover"], show_legend=True, responsive=True, min_height=320)
+
+
+# --------------------------------------------------------------- linked views
+
+#: The columns of a linked-views frame that a selection can be made on: the data's
+#: drawing and the embedding's (every linked view holds all four, so that a box drawn
+#: in one filters the others).
+LINKED_COORDS = ("x", "y", "emb_x", "emb_y")
+#: What a selected point is drawn over: the unselected points at this opacity.
+UNSELECTED_ALPHA = 0.08
+
+
+def linked_views(xy, embedding_xy, values, labels, kmeans_labels=None, *,
+                 names: Sequence | None = None, xlabel: str = "x", ylabel: str = "y",
+                 emb_labels=("embedding 1", "embedding 2"), clabel: str = "u2",
+                 value_title: str = "Eigenvector u2", selection=None):
+    """The run's views over one table of points, linked by HoloViews'
+    :class:`~holoviews.selection.link_selections`: a box or lasso drawn in any of them
+    selects the same points in all (the others dim every point outside it).
+
+    Parameters
+    ----------
+    xy : ndarray, shape (n, 2)
+        The data's drawing (or projection).
+    embedding_xy : ndarray, shape (n, 2)
+        Two coordinates of each point's spectral embedding (NaN rows: isolated
+        points, which the embedding view leaves out).
+    values : ndarray, shape (n,)
+        An eigenvector's entries (NaN: isolated).
+    labels : ndarray of int, shape (n,)
+        Spectral clusters (matched to the truth), the colours of the data and
+        embedding views.
+    kmeans_labels : ndarray of int, shape (n,), optional
+        k-means on the raw data (matched to `labels`): a fourth view when given.
+    names : sequence, optional
+        Legend text by label number.
+    xlabel, ylabel, emb_labels, clabel, value_title : str
+        Axis, colour-bar and title texts.
+    selection : holoviews.selection.link_selections, optional
+        The linking object to use (a new one by default): a view that keeps it across
+        runs keeps its selection mode and colours.
+
+    Returns
+    -------
+    layout : holoviews.Layout
+        The linked views (datashaded above :data:`DATASHADE_ABOVE` points, as
+        :func:`labelled_points` does; the selection is re-aggregated on the server).
+    selection : holoviews.selection.link_selections
+        Its ``selection_expr`` is the current selection (settable from code), and
+        ``selection.filter(frame)`` the selected rows of a table of these columns.
+    """
+    xy, emb = _check_xy(xy), _check_xy(embedding_xy)
+    n = len(xy)
+    labels = np.asarray(labels)
+    values = np.asarray(values, dtype=np.float64)
+    for name, arr in (("embedding_xy", emb), ("values", values), ("labels", labels)):
+        if len(arr) != n:
+            raise ValueError(f"{name} must have one row per point ({n}); got {len(arr)}")
+    colors = cluster_colors(labels if kmeans_labels is None
+                            else np.concatenate([labels, np.asarray(kmeans_labels)]), names)
+    legend = list(colors)
+
+    def categorical(lab):
+        lab = np.asarray(lab)
+        return pd.Categorical([cluster_name(v, names) for v in np.unique(lab)],
+                              categories=legend)[np.searchsorted(np.unique(lab), lab)]
+
+    frame = pd.DataFrame({"x": xy[:, 0], "y": xy[:, 1], "emb_x": emb[:, 0],
+                          "emb_y": emb[:, 1], "value": values,
+                          "spectral": categorical(labels)})
+    if kmeans_labels is not None:
+        frame["kmeans"] = categorical(kmeans_labels)
+    table = hv.Dataset(frame)
+    big = n > DATASHADE_ABOVE
+    dims = {"x": hv.Dimension("x", label=xlabel), "y": hv.Dimension("y", label=ylabel),
+            "emb_x": hv.Dimension("emb_x", label=emb_labels[0]),
+            "emb_y": hv.Dimension("emb_y", label=emb_labels[1]),
+            "value": hv.Dimension("value", label=clabel)}
+
+    def view(kx, ky, color, title):
+        # Every view holds the four coordinates (a selection's expression is over
+        # them) and its colour: less to send to the browser than the whole table.
+        rest = [dims[c] for c in LINKED_COORDS if c not in (kx, ky)] + [dims.get(color, color)]
+        points = hv.Points(table, kdims=[dims[kx], dims[ky]], vdims=rest)
+        # A drag selects (link_selections adds the box and lasso tools; pan stays a
+        # click away in the toolbar).
+        opts = dict(title=title, active_tools=["box_select"], **_axes_opts())
+        if color == "value":
+            finite = values[np.isfinite(values)]
+            span = float(np.max(np.abs(finite))) if finite.size else 1.0
+            opts.update(cmap=DIVERGING_CMAP, clim=(-(span or 1.0), span or 1.0),
+                        **_colorbar_opts(clabel))
+            if big:
+                image = rasterize(points, aggregator=ds.mean("value"), vdim_prefix="")
+                return spread(image, px=1).opts(**_FRAME_OPTS, **opts)
+            return points.opts(color="value", **_POINT_OPTS, **opts)
+        # No legend: the selection's layer repeats every cluster's entry with another
+        # data source, which Bokeh refuses in one legend; the colours are the Clusters
+        # tab's, whose legend names them.
+        opts.update(show_legend=False)
+        if big:
+            shaded = datashade(points, aggregator=ds.count_cat(color), color_key=colors,
+                               min_alpha=80)
+            return spread(shaded, px=1).opts(**_FRAME_OPTS, **opts)
+        return points.opts(color=color, cmap=colors, **_POINT_OPTS, **opts)
+
+    panels = [view("x", "y", "spectral", "Data, by spectral cluster"),
+              view("emb_x", "emb_y", "spectral", "Spectral embedding (unit rows)"),
+              view("x", "y", "value", value_title)]
+    if kmeans_labels is not None:
+        panels.append(view("x", "y", "kmeans", "k-means on the raw data"))
+    if selection is None:
+        selection = hv.link_selections.instance(unselected_alpha=UNSELECTED_ALPHA)
+    layout = selection(hv.Layout(panels).cols(2))
+    return layout, selection
+
+
+def changed_points(xy, changed, *, title: str = "Changed cluster", xlabel: str = "x",
+                   ylabel: str = "y"):
+    """The points that changed cluster between two runs (red) over the others (grey).
+
+    Parameters
+    ----------
+    xy : ndarray, shape (n, 2)
+    changed : ndarray of bool, shape (n,)
+        :attr:`explorer.metrics.RunComparison.changed`.
+    title, xlabel, ylabel : str
+    """
+    xy = _check_xy(xy)
+    changed = np.asarray(changed, dtype=bool)
+    if changed.shape != (len(xy),):
+        raise ValueError(f"changed must have one entry per point ({len(xy)}); got shape "
+                         f"{changed.shape}")
+    colors = {"same cluster": ISOLATED_COLOR, "changed": "#d62728"}
+    order = np.argsort(changed, kind="stable")  # the changed points drawn last, on top
+    status = pd.Categorical.from_codes(changed[order].astype(np.int8), categories=list(colors))
+    kdims = _axes("data", xlabel, ylabel)
+    frame = pd.DataFrame({kdims[0].name: xy[order, 0], kdims[1].name: xy[order, 1],
+                          "status": status})
+    points = hv.Points(frame, kdims=kdims, vdims=["status"])
+    opts = dict(title=title, show_legend=True, legend_position="right", **_axes_opts())
+    if len(frame) > DATASHADE_ABOVE:
+        shaded = spread(datashade(points, aggregator=ds.count_cat("status"), color_key=colors,
+                                  min_alpha=80), px=SPREAD_PX)
+        return shaded.opts(**_FRAME_OPTS, **opts)
+    return points.opts(color="status", cmap=colors, **_POINT_OPTS, **opts)
+
+
+def spectra(eigenvalues: dict, *, title: str = "Eigenvalues of L_sym, both runs"):
+    """Several runs' smallest eigenvalues on one axis (a line and markers each).
+
+    Parameters
+    ----------
+    eigenvalues : dict of str to ndarray
+        Run name (the legend) → its eigenvalues, ascending.
+    """
+    curves = []
+    for i, (name, ev) in enumerate(eigenvalues.items()):
+        ev = np.asarray(ev, dtype=np.float64)
+        index = np.arange(1, len(ev) + 1)
+        kd = hv.Dimension("i", label="index i")
+        vd = hv.Dimension("eigenvalue", label=EIGENVALUE_LABEL)
+        color = _PALETTE[i % len(_PALETTE)]
+        curves += [hv.Curve((index, ev), kd, vd, label=name).opts(color=color),
+                   hv.Scatter((index, ev), kd, vd, label=name).opts(color=color, size=6)]
+    return hv.Overlay(curves).opts(title=title, responsive=True, min_height=300,
+                                   legend_position="top_left", xticks=_integer_ticker(),
+                                   yformatter=tick_formatter())

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import param
 
-from explorer.metrics import match_labels
+from explorer.metrics import RunComparison, compare_runs, match_labels
 
 from . import _jobs
 from ._data import DataState, LoadResult, project_2d
@@ -234,6 +234,9 @@ class ExplorerState(param.Parameterized):
     views = param.ClassSelector(class_=ViewState, instantiate=False)
     teaching = param.ClassSelector(class_=TeachingState, instantiate=False)
     tour = param.ClassSelector(class_=TourState, instantiate=False)
+    pinned = param.Parameter(default=None, doc="The pinned run (A, a RunResult) that "
+                             ":meth:`compare` sets the last run (B) beside; None before "
+                             ":meth:`pin`.")
 
     def __init__(self, **params):
         data = params.setdefault("data", DataState())
@@ -314,6 +317,56 @@ class ExplorerState(param.Parameterized):
     def result(self) -> RunResult | None:
         """The last run's result (stale or not), or None."""
         return self.run_state.result
+
+    # -- two runs side by side ------------------------------------------------------------
+    def pin(self) -> RunResult:
+        """Pin the last run as run A: :meth:`compare` sets every later run (B) beside it.
+
+        Returns
+        -------
+        RunResult
+            The run pinned.
+
+        Raises
+        ------
+        ValueError
+            Before any run.
+        """
+        if self.result is None:
+            raise ValueError("pin: there is no run to pin yet; press Run (state.run() in "
+                             "code) first")
+        self.pinned = self.result
+        return self.pinned
+
+    def compare(self) -> RunComparison:
+        """The pinned run (A) and the last run (B) compared by the library
+        (:func:`explorer.metrics.compare_runs`): ARI between them and each against the
+        truth, the points that changed cluster, the parameters and plan lines that
+        differ. A's clusters are named after the truth as the views name them, B's
+        after A's, so that one cluster has one colour in both.
+
+        Raises
+        ------
+        ValueError
+            With nothing pinned, when the last run is the pinned one, or when the two
+            runs clustered different data; the message says which.
+        """
+        a, b = self.pinned, self.result
+        if a is None:
+            raise ValueError("compare: no run is pinned; pin a run (A) first, then change a "
+                             "parameter and run again (B)")
+        if b is a:
+            raise ValueError("compare: the last run is the pinned run A; change a parameter "
+                             "(σ, the threshold, the graph kind, the mode) and press Run for B")
+        xa, xb = a.data.dataset.X, b.data.dataset.X
+        if xa.shape != xb.shape or not np.array_equal(xa, xb):
+            raise ValueError(f"compare: run A clustered {a.data.describe()} and run B "
+                             f"{b.data.describe()}; two runs compare only on the same data: "
+                             "pin a run of these data")
+        truth = None if b.y_true is None else np.asarray(b.y_true)
+        labels_a = a.labels if truth is None else match_labels(a.labels, truth)
+        return compare_runs(labels_a, b.labels, y_true=truth, params_a=a.params,
+                            params_b=b.params, plan_a=a.plan_lines, plan_b=b.plan_lines)
 
     # -- synchronous use (tests, scripts, notebooks) ------------------------------------
     def load(self) -> bool:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import html
 
+import holoviews as hv
 import numpy as np
+import pandas as pd
 import panel as pn
 import param
 
@@ -1071,3 +1073,141 @@ def _as_file(content: bytes):
 def _safe_stem(name: str) -> str:
     stem = "".join(c if c.isalnum() or c in "-_" else "-" for c in str(name).rsplit(".", 1)[0])
     return stem.strip("-") or "run"
+
+
+class LinkedView(pn.viewable.Viewer):
+    """The run's views linked: a box or lasso drawn in one (the data by spectral
+    cluster, the embedding, an eigenvector, k-means on the raw data) selects the same
+    points in all of them (HoloViews' ``link_selections``; datashaded views included)."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.selection = hv.link_selections.instance(unselected_alpha=plots.UNSELECTED_ALPHA)
+        self.plot = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=700,
+                                     css_classes=["linked-plot"])
+        self.count = pn.pane.Markdown(NO_RUN, css_classes=["linked-count"], **_WIDE)
+        self.clear = pn.widgets.Button(name="Clear the selection", width=180,
+                                       css_classes=["linked-clear"], disabled=True)
+        self.clear.on_click(lambda event: setattr(self.selection, "selection_expr", None))
+        self.body = _body(pn.Column, self.plot, **_WIDE)
+        self.badge = StaleBadge(self.state, self.body)
+        self._frame = None
+        self.state.views.param.watch(self._render, "result")
+        self.selection.param.watch(self._count, "selection_expr")
+        self._render()
+
+    def _render(self, *events) -> None:
+        shown = _presentation(self.state)
+        self.selection.selection_expr = None
+        if shown is None:
+            self.plot.object, self._frame = None, None
+            self._count()
+            return
+        result = shown.run
+        emb, vectors = result.embedding, result.vectors
+        j = min(2, emb.shape[1])
+        i = min(2, vectors.shape[1])
+        xlabel, ylabel = shown.data.axis_labels()
+        layout, _ = plots.linked_views(
+            shown.data.xy, np.column_stack([emb[:, 0], emb[:, j - 1]]), vectors[:, i - 1],
+            shown.labels, shown.kmeans_labels, xlabel=xlabel, ylabel=ylabel,
+            emb_labels=("embedding 1", f"embedding {j}"), clabel=f"u{i}",
+            value_title=f"Eigenvector u{i} (λ{i} = {_eig(result.eigenvalues[i - 1])})",
+            selection=self.selection)
+        self._frame = (shown.data.xy, emb[:, 0], emb[:, j - 1])
+        self.plot.object = layout
+        self._count()
+
+    def selected(self) -> np.ndarray | None:
+        """Which points the selection holds (a bool per point), or None when nothing is
+        selected or there is no run."""
+        expr = self.selection.selection_expr
+        if expr is None or self._frame is None:
+            return None
+        xy, ex, ey = self._frame
+        table = {"x": xy[:, 0], "y": xy[:, 1], "emb_x": ex, "emb_y": ey}
+        return np.asarray(expr.apply(hv.Dataset(pd.DataFrame(table)), expanded=True,
+                                     keep_index=False), dtype=bool)
+
+    def _count(self, *events) -> None:
+        if self._frame is None:
+            self.count.object, self.clear.disabled = NO_RUN, True
+            return
+        chosen = self.selected()
+        n = len(self._frame[0])
+        self.clear.disabled = chosen is None
+        self.count.object = (
+            f"Draw a box (or a lasso) in any view: the same points are picked out in all "
+            f"of them ({n:,} points; the embedding leaves out points without a cluster)."
+            if chosen is None else
+            f"**{int(chosen.sum()):,} of {n:,} points selected**, shown in every view "
+            "(the others dimmed). Shift adds to the selection.")
+
+    def __panel__(self):
+        return pn.Column(self.badge.pane, pn.Row(self.count, self.clear), self.body, **_WIDE)
+
+
+NO_PIN = ("No run pinned. Press **Pin this run (A)** (sidebar, step 3) after a run, change "
+          "σ, the threshold, the graph kind or the mode, and press **Run**: this tab sets "
+          "the two runs side by side.")
+
+
+class CompareView(pn.viewable.Viewer):
+    """The pinned run (A) beside the last run (B): the library's comparison
+    (:meth:`ExplorerState.compare`), their clusters in matched colours, the points that
+    changed cluster, both spectra on one axis."""
+
+    state = param.ClassSelector(class_=ExplorerState)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.text = pn.pane.Markdown(NO_PIN, css_classes=["compare-text"], **_WIDE)
+        self.message = pn.pane.Alert("", alert_type="info", visible=False,
+                                     css_classes=["compare-message"], **_WIDE)
+        self.plot = pn.pane.HoloViews(None, **_PLOT)
+        self.spectra = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=300)
+        self.comparison = None
+        self.state.param.watch(self._render, "pinned")
+        self.state.views.param.watch(self._render, "result")
+        self._render()
+
+    def _render(self, *events) -> None:
+        a, shown = self.state.pinned, _presentation(self.state)
+        self.comparison = None
+        if a is None or shown is None or shown.run is a:
+            self.plot.object = self.spectra.object = None
+            self.message.visible = False
+            self.text.object = NO_PIN if a is None else (
+                f"**Run A pinned** ({a.n:,} points, k = {a.n_clusters}). Change a "
+                "parameter and press **Run**: that run (B) appears here beside A.  \n"
+                + mode_markdown(a))
+            return
+        try:
+            c = self.state.compare()
+        except ValueError as exc:
+            self.plot.object = self.spectra.object = None
+            self.text.object = ""
+            self.message.param.update(object=str(exc), visible=True)
+            return
+        self.message.visible = False
+        self.comparison, b = c, shown.run
+        rows = "\n".join(f"| {html.escape(label)} | {html.escape(text)} |"
+                         for label, text in c.lines())
+        self.text.object = ("| run A (pinned) vs run B (last) | |\n| --- | --- |\n" + rows)
+        xy = shown.data.xy
+        xlabel, ylabel = shown.data.axis_labels()
+        self.plot.object = (
+            plots.labelled_points(xy, c.labels_a, xlabel=xlabel, ylabel=ylabel,
+                                  title=f"A (pinned): k = {c.n_clusters[0]}")
+            + plots.labelled_points(xy, c.labels_b, xlabel=xlabel, ylabel=ylabel,
+                                    title=f"B (last run): k = {c.n_clusters[1]}, "
+                                          f"ARI vs A {c.ari:.3f}")
+            + plots.changed_points(xy, c.changed, xlabel=xlabel, ylabel=ylabel,
+                                   title=f"{c.n_changed:,} points changed cluster")
+        ).opts(shared_axes=True)
+        self.spectra.object = plots.spectra({"A": a.eigenvalues, "B": b.eigenvalues})
+
+    def __panel__(self):
+        return pn.Column(self.message, self.text, self.plot, self.spectra, **_WIDE)
