@@ -29,6 +29,10 @@ Stages (a flat table, ``stages[name]``):
   ``SpectralClustering(4)`` and the given rule with ``mode="auto"`` (the mode it took
   and why recorded), whole fits on the device array.
 - ``app.moons1000`` / ``app.digits1797``: default fits at the app's sizes.
+- ``e2e.syn5m`` / ``e2e.mnist60k`` / ``e2e.mnist240k``: the issue's other end-to-end
+  shapes, Syn5M (syn4d, 5·10⁶, σ = 0.01, threshold_sqdist = 0.0004) and the MNIST
+  shapes (infinite digits, 784-D, cosine s > 0.8), each ``.exact`` with the paper's rule
+  and ``.default`` (``SpectralClustering(k)``), whole fits on the device array.
 - ``knn.digits60k`` / ``knn.digits240k``: the kNN graph (k = 10, ``build_graph(...,
   graph="knn")``) of 60,000 / 240,000 infinite digits (784-D), uniform weights and
   (``.local``) self-tuning σ, with the build's timings and the rows its search decided
@@ -271,6 +275,24 @@ def spectral(stages, repeats):
             "timings": dict(getattr(sc, "timings_", {}))}
 
 
+def end_to_end(stages, repeats, label, data, n, k, given):
+    """One of the issue's end-to-end shapes: `SpectralClustering(k)` with the paper's rule
+    (``mode="exact"``) and with the defaults, each fit timed whole."""
+    import cupy
+    from explorer.data import load
+
+    from explorer import SpectralClustering
+
+    X = cupy.asarray(np.ascontiguousarray(load(data, n_samples=n, random_state=0).X,
+                                          dtype=np.float32))
+    for name, kw in ((f"{label}.exact", {**given, "mode": "exact"}), (f"{label}.default", {})):
+        sc = SpectralClustering(k, random_state=0, **kw).fit(X)
+        stages[name] = {**summary(time_gpu(lambda kw=kw: SpectralClustering(
+            k, random_state=0, **kw).fit(X), repeats=repeats)), "keywords": kw,
+            "mode": sc.plan_.mode, "mode_why": sc.plan_.mode_why,
+            "timings": dict(getattr(sc, "timings_", {}))}
+
+
 def knn(stages, repeats, n, k=10, block=8192):
     """The kNN graphs of n infinite digits: uniform weights (``knn.digits60k`` since the
     first runs) and self-tuning σ (``.local``), the build's own timings and the rows the
@@ -419,6 +441,15 @@ SECTIONS = {
                                                   blobs(1_000_000, 8, 8, 1), 8, 10, r),
     "kmeans.6m_128d_k1024": lambda st, r: kmeans_large(st, max(3, r - 2)),  # ~7 GB
     "syn1m": lambda st, r: spectral(st, max(3, r - 2)),
+    "e2e.syn5m": lambda st, r: end_to_end(st, max(3, r - 2), "e2e.syn5m", "syn4d", 5_000_000,
+                                          4, {"metric": "gaussian", "sigma": 0.01,
+                                              "threshold_sqdist": 0.0004}),
+    "e2e.mnist60k": lambda st, r: end_to_end(st, r, "e2e.mnist60k", "infinite-digits",
+                                             60_000, 10, {"metric": "cosine",
+                                                          "threshold_sim": 0.8}),
+    "e2e.mnist240k": lambda st, r: end_to_end(st, 3, "e2e.mnist240k", "infinite-digits",
+                                              240_000, 10, {"metric": "cosine",
+                                                            "threshold_sim": 0.8}),
     "knn.digits60k": lambda st, r: knn(st, r, 60_000),
     "knn.digits240k": lambda st, r: knn(st, r, 240_000),
     "firstfit": lambda st, r: first_fit(st),
