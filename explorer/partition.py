@@ -128,6 +128,7 @@ def partition_graph(
     reorder_points=None,
     n_vectors=None,
     assign_labels="kmeans",
+    row_counts=None,
 ) -> GraphPartition:
     """Spectral clustering of a built similarity graph: the eigenvectors of its
     normalised Laplacian, then k-means on their unit rows (the last two stages of
@@ -189,6 +190,11 @@ def partition_graph(
         The points the graph was built from: ``"spatial"`` needs them, and they make
         it a candidate of ``"auto"``; their dimension is the `points_dim` of the
         eigensolver's ``"auto"`` rule (:func:`explorer.spectral_embedding`).
+    row_counts : int array of shape (n,), optional
+        The points each vertex stands for, when they are its copies (the distinct rows
+        of duplicate-heavy data): k-means then runs on every point's embedding row (its
+        vertex's, repeated), as on the graph of every point, since k-means of the
+        vertices alone would weigh a row of 200 copies as one of a single point.
 
     Returns
     -------
@@ -308,10 +314,17 @@ def partition_graph(
     keep = xp.flatnonzero(~used.isolated)
     km = None
     if assign_labels == "kmeans":
+        rows = keep
+        if row_counts is not None:  # every copy's row: k-means weighs rows by copies
+            rows = xp.repeat(keep, xp.asarray(row_counts, dtype=xp.int64)[keep])
         km = number_by_first_point(KMeans(k, n_init=n_init, tol=kmeans_tol,
                                           max_iter=kmeans_max_iter,
-                                          random_state=rng).fit(used.embedding[keep]))
+                                          random_state=rng).fit(used.embedding[rows]))
         kept = km.labels_
+        if row_counts is not None:  # the copies of a vertex share its row and label
+            first = xp.cumsum(xp.asarray(row_counts, dtype=xp.int64)[keep]) - \
+                xp.asarray(row_counts, dtype=xp.int64)[keep]
+            kept = kept[first]
     else:  # scikit-learn's assignments of the eigenvectors (U = D^-1/2 V) themselves
         V = used.vectors[keep]
         found = discretize(V, random_state=rng) if assign_labels == "discretize" else (

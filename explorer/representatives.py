@@ -426,9 +426,18 @@ def map_labels(rep_labels, assignment):
     return rep_labels[assignment]
 
 
-def weight_by_counts(csr, counts):
+def weight_by_counts(csr, counts, *, copies=False):
     """The representatives' graph weighted by the points they stand for:
     ``S[i, j] · c_i · c_j / mean(c)²`` (the same pattern, so the same canonical CSR).
+
+    With ``copies=True`` (each representative a distinct row, its points exact copies
+    of it: :func:`distinct_representatives`) the copies' edges among themselves are
+    kept too, as the diagonal ``c_i (c_i - 1) / mean(c)²`` (their weight at distance
+    0 is 1 under every metric) of each row with an edge: the graph of every row,
+    restricted to vectors constant on the copies, is then exactly this one (the same
+    products and degrees), so its eigenvectors are the graph of every row's (the other
+    eigenvectors, which differ among copies, lie at the far end of the spectrum). A
+    row without another edge stays isolated, as before.
 
     Summing the points' graph over the cells gives this weight between two cells
     whose points lie near their centres, so the normalised cut of the weighted graph
@@ -442,14 +451,28 @@ def weight_by_counts(csr, counts):
     Parameters
     ----------
     csr : scipy.sparse or cupyx.scipy.sparse csr_matrix of shape (m, m)
-        The representatives' graph.
+        The representatives' graph (no stored diagonal).
     counts : array of int, shape (m,)
         Points per representative.
+    copies : bool, default False
+        Whether the points are copies of their representative (the diagonal above).
     """
     xp = array_module(csr.data)
-    c = xp.asarray(counts, dtype=xp.float64)
-    c = c / c.mean()
-    rows = xp.repeat(xp.arange(csr.shape[0]), xp.diff(csr.indptr).astype(xp.int64))
+    counts = xp.asarray(counts, dtype=xp.float64)
+    mean = counts.mean()
+    c = counts / mean
+    per_row = xp.diff(csr.indptr).astype(xp.int64)
+    rows = xp.repeat(xp.arange(csr.shape[0]), per_row)
     out = csr.copy()
     out.data = (csr.data * (c[rows] * c[csr.indices])).astype(csr.data.dtype)
+    if not copies:
+        return out
+    own = xp.where(per_row > 0, counts * (counts - 1.0) / mean**2, 0.0)
+    if xp is np:
+        import scipy.sparse as sparse
+    else:
+        import cupyx.scipy.sparse as sparse
+    out = (out + sparse.diags(own.astype(csr.data.dtype), format="csr")).tocsr()
+    out.sum_duplicates()  # canonical: sorted, no duplicates
+    out.eliminate_zeros()
     return out

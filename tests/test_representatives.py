@@ -267,3 +267,28 @@ def test_distinct_representatives_map_every_row_to_its_copy(rng):
     signed = np.array([[0.0, 1.0], [-0.0, 1.0], [2.0, 3.0], [2.0, 3.0]], np.float32)
     assert distinct_representatives(signed).centers.shape == (2, 2)  # -0.0 is 0.0
     assert distinct_representatives(rng.normal(size=(300, 2)).astype(np.float32)) is None
+
+
+@pytest.mark.parametrize("questions, levels", [(2, 4), (2, 5), (3, 5)])
+def test_distinct_rows_cluster_as_the_graph_of_every_row(rng, questions, levels):
+    """Survey-like answers (most rows copies): the distinct rows' graph weighted by
+    their copies, the copies' own edges on its diagonal, and k-means over every copy
+    give the clusters of the graph of every row under the same rule."""
+    from explorer import SpectralClustering
+
+    centres = rng.uniform(1, levels, size=(2, questions))
+    y = rng.integers(2, size=600)
+    X = np.clip(np.rint(centres[y] + rng.normal(0, 0.6, size=(600, questions))), 1,
+                levels).astype(np.float32)
+    # An ε rule (a kNN graph of every row is what the collapse exists to avoid: its
+    # neighbours are copies), chosen from the data on the distinct rows.
+    collapsed = SpectralClustering(2, affinity="epsilon", random_state=0).fit(X)
+    assert collapsed.plan_.mode == "representatives"
+    rule = collapsed.edge_rule_
+    every = SpectralClustering(2, affinity="epsilon", metric=rule.metric, sigma=rule.sigma,
+                               threshold_sqdist=rule.threshold_sqdist, mode="exact",
+                               random_state=0).fit(X)
+    assert every.edge_rule_.describe() == rule.describe()
+    np.testing.assert_array_equal(collapsed.labels_ < 0, every.labels_ < 0)
+    joined = collapsed.labels_ >= 0
+    assert adjusted_rand_score(every.labels_[joined], collapsed.labels_[joined]) == 1.0

@@ -119,8 +119,9 @@ def run_graph(plan: FitPlan) -> FitResult:
         graph = build_graph(plan.points, plan.rule, method=params["method"],
                             options=plan.options, backend=params["backend"])
     csr = graph.csr
+    copies = reps is not None and reps.kind == "distinct"
     if reps is not None:  # weighted by the points each representative stands for
-        csr = weight_by_counts(csr, reps.counts)
+        csr = weight_by_counts(csr, reps.counts, copies=copies)
     xp = array_module(csr)
     t_graph = time.perf_counter() - t0
     if plan.rule is not None:
@@ -148,6 +149,7 @@ def run_graph(plan: FitPlan) -> FitResult:
         isolated=isolated, reorder=params["reorder"],
         reorder_points=None if plan.rule is None else plan.points,
         n_vectors=params["n_components"], assign_labels=params["assign_labels"],
+        row_counts=reps.counts if copies else None,
     )
     components = components_besides_isolated(graph.stats)
     if components is not None and components > 1 and _scikit_learn_affinity(params):
