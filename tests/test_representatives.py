@@ -292,3 +292,22 @@ def test_distinct_rows_cluster_as_the_graph_of_every_row(rng, questions, levels)
     np.testing.assert_array_equal(collapsed.labels_ < 0, every.labels_ < 0)
     joined = collapsed.labels_ >= 0
     assert adjusted_rand_score(every.labels_[joined], collapsed.labels_[joined]) == 1.0
+
+
+@pytest.mark.gpu
+def test_gpu_distinct_rows_cluster_as_the_cpu(rng):
+    """The collapse of copies on the GPU (the diagonal through cupyx, k-means over
+    every copy's row) gives the CPU's clusters."""
+    import cupy
+
+    centres = rng.uniform(1, 5, size=(2, 2))
+    y = rng.integers(2, size=3000)
+    X = np.clip(np.rint(centres[y] + rng.normal(0, 0.6, size=(3000, 2))), 1,
+                5).astype(np.float32)
+    cpu = SpectralClustering(2, affinity="epsilon", random_state=0, backend="cpu").fit(X)
+    gpu = SpectralClustering(2, affinity="epsilon", random_state=0, backend="gpu").fit(
+        cupy.asarray(X))
+    assert gpu.plan_.mode == cpu.plan_.mode == "representatives"
+    labels = cupy.asnumpy(gpu.labels_)
+    np.testing.assert_array_equal(labels < 0, cpu.labels_ < 0)
+    assert adjusted_rand_score(cpu.labels_[labels >= 0], labels[labels >= 0]) == 1.0
