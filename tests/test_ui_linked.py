@@ -109,6 +109,14 @@ def test_pin_then_compare_two_runs(app):
     assert view.comparison is not None and view.comparison.ari == pytest.approx(c.ari)
     assert f"| ARI A vs B | {c.ari:.4f} |" in view.text.object
     assert len(view.plot.object) == 3 and view.spectra.object is not None
+    # Both nonzeros-per-row histograms on one axis: each run's own graph statistics.
+    hists = view.histograms.object
+    assert [h.label for h in hists] == ["A", "B"]
+    for h, run in zip(hists, (a, b), strict=True):
+        counts, edges = run.graph_stats.nnz_row_hist
+        assert h.dimension_values("rows").tolist() == list(counts)
+        assert h.edges.tolist() == list(edges)
+    assert "run A: " in view.histograms_note.object
     pn.panel(app).get_root()  # the Compare A/B tab is the active one
 
 
@@ -121,3 +129,14 @@ def test_runs_of_other_data_are_not_compared(app):
         app.compare()
     assert app.comparison.message.visible  # said in the tab; the app goes on
     assert "same data" in app.comparison.message.object
+
+
+def test_two_nonzero_histograms_on_one_axis():
+    a = (np.array([3, 5, 2]), np.arange(4))
+    b = (np.array([1, 4]), np.array([0, 2, 4]))  # another run's bins
+    overlay = plots.nnz_histograms({"A": a, "B": b, "C": None})  # C: no graph
+    assert [h.label for h in overlay] == ["A", "B"]
+    assert overlay.get(1).dimension_values("rows").tolist() == [1, 4]
+    hv.render(overlay, backend="bokeh")
+    with pytest.raises(ValueError, match="nothing to draw"):
+        plots.nnz_histograms({"A": None})

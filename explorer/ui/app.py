@@ -186,7 +186,8 @@ class ExplorerApp(pn.viewable.Viewer):
             "Sparsity": lambda: joined(self.sparsity.spy, self.sparsity.hist),
             "Timings": lambda: self.timings.bars.object,
             "Linked views": lambda: self.linked.plot.object,
-            "Compare A/B": lambda: joined(self.comparison.plot, self.comparison.spectra),
+            "Compare A/B": lambda: joined(self.comparison.plot, self.comparison.spectra,
+                                          self.comparison.histograms),
             "Guided tour (this step)": lambda: self.teaching.plot.object,
         }
 

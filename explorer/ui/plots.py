@@ -765,3 +765,40 @@ def spectra(eigenvalues: dict, *, title: str = "Eigenvalues of L_sym, both runs"
     return hv.Overlay(curves).opts(title=title, responsive=True, min_height=300,
                                    legend_position="top_left", xticks=_integer_ticker(),
                                    yformatter=tick_formatter())
+
+
+def nnz_histograms(histograms: dict, *, title: str = "Nonzeros per row, both runs"):
+    """Several runs' nonzeros-per-row histograms on one axis, as outlined steps over a
+    light fill (each run keeps its bins: the library's whole-number bins of its own
+    graph, :attr:`explorer.GraphStats.nnz_row_hist`).
+
+    Parameters
+    ----------
+    histograms : dict of str to (counts, edges)
+        Run name (the legend) → ``numpy.histogram``'s counts and bin edges; None for a
+        run without a graph (landmark mode), which is left out.
+
+    Returns
+    -------
+    holoviews.Overlay
+        The runs in the colours :func:`spectra` gives them (A first, B second).
+    """
+    layers = []
+    for i, (name, hist) in enumerate(histograms.items()):
+        if hist is None:
+            continue
+        counts, edges = (np.asarray(v) for v in hist)
+        edges = edges.astype(np.float64)
+        if len(edges) != len(counts) + 1:
+            raise ValueError(f"{name}: a histogram has one more edge than counts; got "
+                             f"{len(counts)} counts and {len(edges)} edges")
+        color = _PALETTE[i % len(_PALETTE)]
+        layers.append(hv.Histogram((edges, counts), kdims="nnz in row", vdims="rows",
+                                   label=name).opts(fill_color=color, fill_alpha=0.25,
+                                                    line_color=color, line_width=1.5,
+                                                    tools=["hover"]))
+    if not layers:
+        raise ValueError("no run with a graph: nothing to draw")
+    return hv.Overlay(layers).opts(title=title, responsive=True, min_height=260,
+                                   show_grid=True, legend_position="top_right",
+                                   xticks=_integer_ticker(), **_axes_opts())

@@ -1157,7 +1157,8 @@ NO_PIN = ("No run pinned. Press **Pin this run (A)** (sidebar, step 3) after a r
 class CompareView(pn.viewable.Viewer):
     """The pinned run (A) beside the last run (B): the library's comparison
     (:meth:`ExplorerState.compare`), their clusters in matched colours, the points that
-    changed cluster, both spectra on one axis."""
+    changed cluster, both spectra on one axis, both nonzeros-per-row histograms on one
+    axis (each run's graph statistics, as its Sparsity tab draws them)."""
 
     state = param.ClassSelector(class_=ExplorerState)
 
@@ -1168,6 +1169,9 @@ class CompareView(pn.viewable.Viewer):
                                      css_classes=["compare-message"], **_WIDE)
         self.plot = pn.pane.HoloViews(None, **_PLOT)
         self.spectra = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=300)
+        self.histograms = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=300)
+        self.histograms_note = pn.pane.Markdown("", css_classes=["compare-hist-note"],
+                                                styles={"color": "#555"}, **_WIDE)
         self.comparison = None
         self.state.param.watch(self._render, "pinned")
         self.state.views.param.watch(self._render, "result")
@@ -1177,7 +1181,7 @@ class CompareView(pn.viewable.Viewer):
         a, shown = self.state.pinned, _presentation(self.state)
         self.comparison = None
         if a is None or shown is None or shown.run is a:
-            self.plot.object = self.spectra.object = None
+            self._clear()
             self.message.visible = False
             self.text.object = NO_PIN if a is None else (
                 f"**Run A pinned** ({a.n:,} points, k = {a.n_clusters}). Change a "
@@ -1187,7 +1191,7 @@ class CompareView(pn.viewable.Viewer):
         try:
             c = self.state.compare()
         except ValueError as exc:
-            self.plot.object = self.spectra.object = None
+            self._clear()
             self.text.object = ""
             self.message.param.update(object=str(exc), visible=True)
             return
@@ -1208,6 +1212,34 @@ class CompareView(pn.viewable.Viewer):
                                    title=f"{c.n_changed:,} points changed cluster")
         ).opts(shared_axes=True)
         self.spectra.object = plots.spectra({"A": a.eigenvalues, "B": b.eigenvalues})
+        self._histograms(a, b)
+
+    def _clear(self) -> None:
+        self.plot.object = self.spectra.object = self.histograms.object = None
+        self.histograms_note.object = ""
+
+    def _histograms(self, a, b) -> None:
+        """Both runs' nonzeros per row, from the statistics each run kept of its graph
+        (no graph is built or read again)."""
+        hists = {name: None if run.graph_stats is None else run.graph_stats.nnz_row_hist
+                 for name, run in (("A", a), ("B", b))}
+        notes = []
+        for name, run in (("A", a), ("B", b)):
+            if run.graph_stats is None:
+                notes.append(f"run {name} built no graph of the points (landmark mode): "
+                             "no histogram")
+            elif run.graph_of == "representatives":
+                notes.append(f"run {name}'s graph is that of its "
+                             f"{run.graph_stats.n:,} representatives")
+            else:
+                s = run.graph_stats
+                notes.append(f"run {name}: {s.nnz_row_mean:.1f} nonzeros per row on "
+                             f"average, max {s.nnz_row_max:,}, {s.n_isolated:,} isolated")
+        self.histograms.object = (None if all(h is None for h in hists.values())
+                                  else plots.nnz_histograms(hists))
+        self.histograms_note.object = "; ".join(notes) + "."
 
     def __panel__(self):
-        return pn.Column(self.message, self.text, self.plot, self.spectra, **_WIDE)
+        return pn.Column(self.message, self.text, self.plot,
+                         pn.Row(self.spectra, self.histograms, **_WIDE),
+                         self.histograms_note, **_WIDE)
