@@ -816,7 +816,8 @@ def nnz_histograms(histograms: dict, *, title: str = "Nonzeros per row, both run
     Returns
     -------
     holoviews.Overlay
-        The runs in the colours :func:`spectra` gives them (A first, B second).
+        The runs in the colours :func:`spectra` gives them (A first, solid; the others
+        dashed).
     """
     layers = []
     for i, (name, hist) in enumerate(histograms.items()):
@@ -828,9 +829,11 @@ def nnz_histograms(histograms: dict, *, title: str = "Nonzeros per row, both run
             raise ValueError(f"{name}: a histogram has one more edge than counts; got "
                              f"{len(counts)} counts and {len(edges)} edges")
         color = _PALETTE[i % len(_PALETTE)]
+        # The later runs' outlines dashed: equal histograms show both colours.
         layers.append(hv.Histogram((edges, counts), kdims="nnz in row", vdims="rows",
                                    label=name).opts(fill_color=color, fill_alpha=0.25,
                                                     line_color=color, line_width=1.5,
+                                                    line_dash="solid" if i == 0 else "dashed",
                                                     tools=["hover"]))
     if not layers:
         raise ValueError("no run with a graph: nothing to draw")
