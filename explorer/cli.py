@@ -11,7 +11,7 @@ Subcommands:
 - ``compare``: two runs side by side: two ``run --json`` results (``--results A B``),
   or two parameter sets on one data set (``-a KEY=VALUE``, ``-b KEY=VALUE`` over the
   flags both share); prints what differs and the ARI between the two labellings
-  (:func:`explorer.metrics.compare_runs`).
+  (:func:`explorer.metrics.compare_runs`); ``--json PATH`` writes the comparison.
 - ``datasets``: the built-in data sets.
 
 Every keyword of :class:`explorer.SpectralClustering` is a flag, generated from the
@@ -110,7 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                          action="append", default=[], metavar="KEY=VALUE",
                          help=f"a keyword of run {side.upper()} only, as its flag takes it, "
                               "e.g. sigma=0.2 (repeatable)")
-    cmp.set_defaults(json=None)
+    cmp.add_argument("--json", type=Path, metavar="PATH",
+                     help="write the comparison (and both runs' scores, plans, timings) as "
+                          "JSON")
 
     sub.add_parser("datasets", help="list the built-in data sets")
 
@@ -490,15 +492,21 @@ def _read_result(path: Path) -> dict:
     return result
 
 
-def _cmd_compare(args, out) -> None:
+def _cmd_compare(args, out) -> dict:
     """``compare``: two runs (two JSON results, or two parameter sets fitted here), then
-    the library's comparison (:func:`explorer.metrics.compare_runs`) printed."""
+    the library's comparison (:func:`explorer.metrics.compare_runs`) printed; returned
+    as the JSON result (``--json``)."""
     from explorer.metrics import compare_runs
 
     if args.results is not None:
         if args.dataset is not None or args.file is not None or args.params_a or args.params_b:
             raise ValueError("--results compares two saved results: give no data set, "
                              "--file, -a or -b with it")
+        for path in args.results:
+            if args.json is not None and _same_file(args.json, path):
+                raise ValueError(f"--json {args.json} is the result given as --results "
+                                 f"{path}; the comparison would replace it: give the JSON "
+                                 "another path")
         a, b = (_read_result(p) for p in args.results)
         def same(data):  # the data's identity, not how long it took to make
             return {k: v for k, v in data.items() if k != "params"} | {
@@ -510,7 +518,7 @@ def _cmd_compare(args, out) -> None:
                              f"(n={a['data']['n']}) and {args.results[1]} "
                              f"{b['data']['name']} (n={b['data']['n']}) with other "
                              "settings: two runs compare only on the same data")
-        runs, y = [a, b], None
+        runs, y, data_json = [a, b], None, a["data"]
         _row(out, "data", f"{a['data']['name']}: n = {a['data']['n']:,}, d = {a['data']['d']}")
     else:
         if not args.params_a and not args.params_b:
@@ -519,12 +527,13 @@ def _cmd_compare(args, out) -> None:
         sides = [_side_params(args.params_a, "-a"), _side_params(args.params_b, "-b")]
         ds, load_s = _load(args)
         _print_data(out, ds, load_s)
-        runs, y = [], ds.y
+        runs, y, data_json = [], ds.y, _data_json(ds)
         for extra in sides:
             sc = _estimator(args, ds, extra).fit(ds.X)
             runs.append({"parameters": dict(sc.get_params()), "plan": dict(sc.plan_.lines()),
                          "scores": _scores(sc, ds), "labels": np.asarray(sc.labels_),
-                         "timings": dict(sc.timings_)})
+                         "timings": dict(sc.timings_),
+                         "backend": {"name": sc.backend_, "reason": sc.backend_reason_}})
     for name, run in zip("AB", runs, strict=True):
         _row(out, f"run {name}", _scores_text(run["scores"]) + (
             f"  ({run['timings']['total']:.2f} s)" if "total" in run["timings"] else ""))
@@ -533,6 +542,18 @@ def _cmd_compare(args, out) -> None:
                               plan_a=runs[0]["plan"], plan_b=runs[1]["plan"])
     for label, text in comparison.lines():
         _row(out, label, text)
+    backends = [(run.get("backend") or {}).get("name", "cpu") for run in runs]
+    return {
+        "command": "compare",
+        "data": data_json,
+        # The environment described is a GPU's when either run used one.
+        "backend": {"name": next((b for b in backends if b != "cpu"), "cpu")},
+        "runs": {name: {key: run.get(key) for key in
+                        ("parameters", "plan", "scores", "timings", "backend")}
+                 for name, run in zip("AB", runs, strict=True)},
+        "results": None if args.results is None else [str(p) for p in args.results],
+        "comparison": comparison.to_dict(),
+    }
 
 
 def _cmd_datasets(args, out) -> None:

@@ -211,6 +211,24 @@ class RunComparison:
         """How many points changed cluster."""
         return int(np.count_nonzero(self.changed))
 
+    def to_dict(self) -> dict:
+        """JSON-ready dictionary: the scores, the differences (each as ``[A, B]``), the
+        points that changed cluster (their indices) and both labellings as lists."""
+        def pair(ab):
+            return [_plain(v) for v in ab]
+
+        return {
+            "ari": float(self.ari),
+            "ari_truth": None if self.ari_truth is None else [float(v) for v in self.ari_truth],
+            "n_clusters": [int(v) for v in self.n_clusters],
+            "n_changed": self.n_changed,
+            "changed": np.flatnonzero(self.changed).tolist(),
+            "parameters": {k: pair(v) for k, v in self.parameters.items()},
+            "plan": {k: pair(v) for k, v in self.plan.items()},
+            "labels_a": self.labels_a.tolist(),
+            "labels_b": self.labels_b.tolist(),
+        }
+
     def lines(self) -> list[tuple[str, str]]:
         """The comparison as (label, sentence) rows, for the command line and the app."""
         n = len(self.labels_a)
@@ -227,6 +245,20 @@ class RunComparison:
         for label, (a, b) in self.plan.items():
             rows.append((f"plan: {label}", f"A {a} → B {b}"))
         return rows
+
+
+def _plain(value):
+    """A parameter value as JSON holds it: NumPy scalars and arrays as numbers and
+    lists, anything else JSON cannot hold as its text."""
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)
 
 
 def _differences(a: dict | None, b: dict | None) -> dict:

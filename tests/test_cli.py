@@ -255,10 +255,27 @@ def test_compare_two_json_results(capsys, tmp_path):
         assert run(capsys, "run", "moons", "--n-samples", "300", "--n-clusters", k,
                    "--json", str(path))[0] == 0
     assert len(json.loads(a.read_text())["labels"]) == 300
-    code, out, err = run(capsys, "compare", "--results", str(a), str(b))
+    report = tmp_path / "ab.json"
+    code, out, err = run(capsys, "compare", "--results", str(a), str(b), "--json", str(report))
     assert code == 0, err
     assert "n_clusters    A 2 → B 3" in out and "clusters      A 2, B 3" in out
-    assert re.search(r"ARI A vs B    0\.\d{4}", out)
+    assert re.search(r"ARI A vs B    0\.\d{4}", out) and f"wrote {report}" in out
+    doc = json.loads(report.read_text())
+    c = doc["comparison"]
+    assert doc["command"] == "compare" and doc["data"]["n"] == 300
+    assert f"{c['ari']:.4f}" in out and c["n_clusters"] == [2, 3]
+    assert c["parameters"]["n_clusters"] == [2, 3] and len(c["labels_b"]) == 300
+    assert c["n_changed"] == len(c["changed"]) > 0
+    assert doc["runs"]["B"]["scores"]["ari"] < 1 and "environment" in doc
+    assert not list(tmp_path.glob(".*.tmp"))  # written atomically, nothing left behind
+    # The JSON never replaces an input: a result given to --results, or the data file.
+    before = a.read_text()
+    code, _, err = run(capsys, "compare", "--results", str(a), str(b), "--json", str(a))
+    assert code == 2 and f"--json {a} is the result given as --results" in err
+    assert a.read_text() == before
+    code, _, err = run(capsys, "compare", "--file", str(a), "-a", "sigma=0.1",
+                       "--json", str(a))
+    assert code == 2 and "is the data file given as --file" in err and a.read_text() == before
 
 
 def test_compare_errors_name_the_argument(capsys, tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -178,6 +180,11 @@ def test_compare_runs_names_the_changed_points_and_the_differences():
     rows = dict(c.lines())
     assert rows["changed"].startswith("2 of 7 points") and rows["sigma"] == "A 0.1 → B 0.3"
     assert rows["plan: backend"] == "A cpu → B gpu"
+    doc = json.loads(json.dumps(c.to_dict()))  # JSON-ready as it is
+    assert doc["changed"] == [2, 6] and doc["n_changed"] == 2 and doc["n_clusters"] == [2, 2]
+    assert doc["parameters"] == {"sigma": [0.1, 0.3], "mode": [None, "exact"]}
+    assert doc["labels_b"] == [0, 0, 1, 1, 1, 1, 0] and doc["ari_truth"][0] == 1.0
+    assert doc["plan"] == {"backend": ["cpu", "gpu"]}
 
 
 def test_compare_runs_refuses_other_data():

@@ -236,6 +236,13 @@ def test_representatives_run_is_drawn_with_its_representatives():
     assert not isinstance(_spectral_plot(app.clusters.plot.object), hv.Overlay)
     # the graph views draw the representatives' graph
     assert app.sparsity.text.object.startswith("n = 60,")
+    # points selected in the linked views mark their representatives' rows there
+    np.testing.assert_array_equal(r.anchor_of, of)
+    app.linked.selection.selection_expr = hv.dim("x") < np.median(s.data.result.xy[:, 0])
+    chosen = app.linked.selected()
+    assert chosen.sum() == 300
+    np.testing.assert_array_equal(app.sparsity.marked_rows, np.unique(of[chosen]))
+    assert "rows of their representatives marked" in app.sparsity.marked_note.object
 
 
 def test_landmark_run_draws_its_landmarks_and_has_no_graph_views():
@@ -258,6 +265,8 @@ def test_landmark_run_draws_its_landmarks_and_has_no_graph_views():
     assert "Fitted on the standard-scaled features" in app.clusters.mode.object
     assert _spectral_plot(app.clusters.plot.object).values()[1].label == "landmarks"
     assert app.sparsity.text.object == NO_GRAPH
+    app.linked.selection.selection_expr = hv.dim("x") < np.median(s.data.result.xy[:, 0])
+    assert app.linked.picked is not None and app.sparsity.marked_rows is None  # no rows
     assert app.export.graph.disabled and not app.export.json.disabled
     from explorer.ui import _export
 

@@ -113,6 +113,9 @@ class RunResult:
         The representatives' clusters (``representative_labels_``).
     anchor_counts : ndarray of int64 or None
         The points each representative stands for (``representative_counts_``).
+    anchor_of : ndarray of int64, shape (n,), or None
+        Each point's representative (``representative_of_``; representatives mode
+        only): the row of the graph that stands for the point.
     fit_scale : {"standard", "minmax"} or None
         The scaling the fit applied (``scaler_.method``; None without ``scale``).
     plan_lines : list of (str, str)
@@ -160,6 +163,7 @@ class RunResult:
     anchors: np.ndarray | None = None
     anchor_labels: np.ndarray | None = None
     anchor_counts: np.ndarray | None = None
+    anchor_of: np.ndarray | None = None
     fit_scale: str | None = None
     plan_lines: list = field(default_factory=list)
 
@@ -309,6 +313,7 @@ def execute(spec: RunSpec, report: Callable) -> RunResult:
         anchor_labels=None if rep_labels is None else rep_labels.astype(np.int64),
         anchor_counts=(to_numpy(est.representative_counts_).astype(np.int64) if reps
                        else None),
+        anchor_of=np.asarray(of, dtype=np.int64) if reps else None,
         fit_scale=None if getattr(est, "scaler_", None) is None else est.scaler_.method,
         plan_lines=list(est.plan_.lines()),
     )

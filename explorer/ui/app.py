@@ -77,10 +77,10 @@ class ExplorerApp(pn.viewable.Viewer):
         self.clusters = ClustersView(state=s)
         self.eigenvectors = EigenvectorView(state=s)
         self.spectrum = SpectrumView(state=s)
-        self.sparsity = SparsityView(state=s)
+        self.linked = LinkedView(state=s)
+        self.sparsity = SparsityView(state=s, linked=self.linked)
         self.timings = TimingsView(state=s)
         self.teaching = TeachingView(state=s)
-        self.linked = LinkedView(state=s)
         self.comparison = CompareView(state=s)
         self.pin_button = pn.widgets.Button(name="Pin this run (A)", button_type="default",
                                             css_classes=["pin-run"], disabled=s.result is None,
@@ -186,7 +186,8 @@ class ExplorerApp(pn.viewable.Viewer):
             "Sparsity": lambda: joined(self.sparsity.spy, self.sparsity.hist),
             "Timings": lambda: self.timings.bars.object,
             "Linked views": lambda: self.linked.plot.object,
-            "Compare A/B": lambda: joined(self.comparison.plot, self.comparison.spectra),
+            "Compare A/B": lambda: joined(self.comparison.plot, self.comparison.spectra,
+                                          self.comparison.histograms),
             "Guided tour (this step)": lambda: self.teaching.plot.object,
         }
 

@@ -296,7 +296,29 @@ def spectrum(eigenvalues, *, k_used=None, k_suggested=None, title="Eigenvalues o
 BLOCK_COLOR = "#c44e52"
 
 
-def spy(rows, cols, n: int, *, title: str = "Sparsity pattern", blocks=None):
+#: The colour of the marked rows' entries in the spy plot (the linked selection's).
+MARKED_COLOR = "#ff7f0e"
+
+_SPY_DIMS = (hv.Dimension("column", label="column j"), hv.Dimension("row", label="row i"))
+
+
+def _spy_points(rows, cols):
+    rows, cols = np.asarray(rows), np.asarray(cols)
+    if rows.shape != cols.shape:
+        raise ValueError(f"rows and cols must have the same shape; got {rows.shape} and "
+                         f"{cols.shape}")
+    return hv.Points(pd.DataFrame({"column": cols, "row": rows}), kdims=list(_SPY_DIMS))
+
+
+def marked_entries(rows=(), cols=()) -> hv.streams.Pipe:
+    """The stream of the entries :func:`spy` marks: ``send((rows, cols))`` redraws the
+    marked layer alone (the matrix under it is not re-aggregated); empty arrays mark
+    nothing."""
+    return hv.streams.Pipe(data=(np.asarray(rows, dtype=np.int64),
+                                 np.asarray(cols, dtype=np.int64)))
+
+
+def spy(rows, cols, n: int, *, title: str = "Sparsity pattern", blocks=None, marked=None):
     """Spy plot of an n×n sparse matrix from its COO coordinates, rasterized.
 
     Rasterized always: one pixel stands for a block of entries, counted, so the plot
@@ -312,15 +334,14 @@ def spy(rows, cols, n: int, *, title: str = "Sparsity pattern", blocks=None):
     blocks : sequence of (start, stop), optional
         Diagonal blocks to outline, rows and columns ``start .. stop - 1`` (a
         cluster's, when the rows are grouped by cluster).
+    marked : holoviews.streams.Pipe, optional
+        Entries to mark over the matrix in :data:`MARKED_COLOR` (the rows of the points
+        the linked views select), ``(rows, cols)`` in the same order as `rows` and
+        `cols` (:func:`marked_entries`); rasterized as the matrix is, on a layer of
+        their own that the stream redraws.
     """
-    rows, cols = np.asarray(rows), np.asarray(cols)
-    if rows.shape != cols.shape:
-        raise ValueError(f"rows and cols must have the same shape; got {rows.shape} and "
-                         f"{cols.shape}")
-    frame = pd.DataFrame({"column": cols, "row": rows})
-    column = hv.Dimension("column", label="column j")
-    row = hv.Dimension("row", label="row i")
-    points = hv.Points(frame, kdims=[column, row])
+    points = _spy_points(rows, cols)
+    column, row = _SPY_DIMS
     image = rasterize(points, aggregator=ds.count(), x_range=(0, n), y_range=(0, n),
                       vdim_prefix="")
     opts = dict(invert_yaxis=True, title=title, xlabel="column j", ylabel="row i",
@@ -329,13 +350,27 @@ def spy(rows, cols, n: int, *, title: str = "Sparsity pattern", blocks=None):
     drawn = dynspread(image, threshold=0.8, max_px=2).opts(
         cmap="kbc_r" if "kbc_r" in colorcet.palette else "Blues", cnorm="eq_hist",
         colorbar=False, tools=["hover"], **opts)
-    if not blocks:
+    layers = [drawn]
+    if marked is not None:
+        entries = hv.DynamicMap(lambda data: _spy_points(*data), streams=[marked])
+        layer = rasterize(entries, aggregator=ds.count(), x_range=(0, n), y_range=(0, n),
+                          vdim_prefix="")
+        # One colour, whatever the count: a marked entry shows as plainly as a dense
+        # block (empty pixels stay transparent).
+        layers.append(spread(layer, px=1).opts(cmap=[MARKED_COLOR], colorbar=False,
+                                               **opts))
+    if blocks:
+        # (x0, y0, x1, y1) per block; the pixel grid puts entry i in [i, i + 1).
+        boxes = hv.Rectangles([(a, a, b, b) for a, b in blocks],
+                              kdims=[column, row, "x1", "y1"])
+        layers.append(boxes.opts(fill_alpha=0, line_color=BLOCK_COLOR, line_width=1.5,
+                                 line_dash="dashed"))
+    if len(layers) == 1:
         return drawn
-    # (x0, y0, x1, y1) per block; the pixel grid puts entry i in [i, i + 1).
-    boxes = hv.Rectangles([(a, a, b, b) for a, b in blocks], kdims=[column, row, "x1", "y1"])
-    outline = boxes.opts(fill_alpha=0, line_color=BLOCK_COLOR, line_width=1.5,
-                         line_dash="dashed")
-    return (drawn * outline).opts(**opts)
+    overlay = layers[0]
+    for layer in layers[1:]:
+        overlay = overlay * layer
+    return overlay.opts(**opts)
 
 
 def nnz_histogram(counts, edges, *, hypo=None, title="Nonzeros per row"):
@@ -765,3 +800,43 @@ def spectra(eigenvalues: dict, *, title: str = "Eigenvalues of L_sym, both runs"
     return hv.Overlay(curves).opts(title=title, responsive=True, min_height=300,
                                    legend_position="top_left", xticks=_integer_ticker(),
                                    yformatter=tick_formatter())
+
+
+def nnz_histograms(histograms: dict, *, title: str = "Nonzeros per row, both runs"):
+    """Several runs' nonzeros-per-row histograms on one axis, as outlined steps over a
+    light fill (each run keeps its bins: the library's whole-number bins of its own
+    graph, :attr:`explorer.GraphStats.nnz_row_hist`).
+
+    Parameters
+    ----------
+    histograms : dict of str to (counts, edges)
+        Run name (the legend) → ``numpy.histogram``'s counts and bin edges; None for a
+        run without a graph (landmark mode), which is left out.
+
+    Returns
+    -------
+    holoviews.Overlay
+        The runs in the colours :func:`spectra` gives them (A first, solid; the others
+        dashed).
+    """
+    layers = []
+    for i, (name, hist) in enumerate(histograms.items()):
+        if hist is None:
+            continue
+        counts, edges = (np.asarray(v) for v in hist)
+        edges = edges.astype(np.float64)
+        if len(edges) != len(counts) + 1:
+            raise ValueError(f"{name}: a histogram has one more edge than counts; got "
+                             f"{len(counts)} counts and {len(edges)} edges")
+        color = _PALETTE[i % len(_PALETTE)]
+        # The later runs' outlines dashed: equal histograms show both colours.
+        layers.append(hv.Histogram((edges, counts), kdims="nnz in row", vdims="rows",
+                                   label=name).opts(fill_color=color, fill_alpha=0.25,
+                                                    line_color=color, line_width=1.5,
+                                                    line_dash="solid" if i == 0 else "dashed",
+                                                    tools=["hover"]))
+    if not layers:
+        raise ValueError("no run with a graph: nothing to draw")
+    return hv.Overlay(layers).opts(title=title, responsive=True, min_height=260,
+                                   show_grid=True, legend_position="top_right",
+                                   xticks=_integer_ticker(), **_axes_opts())
