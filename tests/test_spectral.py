@@ -455,3 +455,24 @@ def test_precomputed_affinity_on_the_gpu(kind, rng):
     labels = cupy.asnumpy(labels)
     assert adjusted_rand_score(points.labels_, labels) == 1.0
     assert (sc.affinity_matrix_.get() != S).nnz == 0
+
+
+def test_n_jobs_limits_the_threads_only_when_asked(monkeypatch):
+    """``n_jobs`` goes to threadpoolctl for the whole fit; without it (None, -1) no
+    limit is set, and the library search threadpoolctl makes on each call is skipped."""
+    import contextlib
+
+    import explorer.spectral as spectral_module
+    from explorer.data import load
+
+    asked = []
+
+    def record(limits=None, **kw):
+        asked.append(limits)
+        return contextlib.nullcontext()
+
+    monkeypatch.setattr(spectral_module, "threadpool_limits", record)
+    X = load("moons", n_samples=300, random_state=0).X
+    for n_jobs in (None, -1, 2):
+        SpectralClustering(2, n_jobs=n_jobs, random_state=0).fit(X)
+    assert asked == [2]
