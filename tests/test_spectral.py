@@ -462,8 +462,9 @@ def test_n_jobs_limits_the_threads_only_when_asked(monkeypatch):
     limit is set, and the library search threadpoolctl makes on each call is skipped."""
     import contextlib
 
-    import explorer.spectral as spectral_module
     from explorer.data import load
+
+    import explorer.spectral as spectral_module
 
     asked = []
 
