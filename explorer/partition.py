@@ -316,15 +316,14 @@ def partition_graph(
     if assign_labels == "kmeans":
         rows = keep
         if row_counts is not None:  # every copy's row: k-means weighs rows by copies
-            rows = xp.repeat(keep, xp.asarray(row_counts, dtype=xp.int64)[keep])
+            copies = xp.asarray(row_counts, dtype=xp.int64)[keep]
+            rows = xp.repeat(keep, copies)
         km = number_by_first_point(KMeans(k, n_init=n_init, tol=kmeans_tol,
                                           max_iter=kmeans_max_iter,
                                           random_state=rng).fit(used.embedding[rows]))
         kept = km.labels_
         if row_counts is not None:  # the copies of a vertex share its row and label
-            first = xp.cumsum(xp.asarray(row_counts, dtype=xp.int64)[keep]) - \
-                xp.asarray(row_counts, dtype=xp.int64)[keep]
-            kept = kept[first]
+            kept = kept[xp.cumsum(copies) - copies]
     else:  # scikit-learn's assignments of the eigenvectors (U = D^-1/2 V) themselves
         V = used.vectors[keep]
         found = discretize(V, random_state=rng) if assign_labels == "discretize" else (

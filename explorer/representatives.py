@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import memory
-from ._backend import array_module, chunk_rows, to_numpy
+from ._backend import array_module, chunk_rows, sparse_module, to_numpy
+from ._csr import entry_rows
 from ._validation import check_choice, check_int, check_random_state
 from .kmeans import KMeans, assign_nearest, row_sq_norms
 from .params import MODES
@@ -461,18 +462,14 @@ def weight_by_counts(csr, counts, *, copies=False):
     counts = xp.asarray(counts, dtype=xp.float64)
     mean = counts.mean()
     c = counts / mean
-    per_row = xp.diff(csr.indptr).astype(xp.int64)
-    rows = xp.repeat(xp.arange(csr.shape[0]), per_row)
+    rows = entry_rows(csr.indptr, xp)
     out = csr.copy()
     out.data = (csr.data * (c[rows] * c[csr.indices])).astype(csr.data.dtype)
     if not copies:
         return out
-    own = xp.where(per_row > 0, counts * (counts - 1.0) / mean**2, 0.0)
-    if xp is np:
-        import scipy.sparse as sparse
-    else:
-        import cupyx.scipy.sparse as sparse
-    out = (out + sparse.diags(own.astype(csr.data.dtype), format="csr")).tocsr()
+    own = xp.where(xp.diff(csr.indptr) > 0, counts * (counts - 1.0) / mean**2, 0.0)
+    diagonal = sparse_module(xp).diags(own.astype(csr.data.dtype), format="csr")
+    out = (out + diagonal).tocsr()
     out.sum_duplicates()  # canonical: sorted, no duplicates
     out.eliminate_zeros()
     return out

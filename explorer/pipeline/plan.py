@@ -434,42 +434,55 @@ def plan_points(X, params: dict) -> Points:
     scaler, points, scale_why = _scaled(data.X, params["scale"])
     n, d = points.shape
     given_m = params["n_representatives"]
-    exact_nnz = nnz_budget = None
-    if _exact_cost_decides(params, backend, n, d, data.unit):
-        exact_nnz, nnz_budget = _exact_graph_estimate(points, params, data.unit)
-    mode, mode_why = choose_mode(
-        params["mode"], n, d, backend=backend.name, metric=params["metric"],
-        n_representatives=None if isinstance(given_m, str) else given_m,
-        exact_nnz=exact_nnz, nnz_budget=nnz_budget)
-    timings, reps = {}, None
-    distinct = distinct_representatives(points) if params["mode"] == "auto" else None
-    k_asked = params["n_clusters"]
-    fewest = max(2, 0 if isinstance(k_asked, str) else int(k_asked)) + 1  # k to cut
-    if distinct is not None and distinct.centers.shape[0] >= fewest and choose_mode(
-            "auto", distinct.centers.shape[0], d, backend=backend.name,
-            metric=params["metric"])[0] == "exact":
-        m = int(distinct.centers.shape[0])
+    reps = _distinct_rows(points, params, backend, d)
+    if reps is not None:
+        m = int(reps.centers.shape[0])
         mode, mode_why = "representatives", (
             f"{n - m:,} of the n={n:,} rows are copies (only {m:,} distinct): the graph "
             "joins the distinct rows, each weighted by its number of copies, and every "
             "copy takes its row's label (a graph of every row would join copies, at "
             "distance 0, before any neighbour); mode='exact' for the graph of every row")
-        reps, points = distinct, distinct.centers
-        timings["representatives"] = sum(reps.timings.values())
-        timings.update({f"representatives.{k}": v for k, v in reps.timings.items()})
-    elif mode == "representatives":
-        m = check_n_representatives(given_m, n, params["n_clusters"], backend.name)
-        move = backend.is_gpu != (array_module(points) is not np)
-        check_memory(n, d, m, gpu=backend.is_gpu, move=move)
-        if move:
-            points = backend.xp.asarray(points) if backend.is_gpu else to_numpy(points)
-        reps = extract_representatives(points, m, random_state=rng)
+    else:
+        exact_nnz = nnz_budget = None
+        if _exact_cost_decides(params, backend, n, d, data.unit):
+            exact_nnz, nnz_budget = _exact_graph_estimate(points, params, data.unit)
+        mode, mode_why = choose_mode(
+            params["mode"], n, d, backend=backend.name, metric=params["metric"],
+            n_representatives=None if isinstance(given_m, str) else given_m,
+            exact_nnz=exact_nnz, nnz_budget=nnz_budget)
+        if mode == "representatives":
+            m = check_n_representatives(given_m, n, params["n_clusters"], backend.name)
+            move = backend.is_gpu != (array_module(points) is not np)
+            check_memory(n, d, m, gpu=backend.is_gpu, move=move)
+            if move:
+                points = backend.xp.asarray(points) if backend.is_gpu else to_numpy(points)
+            reps = extract_representatives(points, m, random_state=rng)
+    timings = {}
+    if reps is not None:
         timings["representatives"] = sum(reps.timings.values())
         timings.update({f"representatives.{k}": v for k, v in reps.timings.items()})
         points = reps.centers
     return Points(data=data, backend=backend, mode=mode, mode_why=mode_why, points=points,
                   scaler=scaler, scale_why=scale_why, representatives=reps, rng=rng,
                   timings=timings)
+
+
+def _distinct_rows(points, params, backend, d: int):
+    """``mode="auto"`` on duplicate-heavy data: the distinct rows as representatives
+    (:func:`explorer.representatives.distinct_representatives`) when there are more of
+    them than k and their own graph would be exact; None otherwise."""
+    if params["mode"] != "auto":
+        return None
+    distinct = distinct_representatives(points)
+    if distinct is None:
+        return None
+    m = int(distinct.centers.shape[0])
+    k_asked = params["n_clusters"]
+    fewest = max(2, 0 if isinstance(k_asked, str) else int(k_asked)) + 1  # k to cut
+    if m < fewest or choose_mode("auto", m, d, backend=backend.name,
+                                 metric=params["metric"])[0] != "exact":
+        return None
+    return distinct
 
 
 def _exact_cost_decides(params, backend, n: int, d: int, unit: float) -> bool:
