@@ -16,6 +16,7 @@ import argparse
 import re
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,50 +66,69 @@ def run_and_wait(page) -> None:
     page.get_by_role("button", name="Run", exact=True).click()
     page.get_by_text(SCORES).first.wait_for(timeout=RUN_TIMEOUT_MS)
     page.get_by_role("button", name="Run", exact=True).wait_for()
-    # The views of a run are drawn after its scores appear: wait for the status line to
-    # stop saying so, then for the canvases.
+    wait_drawn(page)
+
+
+def wait_drawn(page, settle_ms: int = 3000) -> None:
+    """The views of a run are drawn after its scores appear: wait for the status line
+    to stop saying so, then `settle_ms` for the canvases."""
     deadline = time.monotonic() + STEP_TIMEOUT_MS / 1000
     while page.get_by_text(BUSY).count():
         if time.monotonic() > deadline:
             raise RuntimeError("the page kept saying it was drawing the run")
         page.wait_for_timeout(250)
-    page.wait_for_timeout(3000)
+    page.wait_for_timeout(settle_ms)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def out_folder(doc: str, argv=None) -> Path:
+    """The ``--out`` folder of a screenshot script (default docs/), created."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs",
                         help="folder for the PNG files (default: docs/)")
-    args = parser.parse_args(argv)
+    out = parser.parse_args(argv).out
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@contextmanager
+def served_browser(out: Path):
+    """``(server, browser)``: the app served on a free port and headless Chromium; on
+    leaving, the browser closed and the server's log checked for tracebacks, then
+    removed. SystemExit(2) when Chromium is missing."""
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
         print(f"error: Chromium not found at {CHROMIUM} (set EXPLORER_CHROMIUM)", file=sys.stderr)
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    log = args.out / ".screenshots-server.log"
+        raise SystemExit(2)
+    log = out / ".screenshots-server.log"
     with Server(log) as server, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            for name, dataset, n in SHOTS:
-                page = browser.new_page(viewport=VIEWPORT)
-                page.set_default_timeout(STEP_TIMEOUT_MS)
-                page.goto(server.url)
-                page.locator(".stats-table table").wait_for()
-                set_size(page, dataset, n)
-                run_and_wait(page)
-                # The sidebar from its top (clicking Run scrolled it), no hover tooltip.
-                page.evaluate("for (const e of document.querySelectorAll('*'))"
-                              " if (e.scrollTop) e.scrollTop = 0; window.scrollTo(0, 0)")
-                page.mouse.move(0, VIEWPORT["height"] - 1)
-                page.wait_for_timeout(500)
-                page.screenshot(path=str(args.out / name))
-                print(f"{args.out / name}: {dataset}, n = {n:,}")
-                page.close()
+            yield server, browser
         finally:
             browser.close()
     server.check_log()
     log.unlink()
+
+
+def main(argv=None) -> int:
+    out = out_folder(__doc__, argv)
+    with served_browser(out) as (server, browser):
+        for name, dataset, n in SHOTS:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.set_default_timeout(STEP_TIMEOUT_MS)
+            page.goto(server.url)
+            page.locator(".stats-table table").wait_for()
+            set_size(page, dataset, n)
+            run_and_wait(page)
+            # The sidebar from its top (clicking Run scrolled it), no hover tooltip.
+            page.evaluate("for (const e of document.querySelectorAll('*'))"
+                          " if (e.scrollTop) e.scrollTop = 0; window.scrollTo(0, 0)")
+            page.mouse.move(0, VIEWPORT["height"] - 1)
+            page.wait_for_timeout(500)
+            page.screenshot(path=str(out / name))
+            print(f"{out / name}: {dataset}, n = {n:,}")
+            page.close()
     return 0
 
 

@@ -17,32 +17,26 @@ Fails, naming the step, if the page does not get there or the server logs a trac
 
 from __future__ import annotations
 
-import argparse
 import io
 import re
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tests._server import CHROMIUM, CHROMIUM_ARGS, Server  # noqa: E402
+from screenshots import (  # noqa: E402
+    STEP_TIMEOUT_MS,
+    out_folder,
+    run_and_wait,
+    served_browser,
+    wait_drawn,
+)
 
 VIEWPORT = {"width": 1500, "height": 1700}  # the Compare A/B tab's height
 LINKED_HEIGHT = 1250
-STEP_TIMEOUT_MS = 120_000
-SCORES = re.compile(r"Spectral: ARI \d")
 SELECTED = re.compile(r"[\d,]+ of [\d,]+ points selected")
 COMPARED = re.compile(r"ARI A vs B")
-BUSY = re.compile(r"^(Drawing|Loading|Running)\b")
 MAX_BYTES = 200_000
-
-
-def run(page) -> None:
-    """Press Run and wait for the scores and the Run button to come back."""
-    page.get_by_role("button", name="Run", exact=True).click()
-    page.get_by_text(SCORES).first.wait_for()
-    page.get_by_role("button", name="Run", exact=True).wait_for()
 
 
 def tab(page, name: str) -> None:
@@ -75,14 +69,8 @@ def small_png(png: bytes) -> bytes:
 
 
 def shoot(page, path: Path) -> None:
-    for _ in range(STEP_TIMEOUT_MS // 250):  # the status line: the run drawn
-        if not page.get_by_text(BUSY).count():
-            break
-        page.wait_for_timeout(250)
-    else:
-        raise RuntimeError(f"{path.name}: the page kept saying it was busy")
     page.mouse.move(0, 1)  # no hover tooltip
-    page.wait_for_timeout(4000)  # every view redrawn
+    wait_drawn(page, settle_ms=4000)  # every view redrawn
     png = small_png(page.locator("#main").screenshot())
     if len(png) > MAX_BYTES:
         raise RuntimeError(f"{path.name}: {len(png):,} bytes, over {MAX_BYTES:,}")
@@ -91,46 +79,30 @@ def shoot(page, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=REPO / "docs",
-                        help="folder for the PNG files (default: docs/)")
-    args = parser.parse_args(argv)
-    from playwright.sync_api import sync_playwright
+    out = out_folder(__doc__, argv)
+    with served_browser(out) as (server, browser):
+        page = browser.new_page(viewport={**VIEWPORT, "height": LINKED_HEIGHT})
+        page.set_default_timeout(STEP_TIMEOUT_MS)
+        page.goto(server.url)
+        page.locator(".stats-table table").wait_for()
+        run_and_wait(page)
+        tab(page, "Linked views")
+        page.wait_for_timeout(2000)
+        box_select(page)
+        page.get_by_text(SELECTED).wait_for()
+        shoot(page, out / "linked.png")
+        page.set_viewport_size(VIEWPORT)
 
-    if not Path(CHROMIUM).exists():
-        print(f"error: Chromium not found at {CHROMIUM} (set EXPLORER_CHROMIUM)", file=sys.stderr)
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    log = args.out / ".screenshots-server.log"
-    with Server(log) as server, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={**VIEWPORT, "height": LINKED_HEIGHT})
-            page.set_default_timeout(STEP_TIMEOUT_MS)
-            page.goto(server.url)
-            page.locator(".stats-table table").wait_for()
-            run(page)
-            tab(page, "Linked views")
-            page.wait_for_timeout(2000)
-            box_select(page)
-            page.get_by_text(SELECTED).wait_for()
-            shoot(page, args.out / "linked.png")
-            page.set_viewport_size(VIEWPORT)
-
-            page.locator(".pin-run button").click()
-            page.get_by_text("Run A pinned").wait_for()
-            page.get_by_role("button", name="ε-graph", exact=True).click()
-            page.locator(".threshold-slider .noUi-handle").wait_for()
-            page.wait_for_timeout(3000)  # the statistics of the ε-graph
-            page.get_by_role("button", name="Run", exact=True).click()  # B
-            page.get_by_text(COMPARED).first.wait_for()
-            page.get_by_role("button", name="Run", exact=True).wait_for()
-            shoot(page, args.out / "compare.png")
-            page.close()
-        finally:
-            browser.close()
-    server.check_log()
-    log.unlink()
+        page.locator(".pin-run button").click()
+        page.get_by_text("Run A pinned").wait_for()
+        page.get_by_role("button", name="ε-graph", exact=True).click()
+        page.locator(".threshold-slider .noUi-handle").wait_for()
+        page.wait_for_timeout(3000)  # the statistics of the ε-graph
+        page.get_by_role("button", name="Run", exact=True).click()  # B
+        page.get_by_text(COMPARED).first.wait_for()
+        page.get_by_role("button", name="Run", exact=True).wait_for()
+        shoot(page, out / "compare.png")
+        page.close()
     return 0
 
 
