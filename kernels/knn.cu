@@ -145,10 +145,12 @@ extern "C" __global__ void knn_tile_topk(const float* __restrict__ G, long long 
                                          const float* __restrict__ sq,
                                          const unsigned char* __restrict__ valid, int C,
                                          long long* __restrict__ out,
-                                         float* __restrict__ cut) {
+                                         float* __restrict__ cut,
+                                         const int* __restrict__ only) {
     long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (warp >= rows) return;  // whole warps leave together
+    if (only != nullptr && only[warp] == 0) return;  // rows knn_tile_select settled
     long long row = r0 + warp;
     const float* g = G + warp * ldg;
     const float inf = __int_as_float(0x7f800000);
@@ -213,6 +215,135 @@ extern "C" __global__ void knn_tile_topk(const float* __restrict__ G, long long 
     }
 }
 
+#ifndef SELECT_CAP
+#define SELECT_CAP 512
+#endif
+#define SELECT_GROUPS 8  // group minima per lane: 256 strided groups a row
+#define SELECT_SAMPLE 4  // the threshold pass reads one round of 32 columns in 4
+
+// Order-preserving map of a float32 onto uint32 (NaN never reaches it).
+__device__ __forceinline__ unsigned int float_order(float v) {
+    unsigned int b = __float_as_uint(v);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// The C best columns of each tile row by (float32 key, index), as knn_tile_topk lists
+// them, in three steps over one warp per row (C <= 64 <= 256 groups):
+// 1. a bound: the columns of one round in SELECT_SAMPLE (32 consecutive columns a
+//    round) fall into 256 strided groups (lane, round); tau is the C-th least of the
+//    groups' least keys. Those C minima are C distinct eligible columns with keys
+//    <= tau, so at least C columns of the row have a key <= tau;
+// 2. every eligible column with key <= tau goes to the warp's buffer in shared memory
+//    (SELECT_CAP entries; more sets only[warp] = 1 and knn_tile_topk lists the row);
+// 3. each buffered column's rank by (key, index) among the buffer places it: the C
+//    least are the row's C best, the C-th key its cut.
+// Eligible: not the row itself, valid (cosine), key finite; a non-finite key makes
+// the cut NaN (the row is not settled by its cut), as in knn_tile_topk.
+extern "C" __global__ void knn_tile_select(const float* __restrict__ G, long long ldg,
+                                           int rows, long long n, long long r0,
+                                           const float* __restrict__ sq,
+                                           const unsigned char* __restrict__ valid, int C,
+                                           long long* __restrict__ out,
+                                           float* __restrict__ cut,
+                                           int* __restrict__ only) {
+    extern __shared__ unsigned char select_smem[];
+    int wib = threadIdx.x >> 5;
+    float* bkey = (float*)select_smem + (long long)wib * SELECT_CAP * 2;
+    int* bidx = (int*)(bkey + SELECT_CAP);
+    long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (warp >= rows) return;  // whole warps leave together
+    long long row = r0 + warp;
+    const float* g = G + warp * ldg;
+    const float inf = __int_as_float(0x7f800000);
+    const unsigned int full = 0xffffffffu;
+    long long rounds = (n + 31) >> 5;
+    bool live = valid == nullptr || valid[row];
+    float sqi = (sq != nullptr && live) ? sq[row] : 0.0f;
+    // 1. the bound tau
+    float gmin[SELECT_GROUPS];
+#pragma unroll
+    for (int q = 0; q < SELECT_GROUPS; ++q) gmin[q] = inf;
+    if (live) {
+        for (long long t = 0; t < rounds; t += SELECT_SAMPLE) {
+            long long j = lane + (t << 5);
+            if (j >= n || j == row) continue;
+            if (valid != nullptr && !valid[j]) continue;
+            float key = sq != nullptr ? (sqi + sq[j]) - 2.0f * g[j] : -g[j];
+            if (!(key < inf)) continue;
+            int q = (int)((t / SELECT_SAMPLE) & (SELECT_GROUPS - 1));
+#pragma unroll
+            for (int p = 0; p < SELECT_GROUPS; ++p)
+                if (p == q) gmin[p] = fminf(gmin[p], key);
+        }
+    }
+    // The C-th least of the 32 * SELECT_GROUPS minima, bit by bit from the top.
+    unsigned int prefix = 0u;
+    int below = 0;  // minima whose order is < the prefix found so far
+    for (int bit = 31; bit >= 0; --bit) {
+        unsigned int hi_mask = bit == 31 ? 0u : (0xffffffffu << (bit + 1));
+        int count = 0;
+#pragma unroll
+        for (int p = 0; p < SELECT_GROUPS; ++p) {
+            unsigned int o = float_order(gmin[p]);
+            count += ((o & hi_mask) == prefix && ((o >> bit) & 1u) == 0u) ? 1 : 0;
+        }
+        for (int off = 16; off > 0; off >>= 1) count += __shfl_xor_sync(full, count, off);
+        if (below + count >= C) {
+            // the C-th has this bit 0
+        } else {
+            below += count;
+            prefix |= 1u << bit;
+        }
+    }
+    // prefix is the order of the C-th least minimum; +inf when fewer than C are finite.
+    float tau = __uint_as_float((prefix & 0x80000000u) ? (prefix & 0x7fffffffu) : ~prefix);
+    // 2. the buffer of every eligible column with key <= tau
+    int cnt = 0;
+    bool wild = false;
+    for (long long t = 0; t < rounds; ++t) {
+        long long j = lane + (t << 5);
+        bool take = false;
+        float key = inf;
+        if (j < n) {
+            key = sq != nullptr ? (sqi + sq[j]) - 2.0f * g[j] : -g[j];
+            wild |= live && !(key < inf);
+            take = live && key <= tau && key < inf && j != row &&
+                   (valid == nullptr || valid[j]);
+        }
+        unsigned int ballot = __ballot_sync(full, take);
+        if (take) {
+            int pos = cnt + __popc(ballot & ((1u << lane) - 1u));
+            if (pos < SELECT_CAP) {
+                bkey[pos] = key;
+                bidx[pos] = (int)j;
+            }
+        }
+        cnt += __popc(ballot);
+    }
+    wild = __any_sync(full, wild);
+    if (cnt > SELECT_CAP) {  // too many at the bound (ties): the lists kernel decides
+        if (lane == 0) only[warp] = 1;
+        return;
+    }
+    if (lane == 0) only[warp] = 0;
+    __syncwarp();
+    // 3. ranks within the buffer
+    for (int e = lane; e < cnt; e += 32) {
+        float v = bkey[e];
+        int j = bidx[e];
+        int rank = 0;
+        for (int f = 0; f < cnt; ++f) {
+            float w = bkey[f];
+            rank += (w < v || (w == v && bidx[f] < j)) ? 1 : 0;
+        }
+        if (rank < C) out[warp * C + rank] = (long long)j;
+        if (rank == C - 1) cut[warp] = wild ? __int_as_float(0x7fffffff) : v;
+    }
+    for (int r = cnt + lane; r < C; r += 32) out[warp * C + r] = -1LL;
+    if (cnt < C && lane == 0) cut[warp] = wild ? __int_as_float(0x7fffffff) : inf;
+}
+
 // The float64 reference key of the pair (i, j): the squared distance, or minus the
 // cosine (+inf for a zero vector). norms: the reference's float64 row norms (cosine).
 __device__ __forceinline__ double ref_key(const float* __restrict__ X, int d, long long i,
@@ -260,11 +391,43 @@ __device__ __forceinline__ void write_row(long long i, const double* kv, const l
 // the float32 keys of the tile and the reference's keys of row i, so every column left
 // out (float32 key >= cut) is then strictly farther than the K-th. Unsettled rows are
 // appended to `pending` (count in n_pending[0]). Out rows are global rows.
+// The least float64 squared distance a column left out of row i's candidates can
+// have (its TF32 key >= cut), over every column norm r <= M:
+//   h1(r) = cut - safety (ca a r + cb (a + r)^2)   (key_slack with M = r: rises in r)
+//   h2(r) = ((r - a) - 2^-22 (a + r))^2 (1 - 2 (d + 4) 2^-53) for r >= a: the reverse
+//           triangle inequality on the centred rows (norms a = ||zi||, r; each within
+//           2^-24 of itself and the float64 norm's rounding), less the reference's own
+//           rounding of the squared distance.
+// A column of norm r <= a has distance >= h1(r) >= h1(min(a, M)); for r in [a, M] the
+// larger of h1 (falling) and h2 (rising) is at least min(h1(hi), h2(lo)) for any
+// lo <= hi bracketing their crossing, which bisection narrows.
+__device__ double knn_settle_bound(double cut, double a, double M, double ca, double cb,
+                                   double safety, int d) {
+    const double gamma = 1.0 - 2.0 * (d + 4) * 1.1102230246251565e-16;
+    const double delta = 2.384185791015625e-07;  // 2^-22
+    auto h1 = [&](double r) { return cut - safety * (ca * a * r + cb * (a + r) * (a + r)); };
+    auto h2 = [&](double r) {
+        double g = fmax(0.0, (r - a) - delta * (a + r));
+        return g * g * gamma * (1.0 - 1e-12);
+    };
+    double low = h1(fmin(a, M));
+    if (M <= a) return low;
+    double lo = a, hi = M;
+    if (h1(hi) >= h2(hi)) return fmin(low, h1(hi));  // no crossing: the norm bound alone
+    for (int it = 0; it < 64 && hi - lo > 1e-12 * hi; ++it) {
+        double mid = 0.5 * (lo + hi);
+        if (h1(mid) > h2(mid)) lo = mid; else hi = mid;
+    }
+    return fmin(low, fmin(h1(hi), h2(lo)));
+}
+
 extern "C" __global__ void knn_refine(long long r0, int rows,
                                       const long long* __restrict__ cand,
                                       const double* __restrict__ keys, int C, int K,
                                       int cosine, const float* __restrict__ cut,
-                                      const double* __restrict__ slack, int complete,
+                                      const double* __restrict__ slack,
+                                      const double* __restrict__ zn, double M, double ca,
+                                      double cb, double safety, int d, int complete,
                                       long long* __restrict__ out_idx,
                                       double* __restrict__ out_val,
                                       long long* __restrict__ pending,
@@ -285,7 +448,11 @@ extern "C" __global__ void knn_refine(long long r0, int rows,
     double c32 = (double)cut[t];
     bool settled = complete != 0 && c32 == c32;  // NaN: some column was never listed
     if (cosine && c32 == KNN_INF) settled = true;
-    if (cnt == K && c32 < KNN_INF && kv[K - 1] < c32 - slack[i]) settled = true;
+    if (cnt == K && c32 < KNN_INF) {
+        double bound = zn != nullptr ? knn_settle_bound(c32, zn[i], M, ca, cb, safety, d)
+                                     : c32 - slack[i];
+        if (kv[K - 1] < bound) settled = true;
+    }
     if (!settled) pending[atomicAdd(n_pending, 1ULL)] = i;
 }
 

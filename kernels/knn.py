@@ -14,12 +14,22 @@ true k nearest:
 - :func:`knn_gemm` (squared distances or cosines): row blocks against all points by
   one cuBLAS product each on TF32 tensor cores (centred data, or unit rows for cosine);
   one warp per row keeps its best ``C = min(n - 1, 2k + GEMM_EXTRA)`` columns by the
-  float32 key and the key of the C-th (the cut); a thread per candidate re-evaluates it
+  float32 key and the key of the C-th (the cut): for C <= :data:`SELECT_MAX_C` by a
+  bound and a filter (``knn_tile_select``: the C-th least of 256 strided groups'
+  least keys on a quarter of the columns bounds the C-th key from above; the columns
+  at or below it, about 4C, are ranked in shared memory), else, and for the rows
+  whose filter overflows (ties at the bound), by per-lane sorted lists
+  (``knn_tile_topk``); both list the same columns. A thread per candidate re-evaluates it
   in float64 and a thread per row keeps the best k. A row is settled when its k-th
   float64 value lies below the cut by more than :func:`key_slack`, the bound on the
   difference between a tile's key and the reference's (TF32 products: ``|Δ(x·y)| <=
   (2·2⁻¹⁰ + 2⁻²⁰ + 2(d + 2)·2⁻²⁴) ||x|| ||y||``, :mod:`._tf32`): every column left out
-  is then strictly farther than the k-th. The other rows (ties or near-ties at the cut:
+  is then strictly farther than the k-th. For squared distances the bound grows with
+  the column's norm r, but so does the column's least distance, ``(r - ||zi||)²``: the
+  row is settled when its k-th value lies below the least, over every r up to the
+  largest norm, of the larger of the two lower bounds on a left-out column's distance
+  (``knn_settle_bound``), so a few rows of huge norm (standardised rare features) do
+  not leave every other row to the float64 re-decision. The other rows (ties or near-ties at the cut:
   duplicates, lattices) are decided again from float64 products against every point:
   every column within twice the float64 bound of the row's k-th value is evaluated
   exactly. So the lists equal the reference's, ties by the lower index included.
@@ -55,6 +65,12 @@ GRID_OCCUPANCY = 2.0
 
 #: Most features that make grid cells.
 GRID_CELL_DIMS = 3
+
+#: Largest C listed by ``knn_tile_select`` (the bound and filter); larger C by lists.
+SELECT_MAX_C = 64
+
+#: Columns a row's filter buffer holds (``knn.cu``'s SELECT_CAP).
+SELECT_CAP = 512
 
 #: Bytes of one float32 similarity tile of the GEMM path, at most.
 TILE_BYTES = 1 << 30
@@ -217,6 +233,13 @@ def key_slack(zn, M: float, d: int, cosine: bool, product: str):
     -------
     array of float64, like `zn`
     """
+    a, b = slack_coefficients(d, cosine, product)
+    return SLACK_SAFETY * (a * zn * M + b * (zn + M) ** 2)
+
+
+def slack_coefficients(d: int, cosine: bool, product: str) -> tuple[float, float]:
+    """``(a, b)`` of :func:`key_slack`'s bound ``SLACK_SAFETY · (a ‖zi‖ M + b (‖zi‖ +
+    M)²)``, which holds with ``M`` any bound on the column's norm ``‖zj‖``."""
     if product == "tf32":
         eps, norms_rounding = dot_error(d), (d + 5) * U32
     else:
@@ -224,11 +247,11 @@ def key_slack(zn, M: float, d: int, cosine: bool, product: str):
     data = 8 * U32 + 2 * (d + 4) * _U64
     a = eps if cosine else 2 * eps
     b = data if cosine else norms_rounding + data
-    return SLACK_SAFETY * (a * zn * M + b * (zn + M) ** 2)
+    return a, b
 
 
 def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
-             timer: StageTimer | None = None):
+             select: str = "auto", timer: StageTimer | None = None):
     """The k nearest other points of each row of `X` via TF32 tiles (see the module).
 
     Parameters
@@ -241,6 +264,10 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
     tile_bytes : int
         Bytes of one float32 tile (rows × n): the row block is ``tile_bytes // (4 n)``
         rows, at least 32; the float64 re-decision takes blocks of half as many rows.
+    select : {"auto", "bound", "lists"}
+        How each tile row's C best are found: ``"bound"`` (the bound and filter, then
+        lists for the rows it leaves), ``"lists"`` (lists only), ``"auto"`` the bound
+        when C <= :data:`SELECT_MAX_C`. The same columns either way.
     timer : StageTimer, optional
         Records ``"prepare"``, ``"gemm"``, ``"topk"``, ``"refine"`` and ``"recheck"``.
 
@@ -250,8 +277,10 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
     compared : cupy.ndarray of float64, shape (n, k): squared distances or cosines
         Equal to :func:`explorer.graph.reference.reference_knn`'s, bit for bit.
     info : dict
-        ``candidates`` per row, ``block_rows`` and ``rows_rechecked`` (rows decided
-        again from float64 products).
+        ``candidates`` per row, ``block_rows``, ``select`` (how the candidates were
+        found), ``rows_listed`` (rows whose candidates came from the lists kernel: all
+        with ``"lists"``, those the filter overflowed with ``"bound"``) and
+        ``rows_rechecked`` (rows decided again from float64 products).
     """
     import cupy
     from cupy.cuda import device
@@ -261,6 +290,12 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
     timer = timer or StageTimer()
     n, d = X.shape
     C = min(n - 1, 2 * k + GEMM_EXTRA)
+    if select not in ("auto", "bound", "lists"):
+        raise ValueError(f"select={select!r}: expected 'auto', 'bound' or 'lists'")
+    bounded = select == "bound" or (select == "auto" and C <= SELECT_MAX_C)
+    if bounded and (C > SELECT_MAX_C or n >= 2**31):
+        raise ValueError(f"select='bound' needs C <= {SELECT_MAX_C} (C = {C}) and "
+                         f"n < 2**31 (n = {n})")
     with timer("prepare"):
         if cosine:
             norms = reference_norms(X)
@@ -280,10 +315,12 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
         del squares
         M = float(zn.max())
         slack = key_slack(zn, M, d, cosine, "tf32")
+        coef = slack_coefficients(d, cosine, "tf32")
         if valid is not None:
             valid = valid.astype(cupy.uint8)
     module = _module(C)
     topk = module.get_function("knn_tile_topk")
+    bound = module.get_function("knn_tile_select") if bounded else None
     pair_keys = module.get_function("knn_pair_keys")
     refine = module.get_function("knn_refine")
     block_rows = int(max(32, min(n, tile_bytes // (4 * n))))
@@ -293,6 +330,8 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
     cand = cupy.empty((block_rows, C), dtype=cupy.int64)
     keys = cupy.empty((block_rows, C), dtype=cupy.float64)
     cut = cupy.empty(block_rows, dtype=cupy.float32)
+    only = cupy.empty(block_rows, dtype=cupy.int32) if bounded else None
+    listed = cupy.zeros(1, dtype=cupy.int64)
     pending = cupy.empty(n, dtype=cupy.int64)
     n_pending = cupy.zeros(1, dtype=cupy.uint64)
     null = np.uint64(0)  # a null pointer
@@ -306,10 +345,15 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
                 tf32_product(handle, cublas, Z, Z[r0 : r0 + rows], G[:rows])
             with timer("topk"):
                 threads = rows * 32
-                topk(((threads + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
-                     (G, np.int64(n), np.int32(rows), np.int64(n), np.int64(r0),
-                      null if sq is None else sq, valid if cosine else null, np.int32(C),
-                      cand, cut))
+                grid = ((threads + _BLOCK - 1) // _BLOCK,)
+                args = (G, np.int64(n), np.int32(rows), np.int64(n), np.int64(r0),
+                        null if sq is None else sq, valid if cosine else null, np.int32(C),
+                        cand, cut)
+                if bound is not None:
+                    bound(grid, (_BLOCK,), (*args, only),
+                          shared_mem=(_BLOCK // 32) * SELECT_CAP * 8)
+                topk(grid, (_BLOCK,), (*args, null if only is None else only))
+                listed += rows if only is None else only[:rows].sum()
             with timer("refine"):
                 pairs = rows * C
                 pair_keys(((pairs + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
@@ -319,6 +363,8 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
                 refine(((rows + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
                        (np.int64(r0), np.int32(rows), cand, keys, np.int32(C), np.int32(k),
                         np.int32(1 if cosine else 0), cut, slack,
+                        null if cosine else zn, np.float64(M), np.float64(coef[0]),
+                        np.float64(coef[1]), np.float64(SLACK_SAFETY), np.int32(d),
                         np.int32(1 if C == n - 1 else 0), idx, val, pending, n_pending))
     finally:
         cublas.setPointerMode(handle, mode)
@@ -328,7 +374,9 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
         with timer("recheck"):
             _decide_rows(X, Z, pending[:m], k, cosine, norms, zn, M, module, idx, val,
                          tile_bytes)
-    return idx, val, {"candidates": C, "block_rows": block_rows, "rows_rechecked": m}
+    return idx, val, {"candidates": C, "block_rows": block_rows,
+                      "select": "bound" if bounded else "lists",
+                      "rows_listed": int(listed.get()[0]), "rows_rechecked": m}
 
 
 def _decide_rows(X, Z, rows, k, cosine, norms, zn, M, module, idx, val, tile_bytes):

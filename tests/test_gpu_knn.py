@@ -83,6 +83,59 @@ def test_gemm_decides_tied_rows_again(poisoned, rng, cosine):
     assert np.array_equal(val.view(np.uint64), ref_val.view(np.uint64))
 
 
+@pytest.mark.parametrize("cosine", [False, True])
+@pytest.mark.parametrize("flavour", ["uniform", "blobs", "lattice", "offset", "zeros"])
+def test_bound_and_lists_list_the_same_columns(poisoned, rng, cosine, flavour):
+    # The bound-and-filter selection against the per-lane lists on the same tiles:
+    # the same candidates, so the same lists, values and rows re-decided; sizes where
+    # the sampled quarter of the columns and several tiles both matter.
+    n = int(rng.integers(3000, 9000))
+    d = int(rng.choice([7, 32, 100]))
+    X = tricky_data(rng, n, d, flavour)
+    k = int(rng.integers(1, 29))  # C = 2k + 8 <= 64
+    tile = int(rng.choice([1 << 30, 4 * n * int(rng.integers(32, 300))]))
+    a = lists(X, k, "gemm", cosine, tile_bytes=tile, select="bound")
+    b = lists(X, k, "gemm", cosine, tile_bytes=tile, select="lists")
+    assert a[2]["select"] == "bound" and b[2]["rows_listed"] == n
+    assert np.array_equal(a[0], b[0])
+    assert np.array_equal(a[1].view(np.uint64), b[1].view(np.uint64))
+    assert a[2]["rows_rechecked"] == b[2]["rows_rechecked"]
+    if flavour in ("lattice", "offset"):  # the reference once per flavour with ties
+        rule = EdgeRule.from_args("cosine" if cosine else "uniform", graph="knn")
+        ref_idx, ref_val = reference_knn(X, rule, k)
+        assert np.array_equal(a[0], ref_idx)
+        assert np.array_equal(a[1].view(np.uint64), ref_val.view(np.uint64))
+
+
+def test_bound_leaves_rows_tied_past_its_buffer_to_the_lists(poisoned, rng):
+    # Groups of 700 identical points: each row's C-th key ties 699 columns, more than
+    # the filter's buffer holds, so every row is listed by the lists kernel instead,
+    # and decided again in float64 (the cut ties the k-th): the reference's lists.
+    centres = rng.standard_normal((8, 24)).astype(np.float32)
+    X = np.ascontiguousarray(centres[rng.permutation(np.repeat(np.arange(8), 700))])
+    idx, val, info = lists(X, 10, "gemm", select="bound")
+    assert info["rows_listed"] == X.shape[0]
+    ref_idx, ref_val = reference_knn(X, EdgeRule.from_args("uniform", graph="knn"), 10)
+    assert np.array_equal(idx, ref_idx)
+    assert np.array_equal(val.view(np.uint64), ref_val.view(np.uint64))
+
+
+def test_gemm_settles_rows_beside_a_few_of_huge_norm(poisoned, rng):
+    # Standardised data with rarely used features: a few rows of huge norm set the
+    # largest norm M, and the M-bound alone left almost every row to the float64
+    # re-decision; the norm-aware bound knows those rows are far from everyone else.
+    n, d = int(rng.integers(1500, 2500)), 40
+    X = rng.random((n, d))
+    rare = rng.choice(n, n // 100, replace=False)
+    X[rare, rng.integers(0, d, rare.size)] += 1000.0
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    idx, val, info = lists(X, 10, "gemm")
+    assert info["rows_rechecked"] < 0.05 * n
+    ref_idx, ref_val = reference_knn(X, EdgeRule.from_args("uniform", graph="knn"), 10)
+    assert np.array_equal(idx, ref_idx)
+    assert np.array_equal(val.view(np.uint64), ref_val.view(np.uint64))
+
+
 def test_gemm_settles_most_rows_of_digits_on_tf32(poisoned):
     # The point of the TF32 pass: on 784-d digits almost every row is settled by its
     # cut, and the lists are still the reference's.
