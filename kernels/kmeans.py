@@ -25,8 +25,8 @@ restart (or the tiled kernel, or :func:`nearest_checked` per restart), then
 tensor cores and re-checks in float64 the rows whose two nearest centres are within
 :func:`checked_bound` of each other; with the split ("3xTF32") product
 (:func:`split_rows`, :func:`split_centres`: one TF32 GEMM over 3d columns) that bound
-is 42 times smaller at d = 128, and so is the share of rows re-checked. :func:`kmeans_plusplus_device` seeds the restarts
-together by greedy k-means++.
+is 42 times smaller at d = 128, and the share of rows re-checked falls about as much.
+:func:`kmeans_plusplus_device` seeds the restarts together by greedy k-means++.
 """
 
 from __future__ import annotations
@@ -362,6 +362,7 @@ def _split(src, lo_at: int, out=None):
     (rows x 3d, float32, contiguous; allocated when None)."""
     import cupy
 
+    src = cupy.ascontiguousarray(src, dtype=cupy.float32)
     rows, d = src.shape
     if out is None:
         out = cupy.empty((rows, 3 * d), dtype=cupy.float32)
@@ -459,8 +460,9 @@ def nearest_checked(X, x_sq, neg2c, c_sq, labels, mind, changed=None, *, split=N
     a_alt = checked_bound(d)[0]
     cmax_sq = c_sq.max()
     flagged = cupy.empty(max(n, 1), dtype=cupy.int64)
-    n_flagged = cupy.zeros(1, dtype=cupy.uint64)
-    n_alt = cupy.zeros(1, dtype=cupy.uint64) if use_split else None
+    tally = cupy.zeros(2, dtype=cupy.uint64)  # rows flagged; rows within the plain bound
+    n_flagged = tally[0:1]
+    n_alt = tally[1:2] if use_split else None
     prepared = use_split and split is not True
     if prepared and tuple(split.shape) != (n, 3 * d):
         raise ValueError(f"split operand of shape {tuple(split.shape)}; expected {(n, 3 * d)}")
@@ -494,11 +496,11 @@ def nearest_checked(X, x_sq, neg2c, c_sq, labels, mind, changed=None, *, split=N
                     np.float32(a_alt), _pointer(n_alt)))
     finally:
         cublas.setPointerMode(handle, mode)
-    m = int(n_flagged.get()[0])
+    m, within = (int(v) for v in tally.get())  # one read, one synchronisation
     if counts is not None:
         counts["rechecked"] = m
         if use_split:
-            counts["within_tf32"] = int(n_alt.get()[0])
+            counts["within_tf32"] = within
     if m:
         _recheck(X, x_sq, neg2c, flagged[:m], labels, mind, changed)
     return m
