@@ -22,7 +22,13 @@ Stages (a flat table, ``stages[name]``):
   the distance step (``X Cᵀ`` by cuBLAS in blocks of 2¹⁸ rows into one buffer), the
   TF32 one, the peer's iteration, and the parts of our step alone
   (``...assign_checked``: TF32 product, bound check and float64 re-check, with the
-  rows re-checked; ``...sums``: the float64 cluster sums).
+  rows re-checked; ``...sums``: the float64 cluster sums). The split ("3xTF32")
+  product beside them: ``...split_prepare`` (forming the n × 3d data operand, once
+  a fit), ``...gemm_split`` (its TF32 GEMM over 3d columns, blocks of 2¹⁸ rows, our
+  cuBLAS call) with ``...gemm_tf32_ours`` (the plain TF32 product by the same call),
+  ``...assign_split`` (split product, bound check and re-check, with the rows
+  re-checked and ``rows_within_tf32_bound``, the estimate of the plain product's),
+  and ``...iteration`` records the product each of four DeviceStarts steps used.
 - ``syn1m.exact`` / ``syn1m.default`` / ``syn1m.given_rule``: Syn1M
   (``explorer.data.load("syn4d", n_samples=10**6)``), ``SpectralClustering(4,
   metric="gaussian", sigma=0.01, threshold_sqdist=0.0008, mode="exact")``, the default
@@ -245,9 +251,65 @@ def kmeans_large(stages, repeats, n=6_000_000, d=128, k=1024):
                            repeats=repeats)), "rows_rechecked": flagged}
     stages["kmeans.6m_128d_k1024.sums"] = summary(time_gpu(lambda: cluster_sums(Xc, labels, k),
                                                            repeats=repeats))
+    split_parts(stages, Xc, x_sq, neg2c, c_sq, labels, mind, repeats)
+    stages["kmeans.6m_128d_k1024.iteration"]["products"] = step_products(Xc, x_sq, C)
     peer = summary(time_gpu(lambda: peer_lloyd(Xc, C[None], 3), repeats=repeats))
     stages["kmeans.6m_128d_k1024.peer_iteration"] = {
         "median": peer["median"] / 3, "three_iterations": peer}
+
+
+def split_parts(stages, Xc, x_sq, neg2c, c_sq, labels, mind, repeats, block=1 << 18):
+    """The split product's stages of ``kmeans.6m_128d_k1024`` (see the module)."""
+    import cupy
+    from cupy.cuda import device
+    from cupy_backends.cuda.libs import cublas
+    from explorer.kernels._tf32 import tf32_product
+    from explorer.kernels.kmeans import nearest_checked, split_centres, split_rows
+
+    name = "kmeans.6m_128d_k1024"
+    n, d = Xc.shape
+    k = neg2c.shape[0]
+    Xs = cupy.empty((n, 3 * d), dtype=cupy.float32)
+    stages[name + ".split_prepare"] = summary(time_gpu(lambda: split_rows(Xc, Xs),
+                                                       repeats=repeats))
+    Cs = split_centres(neg2c)
+    out = cupy.empty((block, k), dtype=cupy.float32)
+
+    def gemm(rows, centres):
+        def run():
+            handle = device.get_cublas_handle()
+            mode = cublas.getPointerMode(handle)
+            cublas.setPointerMode(handle, 0)
+            try:
+                for r in range(0, n, block):
+                    m = min(block, n - r)
+                    tf32_product(handle, cublas, centres, rows[r : r + m], out[:m])
+            finally:
+                cublas.setPointerMode(handle, mode)
+        return run
+
+    stages[name + ".gemm_split"] = summary(time_gpu(gemm(Xs, Cs), repeats=repeats))
+    stages[name + ".gemm_tf32_ours"] = summary(time_gpu(gemm(Xc, neg2c), repeats=repeats))
+    counts = {}
+    nearest_checked(Xc, x_sq, neg2c, c_sq, labels, mind, split=Xs, counts=counts)
+    stages[name + ".assign_split"] = {
+        **summary(time_gpu(lambda: nearest_checked(Xc, x_sq, neg2c, c_sq, labels, mind,
+                                                   split=Xs), repeats=repeats)),
+        "rows_rechecked": counts["rechecked"],
+        "rows_within_tf32_bound": counts["within_tf32"]}
+
+
+def step_products(Xc, x_sq, C, steps=4):
+    """The checked assignment's product at each of `steps` DeviceStarts steps."""
+    import cupy
+    from explorer.kernels.kmeans import DeviceStarts
+
+    runner = DeviceStarts(Xc, x_sq, cupy.asarray(C, dtype=cupy.float64)[None])
+    used = []
+    for _ in range(steps):
+        used.append(runner.product)
+        runner.step([0])
+    return used
 
 
 def spectral(stages, repeats):

@@ -186,7 +186,9 @@ class KMeans(ClusterMixin, BaseEstimator):
     restart stops on its own rule. For many features the cross terms come from TF32
     tensor cores and every row whose two nearest centres lie within the rounding
     bound is re-checked in float64 (``explorer.kernels.kmeans.nearest_checked``), so
-    the labels are those of the exact distances. On the CPU a step is
+    the labels are those of the exact distances; while many rows would be re-checked
+    the product is the split ("3xTF32") one, one TF32 GEMM over the data's TF32 high
+    and low parts, whose bound is tens of times smaller. On the CPU a step is
     :func:`assign_nearest` per restart, as before.
 
     **Empty clusters** are re-seeded at the points farthest from their centres.

@@ -12,8 +12,13 @@
 // and with few clusters every thread of a block hits the same k·(d+1) addresses; one
 // atomic per row and dimension made a step over millions of rows take milliseconds
 // instead of tens of microseconds. Here each warp first groups its lanes by cluster
-// (one group per distinct label among its 32 rows) and sums each group with shuffles,
-// so a block's shared accumulators see one atomic per group and dimension.
+// (one group per distinct label among its 32 rows) and sums each group, so a block's
+// shared accumulators see one atomic per group and dimension. A group is summed
+// column-wise: lane t adds column t of the group's rows (read again, from L1), one
+// pass over the warp's 32 rows per 32 columns in all, where a shuffle reduction per
+// group and column took 5 double shuffles (10 groups x 10 columns x 5 per 32 rows at
+// an embedding's k = d = 10, against 100 FMAs a row for the distances: by count of
+// instructions, most of the step; not profiled apart).
 //
 // Launch: 2-D grid, x whole warps (grid-stride over rows), y one k-means restart each,
 // dynamic shared memory k*(d+1) doubles when `sums` is non-null. Centres are read
@@ -83,18 +88,22 @@ extern "C" __global__ void kmeans_step(const float* __restrict__ X,      // n x 
             mind[row] = fmaxf(best_value + x_sq[row], 0.0f);
         }
         if (sums == nullptr) continue;
+        // Lane l of this warp holds row warp_row0 + l.
+        const long long warp_row0 = base + (threadIdx.x & ~31);
         unsigned pending = __ballot_sync(FULL_MASK, valid);
         while (pending != 0u) {
             const int cluster = __shfl_sync(FULL_MASK, best, __ffs(pending) - 1);
-            const bool mine = valid && best == cluster;
-            const unsigned group = __ballot_sync(FULL_MASK, mine);
+            const unsigned group = __ballot_sync(FULL_MASK, valid && best == cluster);
             pending &= ~group;
             double* s = part + cluster * width;
-            for (int t = 0; t < d; ++t) {
-                double v = mine ? (double)x[t] : 0.0;
-                for (int offset = 16; offset > 0; offset >>= 1)
-                    v += __shfl_down_sync(FULL_MASK, v, offset);
-                if (lane == 0) atomicAdd(s + t, v);
+            // Lane t sums column t (and t + 32, ...) over the group's rows in lane
+            // order, reading them from L1 (this warp just read them): one pass over
+            // the group per 32 columns and one atomic per column, no shuffles.
+            for (int t = lane; t < d; t += 32) {
+                double v = 0.0;
+                for (unsigned rest = group; rest != 0u; rest &= rest - 1u)
+                    v += (double)X[(warp_row0 + (__ffs(rest) - 1)) * d + t];
+                atomicAdd(s + t, v);
             }
             if (lane == 0) atomicAdd(s + d, (double)__popc(group));
         }
@@ -394,19 +403,30 @@ extern "C" __global__ void lloyd_update(const int* __restrict__ slots, int k, in
 // assignment): the nearest and second-nearest by D[r, j] + ||c_j||^2, and the row is
 // settled only when their gap exceeds twice the bound on the error of either,
 // E = a ||x_r|| max_j ||c_j|| + b max_j ||c_j||^2 (a, b from the TF32 rounding of both
-// operands, the float32 accumulation and the float32 ||c||^2). Then no other centre
-// can be nearer in exact arithmetic, and the label, its distance and the label-change
-// count are written as nearest_centre writes them. Otherwise the row is left as it
-// was and its index (row0 + r) appended to `flagged` for an exact re-check.
+// operands, the float32 accumulation and the float32 ||c||^2; a smaller `a` when D
+// comes from the split product, see split_tf32). Then no other centre can be nearer
+// in exact arithmetic, and the label, its distance and the label-change count are
+// written as nearest_centre writes them. Otherwise the row is left as it was and its
+// index (row0 + r) appended to `flagged` for an exact re-check.
+//
+// With `n_alt`, the rows whose gap is at most twice a_alt ||x_r|| max||c|| +
+// b max||c||^2 (settled or not) are counted into *n_alt (one atomic per block): with
+// D from the split product and a_alt the plain TF32 product's `a`, about the rows a
+// plain TF32 product would have re-checked (the host's choice between the two).
 extern "C" __global__ void nearest_centre_checked(
         const float* __restrict__ D, const float* __restrict__ c_sq,
         const float* __restrict__ x_sq, long long rows, int k,
         int* __restrict__ labels, float* __restrict__ mind, int* __restrict__ changed,
         const float* __restrict__ cmax_sq,  // 1: max_j ||c_j||^2
         float a, float b, long long row0,
-        long long* __restrict__ flagged, unsigned long long* __restrict__ n_flagged) {
+        long long* __restrict__ flagged, unsigned long long* __restrict__ n_flagged,
+        float a_alt, unsigned long long* __restrict__ n_alt) {  // n_alt: 1, or null
     __shared__ int block_changed;
-    if (threadIdx.x == 0) block_changed = 0;
+    __shared__ unsigned block_alt;
+    if (threadIdx.x == 0) {
+        block_changed = 0;
+        block_alt = 0u;
+    }
     __syncthreads();
     const float inf = __int_as_float(0x7f800000);
     const float cm_sq = *cmax_sq;
@@ -441,7 +461,8 @@ extern "C" __global__ void nearest_centre_checked(
             }
         }
         if (lane == 0) {
-            const float bound = a * sqrtf(x_sq[r]) * cm + b * cm_sq;
+            const float norm = sqrtf(x_sq[r]);
+            const float bound = a * norm * cm + b * cm_sq;
             // A NaN or an overflow never settles a row: the exact pass decides.
             const bool settled = index < k && (second - best > 2.0f * bound);
             if (settled) {
@@ -451,11 +472,59 @@ extern "C" __global__ void nearest_centre_checked(
             } else {
                 flagged[atomicAdd(n_flagged, 1ull)] = row0 + r;
             }
+            if (n_alt != nullptr &&
+                !(index < k && (second - best > 2.0f * (a_alt * norm * cm + b * cm_sq))))
+                atomicAdd(&block_alt, 1u);
         }
     }
     __syncthreads();
-    if (changed != nullptr && threadIdx.x == 0 && block_changed != 0)
-        atomicAdd(changed, block_changed);
+    if (threadIdx.x == 0) {
+        if (changed != nullptr && block_changed != 0) atomicAdd(changed, block_changed);
+        if (n_alt != nullptr && block_alt != 0u)
+            atomicAdd(n_alt, (unsigned long long)block_alt);
+    }
+}
+
+// The operands of the split ("3xTF32") product of the checked assignment
+// (explorer.kernels.kmeans.split_rows / split_centres): each float32 value v becomes
+// hi = v rounded to TF32 (10 stored mantissa bits, to nearest, ties to even; done here
+// on the bits, so no tensor-core conversion can change it) and lo = v - hi (exact in
+// float32: hi and v are within a factor 2 of each other, Sterbenz; |lo| <= 2^-11 |v|).
+// Row r of src (rows x d, row-major) becomes row r of dst (rows x 3d) as
+//   lo_at == 1: [hi, lo, hi]   (the data),
+//   lo_at == 2: [hi, hi, lo]   (the centres),
+// so one TF32 GEMM over the 3d columns forms x_hi.c_hi + x_lo.c_hi + x_hi.c_lo, which
+// misses only x_lo.c_lo (<= 2^-22 |x_t c_t| a term). An infinity or a NaN is copied as
+// hi with lo = 0 (the checked rule never settles such a row); a value that would round
+// past the largest float is truncated instead (lo then keeps its sign, still exact).
+// Launch: 1-D grid of whole warps, grid-stride over rows, a warp per row.
+__device__ __forceinline__ float tf32_round(float v) {
+    const unsigned bits = __float_as_uint(v);
+    if ((bits & 0x7f800000u) == 0x7f800000u) return v;  // inf, NaN
+    unsigned hi = (bits + 0x0fffu + ((bits >> 13) & 1u)) & ~0x1fffu;
+    if ((hi & 0x7f800000u) == 0x7f800000u) hi = bits & ~0x1fffu;  // past FLT_MAX
+    return __uint_as_float(hi);
+}
+
+extern "C" __global__ void split_tf32(const float* __restrict__ src,  // rows x d
+                                      long long rows, int d, int lo_at,
+                                      float* __restrict__ dst) {       // rows x 3d
+    const int lane = threadIdx.x & 31;
+    const long long warps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long r = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows;
+         r += warps) {
+        const float* x = src + r * d;
+        float* out = dst + r * 3 * (long long)d;
+        for (int t = lane; t < d; t += 32) {
+            const float v = x[t];
+            const float hi = tf32_round(v);
+            const bool finite = (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
+            const float lo = finite ? __fsub_rn(v, hi) : 0.0f;
+            out[t] = hi;
+            out[d + t] = lo_at == 1 ? lo : hi;
+            out[2 * d + t] = lo_at == 2 ? lo : hi;
+        }
+    }
 }
 
 

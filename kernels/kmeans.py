@@ -23,17 +23,19 @@ every restart's state on the device; a step is ``kmeans_step`` with a grid row p
 restart (or the tiled kernel, or :func:`nearest_checked` per restart), then
 ``lloyd_update`` for all. :func:`nearest_checked` forms the cross terms with TF32
 tensor cores and re-checks in float64 the rows whose two nearest centres are within
-:func:`checked_bound` of each other. :func:`kmeans_plusplus_device` seeds the restarts
-together by greedy k-means++.
+:func:`checked_bound` of each other; with the split ("3xTF32") product
+(:func:`split_rows`, :func:`split_centres`: one TF32 GEMM over 3d columns) that bound
+is 42 times smaller at d = 128, and the share of rows re-checked falls about as much.
+:func:`kmeans_plusplus_device` seeds the restarts together by greedy k-means++.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._launch import launch, multiprocessors
+from ._launch import free_device_bytes, launch, multiprocessors
 from ._loader import get_module
-from ._tf32 import POINTER_MODE_HOST, U32, dot_error, tf32_product
+from ._tf32 import POINTER_MODE_HOST, U32, dot_error, split_dot_error, tf32_product
 
 #: Threads per block of ``kmeans_step``.
 BLOCK = 256
@@ -327,7 +329,7 @@ CHECKED_BLOCK_VALUES = 1 << 26
 CHECKED_SAFETY = 1.25
 
 
-def checked_bound(d: int) -> tuple[float, float]:
+def checked_bound(d: int, *, split: bool = False) -> tuple[float, float]:
     """``(a, b)`` of the bound ``E = a ||x|| max||c|| + b max||c||^2`` on the error of a
     TF32-formed ``-2 x·c + ||c||^2`` against its exact value for float32 x and c.
 
@@ -337,13 +339,72 @@ def checked_bound(d: int) -> tuple[float, float]:
     ``2 (2 u_tf32 + u_tf32^2 + 2 (d + 2) u) Σ|x_t c_t|``, and Σ|x_t c_t| <= ||x|| ||c||;
     adding the float32 ``||c||^2`` (its own d-term error, ``(d + 2) u ||c||^2``) and
     rounding the sum (u of ``2 ||x|| ||c|| + ||c||^2``) add the rest.
+
+    With `split`, the cross terms come from the split product (:func:`split_rows`,
+    :func:`split_centres`): ``dot_error`` is replaced by
+    :func:`~._tf32.split_dot_error` (``-2 c`` splits as ``-2`` times c's parts, the
+    factor 2 is exact), the rest is the same. At d = 128, ``a`` is 42 times smaller
+    (1.2·10⁻⁴ against 4.9·10⁻³ with the safety factor).
     """
-    a = 2 * dot_error(d) * (1 + U32) + 2 * U32
+    err = split_dot_error(d) if split else dot_error(d)
+    a = 2 * err * (1 + U32) + 2 * U32
     b = (d + 3) * U32
     return CHECKED_SAFETY * a, CHECKED_SAFETY * b
 
 
-def nearest_checked(X, x_sq, neg2c, c_sq, labels, mind, changed=None):
+#: Threads per block of ``split_tf32`` (a warp per row) and blocks per multiprocessor.
+SPLIT_BLOCK = 256
+SPLIT_BLOCKS_PER_SM = 16
+
+
+def _split(src, lo_at: int, out=None):
+    """``split_tf32`` of the float32 rows of `src` (contiguous, rows x d) into `out`
+    (rows x 3d, float32, contiguous; allocated when None)."""
+    import cupy
+
+    src = cupy.ascontiguousarray(src, dtype=cupy.float32)
+    rows, d = src.shape
+    if out is None:
+        out = cupy.empty((rows, 3 * d), dtype=cupy.float32)
+    if rows:
+        launch("kmeans", "split_tf32", (), (_blocks(rows, SPLIT_BLOCK // 32, SPLIT_BLOCKS_PER_SM),),
+               (SPLIT_BLOCK,), (src, np.int64(rows), np.int32(d), np.int32(lo_at), out))
+    return out
+
+
+def split_rows(X, out=None):
+    """The data operand of the split product: row r of X (n x d float32, contiguous)
+    as ``[x_hi, x_lo, x_hi]`` (n x 3d float32; ``x_hi`` rounded to TF32 on its bits,
+    ``x_lo = x - x_hi`` exactly; see ``split_tf32`` in kmeans.cu). 3x X's memory:
+    :class:`DeviceStarts` forms it once per fit where it fits (:func:`split_prepared_fits`)."""
+    return _split(X, 1, out)
+
+
+def split_centres(neg2c):
+    """The centres' operand of the split product: ``[c_hi, c_hi, c_lo]`` (k x 3d) of
+    the rows of `neg2c` (k x d float32, contiguous), formed once per step."""
+    return _split(neg2c, 2)
+
+
+#: :class:`DeviceStarts` holds the split product's data operand (3 n d float32) for the
+#: whole fit when it takes at most this share of the free device memory (the checked
+#: step's block of cross terms, 256 MiB, and the float64 re-check's blocks need the
+#: rest); else it forms the operand a block of rows at a time, each step (reading X
+#: and writing 3x a block more: about 16 d bytes a row, a few per cent of a step whose
+#: cross terms cost 8 k bytes a row).
+SPLIT_PREPARED_FRACTION = 0.5
+
+
+def split_prepared_fits(n: int, d: int, free: int | None = None) -> bool:
+    """Whether the split operand of n x d rows (``12 n d`` bytes) may be held whole:
+    at most :data:`SPLIT_PREPARED_FRACTION` of `free` (default: the device's free
+    bytes, :func:`~._launch.free_device_bytes`)."""
+    free = free_device_bytes() if free is None else free
+    return 12 * n * d <= SPLIT_PREPARED_FRACTION * free
+
+
+def nearest_checked(X, x_sq, neg2c, c_sq, labels, mind, changed=None, *, split=None,
+                    counts=None):
     """Nearest centres with the cross terms from TF32 tensor cores, exact where it matters.
 
     The TF32 product ``X (-2 C)ᵀ`` (cuBLAS, blocks of :data:`CHECKED_BLOCK_VALUES`)
@@ -352,6 +413,12 @@ def nearest_checked(X, x_sq, neg2c, c_sq, labels, mind, changed=None):
     of either can then reorder them. The other rows are re-checked in float64 against
     every centre (``argmin`` of ``-2 x·c + ||c||^2``, first index on ties). So the
     labels are those of the exact distances to the float32 centres, at the TF32 rate.
+
+    With `split`, the cross terms come from the split ("3xTF32") product instead: one
+    TF32 GEMM over 3d columns, ``[x_hi, x_lo, x_hi] · [c_hi, c_hi, c_lo]`` (kmeans.cu's
+    ``split_tf32``; its bound is ``checked_bound(d, split=True)``, about 42 times
+    smaller at d = 128), so far fewer rows are re-checked, for three times the GEMM's
+    flops; the block of cross terms is written once, as by the plain product.
 
     Parameters
     ----------
@@ -367,6 +434,15 @@ def nearest_checked(X, x_sq, neg2c, c_sq, labels, mind, changed=None):
     mind : cupy.ndarray of float32 (n,)
         Written: the squared distance to the nearest centre, from the TF32 terms
         (within the bound) for settled rows, from the float64 ones for re-checked rows.
+    split : None, True or cupy.ndarray of float32 (n, 3d)
+        None: the plain TF32 product. True: the split product, its data operand formed
+        a block of rows at a time. An array: the split product with the data operand
+        :func:`split_rows` (X) formed beforehand.
+    counts : dict, optional
+        Filled with ``"rechecked"`` (the rows re-checked) and, with `split`,
+        ``"within_tf32"``: the rows whose gap the plain TF32 product's bound would not
+        have settled (judged on these more accurate terms: an estimate of the rows the
+        plain product would re-check, for :class:`DeviceStarts`'s choice).
 
     Returns
     -------
@@ -379,12 +455,25 @@ def nearest_checked(X, x_sq, neg2c, c_sq, labels, mind, changed=None):
 
     n, d = X.shape
     k = neg2c.shape[0]
-    a, b = checked_bound(d)
+    use_split = split is not None and split is not False
+    a, b = checked_bound(d, split=use_split)
+    a_alt = checked_bound(d)[0]
     cmax_sq = c_sq.max()
     flagged = cupy.empty(max(n, 1), dtype=cupy.int64)
-    n_flagged = cupy.zeros(1, dtype=cupy.uint64)
-    chunk = max(256, min(n, CHECKED_BLOCK_VALUES // k))
+    tally = cupy.zeros(2, dtype=cupy.uint64)  # rows flagged; rows within the plain bound
+    n_flagged = tally[0:1]
+    n_alt = tally[1:2] if use_split else None
+    prepared = use_split and split is not True
+    if prepared and tuple(split.shape) != (n, 3 * d):
+        raise ValueError(f"split operand of shape {tuple(split.shape)}; expected {(n, 3 * d)}")
+    width = 3 * d if use_split and not prepared else 1
+    chunk = max(256, min(n, CHECKED_BLOCK_VALUES // max(k, width)))
     block = cupy.empty((min(chunk, n), k), dtype=cupy.float32)
+    if use_split:
+        centres = split_centres(neg2c)
+        rows_op = split if prepared else cupy.empty((min(chunk, n), 3 * d), dtype=cupy.float32)
+    else:
+        centres = neg2c
     handle = device.get_cublas_handle()
     mode = cublas.getPointerMode(handle)
     cublas.setPointerMode(handle, POINTER_MODE_HOST)
@@ -392,15 +481,26 @@ def nearest_checked(X, x_sq, neg2c, c_sq, labels, mind, changed=None):
         for start in range(0, n, chunk):
             stop = min(start + chunk, n)
             D = block[: stop - start]
-            tf32_product(handle, cublas, neg2c, X[start:stop], D)
+            if not use_split:
+                operand = X[start:stop]
+            elif prepared:
+                operand = rows_op[start:stop]
+            else:
+                operand = split_rows(X[start:stop], rows_op[: stop - start])
+            tf32_product(handle, cublas, centres, operand, D)
             grid = _blocks(stop - start, PASS_BLOCK // 32, NEAREST_BLOCKS_PER_SM)
             launch("kmeans", "nearest_centre_checked", (), (grid,), (PASS_BLOCK,),
                    (D, c_sq, x_sq[start:stop], np.int64(stop - start), np.int32(k),
                     labels[start:stop], mind[start:stop], _pointer(changed), cmax_sq,
-                    np.float32(a), np.float32(b), np.int64(start), flagged, n_flagged))
+                    np.float32(a), np.float32(b), np.int64(start), flagged, n_flagged,
+                    np.float32(a_alt), _pointer(n_alt)))
     finally:
         cublas.setPointerMode(handle, mode)
-    m = int(n_flagged.get()[0])
+    m, within = (int(v) for v in tally.get())  # one read, one synchronisation
+    if counts is not None:
+        counts["rechecked"] = m
+        if use_split:
+            counts["within_tf32"] = within
     if m:
         _recheck(X, x_sq, neg2c, flagged[:m], labels, mind, changed)
     return m
@@ -533,10 +633,25 @@ UPDATE_BLOCK = 256
 #: return at once).
 RUN_CHECK_EVERY = 4
 
-#: The checked assignment hands over to float32 products once a step re-checks more
-#: than this share of the rows (data without clear nearest centres, where the float64
-#: re-check would cost more than the float32 product saves).
+#: The checked assignment hands over to float32 products once a step of the split
+#: product re-checks more than this share of the rows (data without clear nearest
+#: centres, where the float64 re-check would cost more than the float32 product saves).
 CHECKED_MAX_FRACTION = 0.05
+
+#: :class:`DeviceStarts` takes the plain TF32 product instead of the split one while a
+#: split step estimates (``nearest_checked``'s ``within_tf32``) that the plain product
+#: would re-check at most this share of the rows more than the split one did, and goes
+#: back to the split product once a plain step re-checks more than twice this share.
+#: (The split bound is 42 times smaller at d = 128 but only 7 times at d = 784: the
+#: float32 sum of 3d terms is most of it, so the rows saved are what counts.) Why: the split product
+#: costs about two TF32 GEMMs more (4 k d flops a row), the float64 re-check about
+#: 2 k d float64 flops a row re-checked plus its gathers. Measured at n = 6·10⁶, d = 128,
+#: k = 1024 (H200, gpu-e2e ``kmeans.6m_128d_k1024``): a plain TF32 product 8.1 ms, the
+#: re-check about 20 ns a row (23 ms for 1,185,212 rows); the two TF32 GEMMs more are
+#: estimated at 6 ms, about 1 ns a row: even at 5 % of the rows re-checked the split
+#: product is worth it. 2 % leaves margin for the estimate, and a re-check that
+#: differs from GPU to GPU is what kept the 2-GPU speed-up low.
+SPLIT_MIN_FRACTION = 0.02
 
 
 class DeviceStarts:
@@ -560,6 +675,14 @@ class DeviceStarts:
     re-checked in float64: the labels of exact distances), then :func:`cluster_sums`.
     With the checked assignment `mind` holds TF32 distances, so the re-seeding of
     empty clusters recomputes the distances it ranks.
+
+    The checked assignment's product (``product``): ``"split"`` first (the split
+    "3xTF32" product, its data operand formed once and held where
+    :func:`split_prepared_fits`, else formed a block at a time), ``"tf32"`` (the
+    plain TF32 product) while few rows would be re-checked by it
+    (:data:`SPLIT_MIN_FRACTION`), ``"float32"`` for good once a split step re-checks
+    more than :data:`CHECKED_MAX_FRACTION` of the rows. Every one gives the labels of
+    the exact distances but the last (float32 products, as the CPU's).
 
     Parameters
     ----------
@@ -588,9 +711,9 @@ class DeviceStarts:
         self.status = cupy.empty(3 * S, dtype=cupy.float64)
         self.fused = fused_step_pays(k, d)
         self.tiled = not self.fused and tiled_step_pays(k, d)
-        # The GEMM path starts checked (TF32) and turns to float32 products for good
-        # once a step re-checks more than CHECKED_MAX_FRACTION of the rows.
-        self.checked = not (self.fused or self.tiled)
+        # The GEMM path starts checked with the split product (see the class).
+        self.product = None if (self.fused or self.tiled) else "split"
+        self._split_rows = None  # the split product's data operand, or True: per block
         self.chunk = max(_chunk_rows(max(k, d)), CHECKED_BLOCK_VALUES // max(k, 1))
         self._slots = {}
         module = get_module("kmeans")
@@ -625,15 +748,37 @@ class DeviceStarts:
             if self.tiled:
                 _nearest_tiled(self.X, self.x_sq, self.neg2c[s], self.c_sq[s], self.labels[s],
                                self.mind[s], changed)
-            elif self.checked:
-                m = nearest_checked(self.X, self.x_sq, self.neg2c[s], self.c_sq[s],
-                                    self.labels[s], self.mind[s], changed)
-                self.checked = m <= CHECKED_MAX_FRACTION * n
+            elif self.product in ("split", "tf32"):
+                counts = {}
+                nearest_checked(self.X, self.x_sq, self.neg2c[s], self.c_sq[s],
+                                self.labels[s], self.mind[s], changed,
+                                split=self._split_operand() if self.product == "split" else None,
+                                counts=counts)
+                self._choose_product(counts, n)
             else:
                 _nearest_gemm(self.X, self.x_sq, self.neg2c[s].T, self.c_sq[s], self.labels[s],
                               self.mind[s], changed, self.chunk)
             if want_sums:
                 cluster_sums(self.X, self.labels[s], k, out=self.sums[s])
+
+    def _split_operand(self):
+        """The split product's data operand: formed once (held for the fit) where it
+        fits (:func:`split_prepared_fits`), else True (formed a block at a time)."""
+        if self._split_rows is None:
+            n, d = self.X.shape
+            self._split_rows = split_rows(self.X) if split_prepared_fits(n, d) else True
+        return self._split_rows
+
+    def _choose_product(self, counts, n):
+        """The next step's product from this step's counts (see the class)."""
+        if self.product == "split":
+            if counts["rechecked"] > CHECKED_MAX_FRACTION * n:
+                self.product = "float32"
+                self._split_rows = None
+            elif counts["within_tf32"] - counts["rechecked"] <= SPLIT_MIN_FRACTION * n:
+                self.product = "tf32"
+        elif counts["rechecked"] > 2 * SPLIT_MIN_FRACTION * n:
+            self.product = "split"
 
     def _update(self, starts, state=None, n_iter=None, consistent=None, tol_abs=0.0,
                 max_iter=0):

@@ -501,3 +501,184 @@ def test_device_run_stops_each_restart_as_the_host_loop(every, rng, poisoned):
     np.testing.assert_array_equal(cupy.asnumpy(got[1]), want[1])
     assert got[2] == pytest.approx(want[2], rel=1e-9)
     np.testing.assert_allclose(dev["inertia"], host["inertia"], rtol=1e-9)
+
+
+# ---------------------------------------------------------------- the split (3xTF32) product
+
+
+@pytest.mark.parametrize(("n", "d"), [(1, 1), (1_000, 3), (2_049, 37), (3_001, 130)])
+def test_split_operands_are_the_numpy_twin_bit_for_bit(n, d, rng, poisoned):
+    # kmeans.cu's split_tf32 against explorer.kernels._tf32.split_tf32 (whose rounding
+    # tests/test_tf32_split.py checks): every hi and lo, in the order each side needs.
+    import cupy
+    from explorer.kernels._tf32 import split_tf32
+    from explorer.kernels.kmeans import split_centres, split_rows
+
+    X = (rng.standard_normal((n, d)) * 2.0 ** rng.integers(-60, 60, size=(n, d))).astype(
+        np.float32)
+    X.flat[: min(X.size, 6)] = np.float32([0.0, -0.0, 1e-42, -3e-39, 2.0**127 * 1.99999,
+                                            -np.finfo(np.float32).max])[: min(X.size, 6)]
+    hi, lo = split_tf32(X)
+    rows = split_rows(cupy.asarray(X)).get()
+    cents = split_centres(cupy.asarray(X)).get()
+    assert rows.shape == cents.shape == (n, 3 * d)
+    bits = lambda a: np.ascontiguousarray(a).view(np.uint32)  # noqa: E731
+    np.testing.assert_array_equal(bits(rows), bits(np.concatenate([hi, lo, hi], axis=1)))
+    np.testing.assert_array_equal(bits(cents), bits(np.concatenate([hi, hi, lo], axis=1)))
+
+
+def test_split_bound_holds_for_the_device_product(rng):
+    # checked_bound(d, split=True)'s premise on the device's own TF32 GEMM over the
+    # split operands: |product - exact| within split_dot_error, for rows of every
+    # scale; and far inside the plain product's error (the split did its work).
+    import cupy
+    from cupy.cuda import device
+    from cupy_backends.cuda.libs import cublas
+    from explorer.kernels._tf32 import split_dot_error, tf32_product
+    from explorer.kernels.kmeans import split_centres, split_rows
+
+    n, d, k = 4_096, 203, 512
+    X = (rng.standard_normal((n, d)) * 10.0 ** rng.uniform(-3, 3, size=(n, 1))).astype(
+        np.float32)
+    X[:64] = np.abs(X[:64])  # rows whose products all add up
+    neg2c = (-2.0 * (rng.standard_normal((k, d)) + 1.0)).astype(np.float32)
+    Xg, Cg = cupy.asarray(X), cupy.asarray(neg2c)
+    split_out = cupy.empty((n, k), dtype=cupy.float32)
+    plain_out = cupy.empty((n, k), dtype=cupy.float32)
+    handle = device.get_cublas_handle()
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, 0)
+    try:
+        tf32_product(handle, cublas, split_centres(Cg), split_rows(Xg), split_out)
+        tf32_product(handle, cublas, Cg, Xg, plain_out)
+    finally:
+        cublas.setPointerMode(handle, mode)
+    X64, C64 = X.astype(np.float64), neg2c.astype(np.float64)
+    exact = X64 @ C64.T
+    s = np.abs(X64) @ np.abs(C64).T
+    err = np.abs(split_out.get() - exact)
+    assert np.all(err <= split_dot_error(d) * s)
+    plain = np.abs(plain_out.get() - exact)
+    assert (plain / s).max() > 2.0**-17  # the plain product did run in TF32
+    assert (err / s).max() < (plain / s).max() / 4
+
+
+def near_tie_inputs(rng, n, d, k, kind):
+    """Rows and float32 centres with near-ties: ``midpoints`` (a tenth of the rows at
+    midpoints of two centres, 1e-4 off), ``duplicates`` (every centre twice, rows on
+    and near them), ``offset`` (a common offset 300 times the spread on rows and
+    centres: large norms, small gaps)."""
+    X, C, _ = step_inputs(rng, n, d, k)
+    C32 = C.astype(np.float32)
+    if kind == "duplicates" and k > 1:
+        C32[1::2] = C32[0::2][: k // 2]
+        some = rng.choice(n, size=n // 5, replace=False)
+        X[some] = C32[rng.integers(k, size=some.size)] + np.float32(1e-3) * rng.standard_normal(
+            (some.size, d)).astype(np.float32)
+    if kind in ("midpoints", "offset") and k > 1:
+        some = rng.choice(n, size=n // 10, replace=False)
+        i, j = rng.integers(k, size=(2, some.size))
+        X[some] = 0.5 * (C32[i] + C32[j]) + 1e-4 * rng.standard_normal((some.size, d))
+    if kind == "offset":
+        shift = (300.0 * rng.standard_normal(d)).astype(np.float32)
+        X, C32 = X + shift, C32 + shift
+    return X.astype(np.float32), C32.astype(np.float32)
+
+
+def check_exact_labels(X, C32, got, mind):
+    """`got` is the argmin of the exact (float64) -2 x·c + ||c||^2 wherever that is not
+    a float64 tie, and never worse than it; `mind` within the plain bound."""
+    from explorer.kernels.kmeans import checked_bound
+
+    n, d = X.shape
+    k = C32.shape[0]
+    X64, C64 = X.astype(np.float64), C32.astype(np.float64)
+    V = -2.0 * X64 @ C64.T + (C64 * C64).sum(1)[None, :]
+    rows = np.arange(n)
+    want = V.argmin(axis=1)  # the first of equal minima
+    scale = (X64 * X64).sum(1) + (C64 * C64).sum(1).max()
+    if k > 1:
+        second = np.partition(V, 1, axis=1)[:, 1]  # = the best at a tie
+        clear = second - V[rows, want] > 1e-12 * scale
+        np.testing.assert_array_equal(got[clear], want[clear])
+        assert np.all(V[rows, got] - V[rows, want] <= 1e-12 * scale)
+    else:
+        np.testing.assert_array_equal(got, 0)
+    a, b = checked_bound(d)
+    cm_sq = (C64 * C64).sum(1).max()
+    x_sq = (X64 * X64).sum(1)
+    err = a * np.sqrt(x_sq) * np.sqrt(cm_sq) + b * cm_sq + 1e-6 * scale
+    exact = np.maximum(V[rows, got] + x_sq, 0.0)
+    assert np.all(np.abs(mind - exact) <= err)
+
+
+@pytest.mark.parametrize(("n", "d", "k"), [(1, 1, 1), (4_099, 33, 1), (5_000, 37, 70),
+                                           (20_011, 128, 1024), (3_000, 301, 5),
+                                           (9_000, 64, 257)])
+@pytest.mark.parametrize("kind", ["midpoints", "duplicates", "offset"])
+@pytest.mark.parametrize("operand", ["prepared", "blocks"])
+def test_split_checked_assignment_gives_the_exact_labels(n, d, k, kind, operand, rng,
+                                                         poisoned):
+    # The split product's cross terms, rows within its (smaller) bound of a tie
+    # re-checked in float64: the labels of the exact distances, as the plain TF32
+    # path's, with fewer rows re-checked; the data operand formed beforehand or a
+    # block of rows at a time.
+    import cupy
+    from explorer.kernels.kmeans import nearest_checked, split_rows
+
+    X, C32 = near_tie_inputs(rng, n, d, k, kind)
+    x_sq = np.einsum("ij,ij->i", X, X)
+    c_sq = (C32 * C32).sum(1)
+    Xg = cupy.asarray(X)
+    args = (Xg, cupy.asarray(x_sq), cupy.asarray(-2.0 * C32), cupy.asarray(c_sq))
+    results = {}
+    for name, split in (("plain", None),
+                        ("split", split_rows(Xg) if operand == "prepared" else True)):
+        labels = cupy.full(n, -1, dtype=cupy.int32)
+        mind = cupy.empty(n, dtype=cupy.float32)
+        changed = cupy.zeros(1, dtype=cupy.int32)
+        counts = {}
+        m = nearest_checked(*args, labels, mind, changed, split=split, counts=counts)
+        assert counts["rechecked"] == m
+        check_exact_labels(X, C32, labels.get(), mind.get())
+        assert int(changed.get()[0]) == n  # every label was -1
+        results[name] = (m, counts)
+    m_plain, m_split = results["plain"][0], results["split"][0]
+    within = results["split"][1]["within_tf32"]
+    assert m_split <= within <= n  # a wider bound flags a superset
+    if kind == "midpoints" and k > 1:
+        assert 0 < m_split < n
+        assert m_split < m_plain  # the point of the split product
+        assert 0.5 * m_plain <= within <= 2 * m_plain + 10  # the estimate of the plain one
+
+
+@pytest.mark.parametrize("product", ["split-prepared", "split-blocks", "tf32"])
+def test_device_starts_products_match_the_host(product, rng, poisoned, monkeypatch):
+    # DeviceStarts's checked step held to each product: labels, counts and centres as
+    # the CPU's step for several steps (blobs without near-ties: the CPU's float32
+    # products would not give the exact labels at a tie; restart 1 has a far centre,
+    # whose norm leaves no row settled).
+    import cupy
+    from explorer.kernels import kmeans as kk
+
+    from explorer.kmeans import _HostStarts
+
+    X, x_sq, centers = blob_starts(rng, 6_007, 40, 70, 2)
+    if product == "split-blocks":
+        monkeypatch.setattr(kk, "split_prepared_fits", lambda n, d, free=None: False)
+    monkeypatch.setattr(kk.DeviceStarts, "_choose_product", lambda self, counts, n: None)
+    host = _HostStarts(X, x_sq, centers)
+    dev = kk.DeviceStarts(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(centers))
+    assert dev.product == "split"
+    dev.product = "tf32" if product == "tf32" else "split"
+    for _ in range(3):
+        want = host.step([0, 1])
+        got = dev.step([0, 1])
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+        for s in (0, 1):
+            np.testing.assert_array_equal(dev.labels[s].get(), host.labels[s])
+            np.testing.assert_allclose(dev.centers[s].get(), host.centers[s], rtol=1e-12,
+                                       atol=1e-9)
+    if product.startswith("split"):
+        assert (dev._split_rows is True) == (product == "split-blocks")
