@@ -298,8 +298,12 @@ def run_fit(plan):
     3. the embedding: with exactly k components left (solver ``"auto"`` or
        ``"components"``) their indicator vectors, row block by row block on the
        workers (:func:`~explorer.distributed._embedding.components_embedding`);
-       otherwise :func:`distributed_embedding` (``"dense"``, ``"lobpcg"`` or
-       ``"lanczos"``, the solver on the client against the row-block operator);
+       otherwise :func:`distributed_embedding`: ``"chebyshev"`` (and ``"auto"`` beyond
+       the dense size) on the workers where they have a collective
+       (:mod:`~explorer.distributed._exact`: one worker, or one GPU per worker with
+       NCCL, the rows then in the points' Morton order, a second build of the graph's
+       rows on each GPU), else ``"dense"``, ``"lobpcg"`` or ``"lanczos"``, the solver
+       on the client against the row-block operator;
     4. k-means of the embedding's rows, distributed with the row blocks
        (:func:`~explorer.distributed.kmeans_fit`).
 
@@ -317,8 +321,9 @@ def run_fit(plan):
     (:mod:`~explorer.distributed._labels`). The components embedding's arrays are
     read while the client is open; `graph` is the
     :class:`~explorer.distributed.RowBlockGraph` (its ``to_csr()`` gathers it).
-    Not distributed (yet): the ``"chebyshev"`` solver, and the iterative solvers'
-    dense algebra, which runs on the client with a round trip per product.
+    The resident Chebyshev solve returns its vectors to the client, where k-means
+    takes them as with the other solvers. Client-driven (a round trip per product):
+    LOBPCG and Lanczos, and Chebyshev on several CPU workers (no collective there).
     """
     import dask.array as da
 
