@@ -25,7 +25,14 @@ one GPU in the same run (variants ``single-gpu``, ``dask-1``, ``dask-2``, ``dask
   the whole fit timed once, the ARI against the blobs computed on the workers
   (contingency tables per block).
 - **SpectralClustering** on ``syn4d`` (only with ``--fit-n`` / ``--lobpcg-n``): the
-  whole exact fit on the Dask array against the one-process fit.
+  whole exact fit on the Dask array against the one-process fit on one GPU, same data
+  and parameters. With ``--fit-n`` (``eigen_solver="auto"``) the eigensolver is the
+  worker-resident Chebyshev iteration (:mod:`explorer.distributed._exact`: rows in the
+  points' Morton order per GPU, halo rows by NCCL send/recv, Gram matrices
+  all-reduced); each variant records its stages (graph, embedding, k-means), the
+  solver's set-up, solve, halo-exchange and all-reduce seconds (slowest rank), the
+  halo rows and bytes per product, the communication share and the solver's reason
+  (``seconds_by_stage``, ``solver_why``).
 
 Timings are wall clock (the distributed path spans processes, so CUDA events cannot
 time it), after a warm-up, medians of ``--repeats``.
@@ -39,6 +46,8 @@ travel with the tree)::
     python benchmarks/multigpu.py                          # -> results/dask/multigpu.json
     python benchmarks/multigpu.py --quick                  # small shapes, a smoke run
     python benchmarks/multigpu.py --reps-n 600000000       # a smaller representatives fit
+    python benchmarks/multigpu.py --workers 1 2 4 --fit-n 10000000 --skip-kmeans \
+        --reps-n 0 --name multigpu_exact                   # the exact fit only
 
 Sections run k = 1024 first, then the representatives fit, then the other k; a section
 that fails is recorded with its error and the run goes on; none starts after
@@ -359,6 +368,7 @@ def fit_scaling(n, solver, workers_list, repeats):
     t, sc = timed(single, repeats)
     ref = host(sc.labels_)
     out["variants"]["single-gpu"] = {**t, "stages": sc.timings_, "solver": sc.eigen_solver_,
+                                     "solver_why": sc.eigen_solver_why_,
                                      "iterations": sc.eigen_iterations_,
                                      "ari": adjusted_rand_score(ds.y, ref)}
     X = None  # noqa: F841
@@ -379,6 +389,7 @@ def fit_scaling(n, solver, workers_list, repeats):
             labels = host(scd.labels_)
             out["variants"][f"dask-{w}"] = {
                 **t, "stages": scd.timings_, "solver": scd.eigen_solver_,
+                "solver_why": scd.eigen_solver_why_, **exact_summary(scd.timings_),
                 "iterations": scd.eigen_iterations_,
                 "ari": adjusted_rand_score(ds.y, labels),
                 "same_labels_as_single": bool((labels == ref).all()),
@@ -392,6 +403,17 @@ def fit_scaling(n, solver, workers_list, repeats):
             client.close()
             cluster.close()
     return out
+
+
+def exact_summary(timings):
+    """The figures of the exact fit's stages (explorer.distributed._exact): graph build,
+    embedding (the resident eigensolver's set-up, solve, halo exchange and all-reduce
+    seconds, the slowest rank's), k-means, halo bytes per product, communication share."""
+    keys = ("graph", "embedding", "kmeans", "resident.setup", "resident.solve",
+            "resident.exchange", "resident.allreduce", "resident.gather",
+            "resident.halo_rows", "resident.halo_bytes_per_product",
+            "resident.communication_share", "resident.exchanges", "resident.ranks")
+    return {"seconds_by_stage": {k: timings[k] for k in keys if k in timings}}
 
 
 def plot(payload, path):

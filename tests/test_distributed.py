@@ -423,11 +423,28 @@ def test_distributed_fit_refuses_what_it_cannot_do(client, rng):
 
     Xd = da.from_array(_moons(rng, 300), chunks=(100, -1))
     with pytest.raises(ValueError, match="eigen_solver"):
-        SpectralClustering(2, threshold_sqdist=0.02, eigen_solver="chebyshev").fit(Xd)
+        SpectralClustering(2, threshold_sqdist=0.02, eigen_solver="amg").fit(Xd)
     with pytest.raises(ValueError, match="method"):
         SpectralClustering(2, threshold_sqdist=0.02, method="csr2").fit(Xd)
     with pytest.raises(ValueError, match="no edge"):
         SpectralClustering(2, threshold_sqdist=1e-12, sigma=0.1).fit(Xd)
+
+
+def test_chebyshev_on_cpu_workers_is_lobpcg_from_the_client(client, rng):
+    """Several CPU workers have no collective for the resident Chebyshev solve
+    (explorer.distributed._exact): eigen_solver='chebyshev' runs LOBPCG from the client,
+    and the reason says so."""
+    from explorer import SpectralClustering
+
+    Xd = da.from_array(_moons(rng, 1200), chunks=(300, -1))
+    sc = SpectralClustering(2, threshold_sqdist=0.02, eigen_solver="chebyshev", n_init=2,
+                            random_state=0).fit(Xd)
+    if "on the one worker" in sc.eigen_solver_why_:  # the scheduler put every block on one
+        assert sc.eigen_solver_ == "chebyshev"
+    else:
+        assert sc.eigen_solver_ == "lobpcg"
+        assert "client-driven LOBPCG: 2 CPU workers" in sc.eigen_solver_why_, \
+            sc.eigen_solver_why_
 
 
 def test_spectral_clustering_with_worker_processes(rng):

@@ -11,7 +11,12 @@ the workers:
 - :func:`build_row_blocks`: the ε-graph's CSR built as row blocks on the workers,
   each block against all points (:mod:`._graph`);
 - :class:`RowBlockOperator`: the matrix A = D^-1/2 S D^-1/2 kept as row blocks, with
-  the distributed product the eigensolvers call (:mod:`._operator`);
+  the distributed product the client-driven eigensolvers call (:mod:`._operator`);
+- the exact mode's Chebyshev eigensolver resident on the workers (:mod:`._exact`):
+  one task per worker runs the one-process iteration on its rows of A (in the points'
+  Morton order with several GPUs), exchanging only halo rows per product (NCCL
+  send/recv) and all-reducing the Gram matrices; on one worker with no collective
+  at all; several CPU workers keep LOBPCG driven from the client;
 - connected components labelled per row block, merged through the links between
   blocks (:mod:`._components`), the components embedding per row block
   (:mod:`._embedding`) and products whose vectors stay on the workers, each block

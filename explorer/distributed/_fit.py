@@ -10,7 +10,7 @@ from sklearn.utils import check_random_state
 
 from .._backend import column_norms
 from .._validation import check_choice, check_int
-from ..embedding import EIGENGAP_TOL, Embedding, auto_k_max, eigengap_k, solvers
+from ..embedding import EIGENGAP_TOL, Embedding, auto_k_max, chebyshev, eigengap_k, solvers
 from ..embedding.components import indicator_vectors
 from ..embedding.embed import finish_eigenvectors
 from ..graph.rule import EdgeRule
@@ -19,6 +19,7 @@ from ..pipeline import FitResult
 from ._blocks import RowBlocks, get_client, n_workers
 from ._components import block_components, largest_components
 from ._embedding import components_embedding
+from ._exact import exact_plan, resident_solve
 from ._graph import METHODS, build_row_blocks, gather_points
 from ._kmeans import kmeans_fit, label_meta
 from ._labels import finish_labels
@@ -28,34 +29,43 @@ from ._representatives import plan_representatives, run_representatives
 __all__ = ["DISTRIBUTED_SOLVERS", "distributed_embedding", "engine_kmeans", "plan_fit", "run_fit"]
 
 #: Eigensolvers that run on the row-block operator (``"dense"`` gathers A: small
-#: graphs only, as in the single-process path; ``"components"`` needs no product).
-DISTRIBUTED_SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "components")
+#: graphs only, as in the single-process path; ``"components"`` needs no product;
+#: ``"chebyshev"`` runs on the workers, :mod:`._exact`, where they have a collective).
+DISTRIBUTED_SOLVERS = ("auto", "dense", "lanczos", "lobpcg", "chebyshev", "components")
 
 
-def resolve_distributed_solver(solver: str, m: int, k: int) -> str:
+def resolve_distributed_solver(solver: str, m: int, k: int, resident: bool = False) -> str:
     """The solver that runs on a distributed graph of `m` non-isolated vertices.
 
     ``"auto"`` is dense up to :data:`~explorer.embedding.solvers.DENSE_MAX_N` vertices
-    (A gathered to the client) and LOBPCG beyond: the single-process ``"auto"`` takes
-    Chebyshev there, whose fused GPU product needs the matrix in one piece.
+    (A gathered to the client) and Chebyshev beyond, as the single-process ``"auto"``
+    on the GPU, when it can run on the workers (`resident`: one worker, or one GPU per
+    worker with NCCL, :func:`~._exact.exact_plan`); otherwise LOBPCG, driven from the
+    client. ``"chebyshev"`` asked for where it cannot run on the workers is LOBPCG too.
     """
     check_choice(solver, "eigen_solver", DISTRIBUTED_SOLVERS)
     used = solvers.resolve_solver(solver, m, k)
-    return "lobpcg" if used == "chebyshev" else used
+    return "lobpcg" if used == "chebyshev" and not resident else used
 
 
-def _solver_why(solver: str, used: str, k: int) -> str:
+def _solver_why(solver: str, used: str, k: int, resident_why: str | None = None) -> str:
     """Why `used` ran in the distributed fit when `solver` was asked for."""
     if used == "components":
         return solvers.components_reason(solver, k)
+    where = "" if resident_why is None or used not in ("chebyshev", "lobpcg") \
+        else f"; {resident_why}"
+    if solver == used:
+        return f"eigen_solver={solver!r} asked for{where}"
     if solver != "auto":
-        return f"eigen_solver={solver!r} asked for"
+        return f"eigen_solver={solver!r} asked for, {used} ran{where}"
     return (f"auto, distributed: dense up to {solvers.DENSE_MAX_N} vertices (A gathered to "
-            "the client), LOBPCG beyond (resolve_distributed_solver)")
+            "the client), beyond Chebyshev on the workers where they have a collective, "
+            f"else LOBPCG from the client (resolve_distributed_solver){where}")
 
 
 def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_iter=None,
-                          random_state=None, exclude=None, components=None):
+                          random_state=None, exclude=None, components=None, resident=None,
+                          order=None, points=None):
     """The spectral embedding of a :class:`~explorer.distributed.RowBlockGraph`.
 
     The steps of :func:`explorer.spectral_embedding` with the matrix on the workers:
@@ -69,6 +79,13 @@ def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_i
     components beyond the k largest); `components` (int, n) are the component labels
     (:func:`~explorer.distributed._components.component_labels`), which
     ``solver="components"`` needs.
+
+    `resident` is :func:`~explorer.distributed._exact.exact_plan`'s ``(workers, kind,
+    why)``: with a `kind`, ``"chebyshev"`` (and ``"auto"`` beyond the dense size) runs
+    on the workers, every product there
+    (:func:`~explorer.distributed._exact.resident_solve`, its rows in `order`: None,
+    the blocks as built, or ``"spatial"``, the Morton order of the future of all
+    `points`); its statistics are in the embedding's timings as ``resident.*``.
 
     Returns
     -------
@@ -94,36 +111,53 @@ def distributed_embedding(graph, n_components, *, solver="auto", tol=None, max_i
     new_id = np.full(n, -1, dtype=np.int64)
     new_id[keep] = np.arange(m)
     dinv = 1.0 / np.sqrt(degree[keep])
-    op = RowBlockOperator(normalised_blocks(graph, new_id, dinv), graph.nnz)
+    workers, kind = (None, None) if resident is None else resident[:2]
+    used = resolve_distributed_solver(solver, m, k, resident=kind is not None)
+    spatial = used == "chebyshev" and order == "spatial"
+    op = None if spatial else RowBlockOperator(normalised_blocks(graph, new_id, dinv),
+                                               graph.nnz)
     t1 = time.perf_counter()
-    used = resolve_distributed_solver(solver, m, k)
     A = op.to_csr() if used == "dense" else op
+    measured, extra = None, {}
     if used == "components":
         mu, V = indicator_vectors(components[keep], k, degree[keep], np)
         iterations = tol_used = None
+    elif used == "chebyshev":
+        start = _component_start(components, keep, k, degree)
+        mu, V, iterations, measured, stats = resident_solve(
+            graph, keep, dinv, k, workers=workers, kind=kind, tol=tol, max_iter=max_iter,
+            rng=rng, start=start, order=order, points=points,
+            ablocks=None if op is None else op.blocks)
+        tol_used = chebyshev.DEFAULT_TOL if tol is None else tol
+        extra = {f"resident.{key}": (float(sum(v)) if isinstance(v, list) else v)
+                 for key, v in stats.items() if key != "order"}
     else:
-        start = None
-        if components is not None and used != "dense":
-            # As explorer.spectral_embedding's `components`: with exactly k components
-            # left, the iterative solver starts from their exact indicators.
-            found = np.unique(components[keep]).shape[0]
-            if found == k:
-                start = indicator_vectors(components[keep], k, degree[keep], np)[1]
-                start = start / column_norms(start, np)
+        start = None if used == "dense" else _component_start(components, keep, k,
+                                                                 degree)
         pairs = solvers.solve(used, A, k, degree=degree[keep], tol=tol, max_iter=max_iter,
                               rng=rng, xp=np, start=start)
         mu, V, iterations, tol_used = pairs.values, pairs.vectors, pairs.iterations, pairs.tol
     t2 = time.perf_counter()
     embedding, vectors, residuals = finish_eigenvectors(A, mu, V, dinv, keep, n, np, used,
-                                                        iterations, tol_used, stacklevel=3)
+                                                        iterations, tol_used, stacklevel=3,
+                                                        residuals=measured)
     t3 = time.perf_counter()
     emb = Embedding(
         embedding=embedding, vectors=vectors, eigenvalues=1.0 - np.asarray(mu),
         isolated=isolated, solver=used, iterations=iterations, residual_norms=residuals,
         tol=tol_used, timings={"laplacian": t1 - t0, "solve": t2 - t1, "vectors": t3 - t2,
-                               "total": t3 - t0},
+                               **extra, "total": t3 - t0},
     )
     return emb, op
+
+
+def _component_start(components, keep, k, degree):
+    """As :func:`explorer.spectral_embedding`'s `components`: with exactly k components
+    left, the iterative solver starts from their exact (unit) indicators; else None."""
+    if components is None or np.unique(components[keep]).shape[0] != k:
+        return None
+    start = indicator_vectors(components[keep], k, degree[keep], np)[1]
+    return start / column_norms(start, np)
 
 
 def _kmeans(E, k, params, rng, client, on_gpu):
@@ -264,8 +298,12 @@ def run_fit(plan):
     3. the embedding: with exactly k components left (solver ``"auto"`` or
        ``"components"``) their indicator vectors, row block by row block on the
        workers (:func:`~explorer.distributed._embedding.components_embedding`);
-       otherwise :func:`distributed_embedding` (``"dense"``, ``"lobpcg"`` or
-       ``"lanczos"``, the solver on the client against the row-block operator);
+       otherwise :func:`distributed_embedding`: ``"chebyshev"`` (and ``"auto"`` beyond
+       the dense size) on the workers where they have a collective
+       (:mod:`~explorer.distributed._exact`: one worker, or one GPU per worker with
+       NCCL, the rows then in the points' Morton order, a second build of the graph's
+       rows on each GPU), else ``"dense"``, ``"lobpcg"`` or ``"lanczos"``, the solver
+       on the client against the row-block operator;
     4. k-means of the embedding's rows, distributed with the row blocks
        (:func:`~explorer.distributed.kmeans_fit`).
 
@@ -283,8 +321,9 @@ def run_fit(plan):
     (:mod:`~explorer.distributed._labels`). The components embedding's arrays are
     read while the client is open; `graph` is the
     :class:`~explorer.distributed.RowBlockGraph` (its ``to_csr()`` gathers it).
-    Not distributed (yet): the ``"chebyshev"`` solver, and the iterative solvers'
-    dense algebra, which runs on the client with a round trip per product.
+    The resident Chebyshev solve returns its vectors to the client, where k-means
+    takes them as with the other solvers. Client-driven (a round trip per product):
+    LOBPCG and Lanczos, and Chebyshev on several CPU workers (no collective there).
     """
     import dask.array as da
 
@@ -314,7 +353,7 @@ def run_fit(plan):
             "eigenpairs, no spectrum for the eigengap to read); with n_clusters='auto' use "
             "another solver"
         )
-    comps = kept_labels = None
+    comps = kept_labels = resident_why = None
     stages = {}
     if not auto:
         k = params["n_clusters"]
@@ -365,9 +404,19 @@ def run_fit(plan):
             dropped = in_graph & ~np.isin(components, kept_labels)
         n_eig = auto_k_max(n_kept) if auto else k
         tol = EIGENGAP_TOL if auto and params["eigen_tol"] is None else params["eigen_tol"]
+        resident = None
+        if solver in ("auto", "chebyshev"):
+            # Chebyshev on the workers where they have a collective; with several,
+            # each builds its rows of the graph in the points' Morton order.
+            resident = exact_plan(graph.blocks)
+            resident_why = resident[2]
+        order = "spatial" if resident is not None and resident[1] == "nccl" else None
         emb, _ = distributed_embedding(graph, n_eig, solver=solver, tol=tol,
                                        max_iter=params["eigen_max_iter"], random_state=rng,
-                                       exclude=dropped, components=components)
+                                       exclude=dropped, components=components,
+                                       resident=resident, order=order, points=points)
+        stages.update({key: v for key, v in emb.timings.items()
+                       if key.startswith("resident.")})
         k = eigengap_k(emb.eigenvalues) if auto else k
         used = emb.truncate(k)
         t3 = time.perf_counter()
@@ -396,7 +445,8 @@ def run_fit(plan):
         labels=labels, n_clusters=int(k), eigenvalues=eigenvalues, embedding=embedding,
         eigenvectors=vectors, isolated=~in_graph,
         eigen_solver=used_solver,
-        eigen_solver_why=_solver_why(params["eigen_solver"], used_solver, k),
+        eigen_solver_why=_solver_why(params["eigen_solver"], used_solver, k,
+                                     resident_why),
         eigen_iterations=iterations, eigen_residuals=residuals, backend="dask",
         backend_why=plan.engine_why, graph=graph, affinity_matrix=graph,
         timings={"graph": t2 - t1, "embedding": t3 - t2, "kmeans": t4 - t3, **stages},

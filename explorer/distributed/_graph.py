@@ -274,7 +274,14 @@ def cupy_chunks(X) -> bool:
 def build_block(block, points, r0, rule, method, check_memory):
     """Rows ``r0 : r0 + len(block)`` of S as canonical CSR (rows × n), on the block's
     device."""
-    rows = int(block.shape[0])
+    return build_range(points, r0, r0 + int(block.shape[0]), rule, method, check_memory)
+
+
+def build_range(points, r0, r1, rule, method, check_memory):
+    """Rows ``r0:r1`` of the graph of all `points` as canonical CSR ((r1 - r0) × n),
+    on the points' device, by the builder `method` (one of :data:`METHODS` but
+    ``"auto"``)."""
+    rows = int(r1 - r0)
     if method in GPU_METHODS:
         from ..graph.gpu import build_rows_gpu
 

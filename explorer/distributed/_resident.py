@@ -45,7 +45,8 @@ _STATE = "_explorer_comms"
 
 
 class LocalComm:
-    """The communicator of a single worker: every collective is the identity."""
+    """The communicator of a single worker: every collective is the identity, and
+    a halo exchange is empty."""
 
     rank, size = 0, 1
 
@@ -55,10 +56,15 @@ class LocalComm:
     def allgather(self, a):
         return a[None]
 
+    def exchange(self, Y, sends, recv_counts):
+        """Nothing to exchange with no other rank: an empty halo."""
+        return Y[:0]
+
 
 class NcclComm:
-    """A ``cupy.cuda.nccl.NcclCommunicator`` with the two collectives the loop uses,
-    on the current CuPy stream (float64 buffers only)."""
+    """A ``cupy.cuda.nccl.NcclCommunicator`` with the collectives the resident loops
+    use, on the current CuPy stream: all-reduce and all-gather of float64 buffers,
+    and the halo exchange of the exact mode's products (grouped send/recv)."""
 
     def __init__(self, comm, rank, size):
         self.comm, self.rank, self.size = comm, rank, size
@@ -86,6 +92,35 @@ class NcclComm:
         a = cupy.ascontiguousarray(a, dtype=cupy.float64)
         out = cupy.empty((self.size, *a.shape), dtype=cupy.float64)
         self.comm.allGather(a.data.ptr, out.data.ptr, a.size, nccl.NCCL_FLOAT64, stream)
+        return out
+
+    def exchange(self, Y, sends, recv_counts):
+        """The halo rows of the row-major block `Y` (float32 or float64): to each peer p
+        the rows ``sends[p]`` (local indices; None or empty: nothing), from each peer
+        ``recv_counts[p]`` rows, all in one NCCL group of point-to-point calls.
+
+        Returns the received rows, peers in rank order, each peer's in the order it
+        sent them (``(sum(recv_counts), b)``, Y's dtype)."""
+        import cupy
+
+        nccl, stream = self._args()
+        b = Y.shape[1]
+        kind = {np.dtype(np.float32): nccl.NCCL_FLOAT32,
+                np.dtype(np.float64): nccl.NCCL_FLOAT64}[np.dtype(Y.dtype)]
+        out = cupy.empty((int(sum(recv_counts)), b), dtype=Y.dtype)
+        packed = [None if idx is None or idx.shape[0] == 0 else cupy.ascontiguousarray(Y[idx])
+                  for idx in sends]
+        nccl.groupStart()
+        for peer, buf in enumerate(packed):
+            if buf is not None:
+                self.comm.send(buf.data.ptr, buf.size, kind, peer, stream)
+        at = 0
+        for peer, count in enumerate(recv_counts):
+            if count:
+                self.comm.recv(out[at : at + count].data.ptr, int(count) * b, kind, peer,
+                               stream)
+                at += int(count)
+        nccl.groupEnd()
         return out
 
 
@@ -261,14 +296,18 @@ def summary(result):
 # ---------------------------------------------------------------- client side
 
 
-def resident_plan(blocks, prepared):
-    """Whether the Lloyd loop can run on the workers, and how.
+def resident_plan(blocks, prepared, what="Lloyd loop", collective="partial sums "
+                  "all-reduced", fallback="client-reduced loop", on_gpu=None):
+    """Whether a loop (the Lloyd loop; the exact mode's eigensolver) can run on the
+    workers, and how.
 
     Returns ``(workers, kind, why)``: `workers` maps each worker address holding
     blocks to its block indices (in block order), the workers ordered by their first
     block; `kind` is ``"local"`` (one worker: no collective needed), ``"nccl"``
-    (several workers with CuPy blocks and NCCL) or None (the client-reduced loop);
-    `why` says which and why.
+    (several workers with CuPy blocks and NCCL) or None (the `fallback`); `why` says
+    which and why, naming the loop `what`, its `collective` and the `fallback`.
+    `on_gpu(block)` tells (on a worker) whether a block is on a GPU; default: the
+    block is a tuple of arrays, the first a CuPy one.
     """
     from distributed import wait
 
@@ -279,24 +318,24 @@ def resident_plan(blocks, prepared):
     for b, f in enumerate(prepared):
         holders = sorted(who.get(f.key, ()))
         if not holders:
-            return None, None, "a block has no worker yet: the client-reduced loop"
+            return None, None, f"a block has no worker yet: the {fallback}"
         workers.setdefault(holders[0], []).append(b)
     if len(workers) == 1:
-        return workers, "local", ("worker-resident Lloyd loop on the one worker holding "
+        return workers, "local", (f"worker-resident {what} on the one worker holding "
                                   "the blocks (no collective needed)")
-    on_gpu = client.submit(_is_cupy, prepared[0], pure=False).result()
-    if not on_gpu:
-        return None, None, (f"client-reduced loop: {len(workers)} CPU workers (the "
-                            "worker-resident loop's all-reduce is NCCL, GPUs only)")
+    gpu = client.submit(on_gpu or _is_cupy, prepared[0], pure=False).result()
+    if not gpu:
+        return None, None, (f"{fallback}: {len(workers)} CPU workers (the "
+                            "worker-resident loop's collectives are NCCL, GPUs only)")
     ok = client.run(_nccl_available, workers=list(workers))
     if not all(ok.values()):
-        return None, None, "client-reduced loop: NCCL is not available on every worker"
+        return None, None, f"{fallback}: NCCL is not available on every worker"
     devices = client.run(_device_id, workers=list(workers))
     if len(set(devices.values())) < len(workers):
-        return None, None, ("client-reduced loop: workers share a GPU (NCCL needs one GPU "
+        return None, None, (f"{fallback}: workers share a GPU (NCCL needs one GPU "
                             "per rank; dask_cuda's LocalCUDACluster gives one per worker)")
-    return workers, "nccl", (f"worker-resident Lloyd loop on {len(workers)} GPU workers, "
-                             "partial sums all-reduced by NCCL")
+    return workers, "nccl", (f"worker-resident {what} on {len(workers)} GPU workers, "
+                             f"{collective} by NCCL")
 
 
 def _is_cupy(prep):

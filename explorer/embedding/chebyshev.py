@@ -72,7 +72,7 @@ import math
 
 import numpy as np
 
-from .._backend import array_module, column_norms, sparse_module, to_numpy
+from .._backend import array_module, column_sums, sparse_module, to_numpy
 from .._csr import cast_values, matmul, row_slabs
 from .._validation import check_choice, check_float, check_int, check_random_state
 from .start import RowNormals
@@ -80,11 +80,13 @@ from .start import RowNormals
 __all__ = [
     "DEFAULT_TOL",
     "ChebyshevBlock",
+    "chebyshev_iterate",
     "chebyshev_subspace",
     "default_block",
     "filter_degree",
     "gram_rayleigh_ritz",
     "residual_target",
+    "working_dtype",
 ]
 
 #: Default stopping tolerance on the residual norm ||A v - θ v|| of each wanted unit
@@ -256,26 +258,69 @@ def chebyshev_subspace(
     tol = check_float(tol, "tol", low=0.0, low_inclusive=False)
     max_iter = check_int(max_iter, "max_iter", low=1, allow_none=True) or DEFAULT_MAX_ITER
     check_choice(layout, "layout", LAYOUTS)
-    if dtype is None:
-        work = np.dtype(np.float32 if xp is not np and tol >= FLOAT32_MIN_TOL else np.float64)
-    else:
-        try:
-            work = np.dtype(dtype)
-        except TypeError:
-            work = None
-        if work not in (np.float32, np.float64):
-            raise ValueError(f"dtype={dtype!r} is not allowed; use None, 'float32' or 'float64'")
-        if work == np.float32 and tol < FLOAT32_MIN_TOL:
-            raise ValueError(
-                f"tol={tol:g} is below what dtype='float32' resolves (about 2e-7); use "
-                f"tol >= {FLOAT32_MIN_TOL:g} or dtype='float64'"
-            )
+    work = working_dtype(dtype, tol, xp)
     rng = check_random_state(random_state)
 
     ops = ChebyshevBlock(A.tocsr(), xp, work, layout, rng.randint(2**31 - 1), rows=rows)
-    Y = ops.random(n, block)
     if v0 is not None:
         v0 = _check_v0(v0, n, block, xp)
+    return chebyshev_iterate(ops, k, block, degree, tol, max_iter, v0=v0, callback=callback)
+
+
+def working_dtype(dtype, tol, xp):
+    """The working precision of an iteration: `dtype` checked against `tol`, or (None)
+    float32 on the GPU for tol >= :data:`FLOAT32_MIN_TOL` and float64 otherwise
+    (:func:`chebyshev_subspace`, `dtype`).
+
+    Raises
+    ------
+    ValueError
+        An unknown `dtype`, or float32 with a `tol` below what it resolves.
+    """
+    if dtype is None:
+        return np.dtype(np.float32 if xp is not np and tol >= FLOAT32_MIN_TOL else np.float64)
+    try:
+        work = np.dtype(dtype)
+    except TypeError:
+        work = None
+    if work not in (np.float32, np.float64):
+        raise ValueError(f"dtype={dtype!r} is not allowed; use None, 'float32' or 'float64'")
+    if work == np.float32 and tol < FLOAT32_MIN_TOL:
+        raise ValueError(
+            f"tol={tol:g} is below what dtype='float32' resolves (about 2e-7); use "
+            f"tol >= {FLOAT32_MIN_TOL:g} or dtype='float64'"
+        )
+    return work
+
+
+def chebyshev_iterate(ops, k, block, degree, tol, max_iter, *, v0=None, callback=None):
+    """The iteration of :func:`chebyshev_subspace` on the array work `ops`, arguments
+    checked.
+
+    Parameters
+    ----------
+    ops : ChebyshevBlock
+        The products, Gram matrices, filters and block updates of one solve: the whole
+        matrix in one process, or one rank's rows of it
+        (:class:`explorer.distributed._exact.HaloBlock`, whose products exchange halo
+        rows and whose Gram matrices and norms are all-reduced). Every host-side
+        decision is taken on ``ops.gram``'s reduced matrix, so ranks that receive the
+        same reduced bits take the same steps.
+    k, block, degree, tol, max_iter
+        As :func:`chebyshev_subspace` (checked there): 1 <= k <= block <= ``ops.n``.
+    v0 : array of shape (rows, j), optional
+        Starting vectors for the rows `ops` holds (checked), placed first in the block.
+    callback : callable, optional
+        As :func:`chebyshev_subspace`.
+
+    Returns
+    -------
+    eigenvalues, V, iterations, residual_norms
+        As :func:`chebyshev_subspace`; V holds the rows `ops` holds.
+    """
+    work = ops.work
+    Y = ops.random(ops.n, block)
+    if v0 is not None:
         Y[:, : v0.shape[1]] = v0
     AY = ops.product(Y)
     products, p, last = 1, 0, math.inf
@@ -547,12 +592,22 @@ class ChebyshevBlock:
         A's values in `work` precision (the same matrix as `A64` in float64).
     A64 : CSR matrix
         A's values in float64, for the final Rayleigh-Ritz step.
+    n : int
+        Rows of the whole matrix (the random draws are of n rows; a rank's share of
+        them is its rows, :class:`explorer.embedding.start.RowNormals`).
 
     Notes
     -----
     Everything here is written against ``xp`` except the product and the fused
     Chebyshev update, which use cuSPARSE SpMM and one CUDA elementwise kernel on the
     GPU (module docstring, "Precision and the GPU product").
+
+    The solve reaches the rows of other processes only through three methods, which a
+    subclass holding one rank's rows overrides (the distributed exact mode,
+    :class:`explorer.distributed._exact.HaloBlock`): :meth:`product` and
+    :meth:`product64` (the products with A), and :meth:`reduce` (the sum over all
+    rows of a small float64 array: the Gram matrices and squared norms). Here the
+    matrix is whole and :meth:`reduce` is the identity.
     """
 
     def __init__(self, A, xp, work, layout, seed, rows=None):
@@ -579,6 +634,15 @@ class ChebyshevBlock:
         self.row = layout == "row" or not self.gpu
         self.order = "C" if self.row else "F"
         self.normals = RowNormals(seed, xp, rows)
+        self.n = int(A.shape[0])
+
+    def reduce(self, a):
+        """The sum over all rows' shares of the float64 array `a` (here: `a`)."""
+        return a
+
+    def norms(self, R):
+        """Column norms of the block R (all rows), float64, on the host."""
+        return to_numpy(self.xp.sqrt(self.reduce(column_sums(R * R, self.xp))))
 
     def random(self, n, b):
         return self.xp.asarray(self.normals.normal(n, b, self.work), order=self.order)
@@ -606,13 +670,13 @@ class ChebyshevBlock:
         Z = self.xp.empty((n, 2 * b), dtype=self.xp.float64)
         Z[:, :b] = Y
         Z[:, b:] = AY
-        return Z.T @ Z
+        return self.reduce(Z.T @ Z)
 
     def rotate(self, Y, Q, b):
         """``Y @ Q`` in the block's layout, topped up with random columns to b."""
         V = Y @ self.xp.asarray(Q, dtype=self.work)
         if V.shape[1] < b:
-            V = self.xp.concatenate((V, self.random(V.shape[0], b - V.shape[1])), axis=1)
+            V = self.xp.concatenate((V, self.random(self.n, b - V.shape[1])), axis=1)
         return self.xp.asarray(V, order=self.order)
 
     def filter(self, V, p, cut):
@@ -657,20 +721,24 @@ class ChebyshevBlock:
         xp = self.xp
         Q = xp.asarray(Q, dtype=self.work)
         R = AY @ Q - (Y @ Q) * xp.asarray(theta, dtype=self.work)
-        return to_numpy(column_norms(R, xp))
+        return self.norms(R)
+
+    def product64(self, V):
+        """A @ V in float64 (the final Rayleigh-Ritz step)."""
+        return matmul(self.A64, V, self.slabs64)
 
     def final(self, V, k):
         """Rayleigh-Ritz of the block V in float64: eigenvalues, vectors, residuals."""
         xp = self.xp
         V = V.astype(xp.float64)
-        AV = matmul(self.A64, V, self.slabs64)
+        AV = self.product64(V)
         M = to_numpy(self.gram(V, AV))
         theta, Q, _ = gram_rayleigh_ritz(M, V.shape[1], k, _DROP[np.dtype(np.float64)])
         Qk = xp.asarray(Q[:, :k])
         V = V @ Qk
         AV = AV @ Qk
         mu = theta[:k]
-        residuals = to_numpy(column_norms(AV - V * xp.asarray(mu), xp))
+        residuals = self.norms(AV - V * xp.asarray(mu))
         return mu, V, residuals
 
 

@@ -461,7 +461,7 @@ class _ScaledGraph:
 
 
 def finish_eigenvectors(A, mu, V, dinv, keep, n, xp, solver, iterations, tol,
-                        *, stacklevel=2):
+                        *, stacklevel=2, residuals=None):
     """From the solver's eigenpairs of A to the embedding's arrays: unit columns, the
     float64 residual norms (with a warning above ``2 * tol``), signs fixed, U = D^-1/2 V
     and its unit rows, NaN rows for the vertices left out.
@@ -483,6 +483,9 @@ def finish_eigenvectors(A, mu, V, dinv, keep, n, xp, solver, iterations, tol,
     iterations : int or None
     tol : float or None
         The tolerance the solver used (None: no warning).
+    residuals : ndarray of shape (k,), optional
+        The float64 residual norms of V's (orthonormal) columns when the solver
+        measured them where A is (the workers' resident solve): then A is not used.
 
     Returns
     -------
@@ -491,7 +494,9 @@ def finish_eigenvectors(A, mu, V, dinv, keep, n, xp, solver, iterations, tol,
     """
     k = V.shape[1]
     V = V / column_norms(V, xp)
-    residuals = to_numpy(column_norms(matmul(A, V) - V * mu, xp))
+    if residuals is None:
+        residuals = to_numpy(column_norms(matmul(A, V) - V * mu, xp))
+    residuals = np.asarray(residuals, dtype=np.float64)
     if tol is not None and float(residuals.max()) > 2 * tol:
         warnings.warn(
             f"eigensolver {solver!r} stopped with residual norm {float(residuals.max()):.2e} "
