@@ -339,20 +339,23 @@ def split(n, parts):
     return [n // parts + (i < n % parts) for i in range(parts)]
 
 
-def fit_scaling(n, solver, workers_list, repeats):
+def fit_scaling(n, solver, workers_list, repeats, data="syn4d"):
     import cupy
     from distributed import wait
     from sklearn.metrics import adjusted_rand_score
 
     from explorer import EdgeRule, SpectralClustering, datasets
 
-    ds = datasets.load("syn4d", n_samples=n, random_state=0)
+    ds = datasets.load(data, n_samples=n, random_state=0)
     rule = EdgeRule.suggest(ds.X, suggestion=dataset_params(ds))
-    params = dict(n_clusters=4, metric=rule.metric, sigma=rule.sigma,
+    classes = 1 if ds.y is None else len(np.unique(ds.y))
+    truth = (lambda labels: None) if ds.y is None else (  # noqa: E731
+        lambda labels: adjusted_rand_score(ds.y, labels))
+    params = dict(n_clusters=classes if classes > 1 else 4, metric=rule.metric, sigma=rule.sigma,
                   threshold_sqdist=rule.threshold_sqdist, eigen_solver=solver, n_init=3,
                   random_state=0)
     sync = cupy.cuda.Device().synchronize
-    out = {"dataset": "syn4d", "n": n, "d": int(ds.X.shape[1]), "edge_rule": rule.describe(),
+    out = {"dataset": data, "n": n, "d": int(ds.X.shape[1]), "edge_rule": rule.describe(),
            "parameters": params, "variants": {}}
 
     def host(labels):
@@ -370,7 +373,7 @@ def fit_scaling(n, solver, workers_list, repeats):
     out["variants"]["single-gpu"] = {**t, "stages": sc.timings_, "solver": sc.eigen_solver_,
                                      "solver_why": sc.eigen_solver_why_,
                                      "iterations": sc.eigen_iterations_,
-                                     "ari": adjusted_rand_score(ds.y, ref)}
+                                     "ari": truth(ref)}
     X = None  # noqa: F841
     for w in workers_list:
         cluster, client = cluster_for(w)
@@ -391,12 +394,13 @@ def fit_scaling(n, solver, workers_list, repeats):
                 **t, "stages": scd.timings_, "solver": scd.eigen_solver_,
                 "solver_why": scd.eigen_solver_why_, **exact_summary(scd.timings_),
                 "iterations": scd.eigen_iterations_,
-                "ari": adjusted_rand_score(ds.y, labels),
+                "ari": truth(labels),
+                "ari_vs_single": adjusted_rand_score(ref, labels),
                 "same_labels_as_single": bool((labels == ref).all()),
                 "speedup_vs_single_gpu": out["variants"]["single-gpu"]["median"] / t["median"],
             }
             stages = {k: round(v, 3) for k, v in scd.timings_.items()}
-            print(f"fit syn4d {n} ({solver}): {w} GPU(s) {t['median']:.2f} s vs one process "
+            print(f"fit {data} {n} ({solver}): {w} GPU(s) {t['median']:.2f} s vs one process "
                   f"{out['variants']['single-gpu']['median']:.2f} s; stages {stages}",
                   flush=True)
         finally:
@@ -462,6 +466,8 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--k", type=int, nargs="+", help="k-means cluster counts (default 1024 "
                    "4096)")
+    p.add_argument("--kmeans-n", type=float, nargs="+", default=[6e6],
+                   help="k-means rows (128 features each; default 6e6)")
     p.add_argument("--reps-n", type=float, default=1.2e9,
                    help="rows of the representatives-mode fit (0: skip it)")
     p.add_argument("--reps-d", type=int, default=32)
@@ -470,6 +476,8 @@ def main(argv=None):
     p.add_argument("--reps-block-rows", type=int, default=50_000_000)
     p.add_argument("--fit-n", type=int, nargs="+", default=[],
                    help="syn4d sizes for the exact whole fit with eigen_solver='auto'")
+    p.add_argument("--fit-data", default="syn4d",
+                   help="data set of the whole fits (uniform: one connected graph)")
     p.add_argument("--lobpcg-n", type=int, nargs="+", default=[],
                    help="syn4d sizes for the exact whole fit with LOBPCG forced")
     p.add_argument("--skip-kmeans", action="store_true")
@@ -489,7 +497,7 @@ def main(argv=None):
         shapes = [(400_000, 32, k) for k in (args.k or [64, 256])]
         reps_n = min(int(args.reps_n), 20_000_000)
     else:
-        shapes = [(6_000_000, 128, k) for k in (args.k or [1024, 4096])]
+        shapes = [(int(n), 128, k) for n in args.kmeans_n for k in (args.k or [1024, 4096])]
         reps_n = int(args.reps_n)
     if args.skip_kmeans:
         shapes = []
@@ -531,7 +539,7 @@ def main(argv=None):
         write_result(args.name, payload)
     for n, solver in [(n, "auto") for n in args.fit_n] + [(n, "lobpcg") for n in args.lobpcg_n]:
         payload["fit"].append(section(f"fit {n} {solver}", lambda n=n, solver=solver: fit_scaling(
-            n, solver, workers, max(1, args.repeats - 1))))
+            n, solver, workers, max(1, args.repeats - 1), args.fit_data)))
         write_result(args.name, payload)
     payload["elapsed_s"] = time.perf_counter() - t_start
     print("wrote", write_result(args.name, payload))

@@ -713,6 +713,10 @@ class DeviceStarts:
         self.tiled = not self.fused and tiled_step_pays(k, d)
         # The GEMM path starts checked with the split product (see the class).
         self.product = None if (self.fused or self.tiled) else "split"
+        # False: the caller decides the next product from step_counts (added over
+        # several processes by the worker-resident loop) with choose_product.
+        self.choose_locally = True
+        self.step_counts = {"rechecked": 0, "within_tf32": 0, "rows": 0}
         self._split_rows = None  # the split product's data operand, or True: per block
         self.chunk = max(_chunk_rows(max(k, d)), CHECKED_BLOCK_VALUES // max(k, 1))
         self._slots = {}
@@ -743,6 +747,7 @@ class DeviceStarts:
                            self.changed if want_sums else np.uint64(0), _pointer(state)),
                           shared_mem=k * (d + 1) * 8 if want_sums else 0)
             return
+        self.step_counts = {"rechecked": 0, "within_tf32": 0, "rows": 0}
         for s in starts:
             changed = self.changed[s : s + 1] if want_sums else None
             if self.tiled:
@@ -754,7 +759,12 @@ class DeviceStarts:
                                 self.labels[s], self.mind[s], changed,
                                 split=self._split_operand() if self.product == "split" else None,
                                 counts=counts)
-                self._choose_product(counts, n)
+                if self.choose_locally:
+                    self.choose_product(counts, n)
+                else:
+                    for key in ("rechecked", "within_tf32"):
+                        self.step_counts[key] += int(counts.get(key, 0))
+                    self.step_counts["rows"] += n
             else:
                 _nearest_gemm(self.X, self.x_sq, self.neg2c[s].T, self.c_sq[s], self.labels[s],
                               self.mind[s], changed, self.chunk)
@@ -769,8 +779,10 @@ class DeviceStarts:
             self._split_rows = split_rows(self.X) if split_prepared_fits(n, d) else True
         return self._split_rows
 
-    def _choose_product(self, counts, n):
-        """The next step's product from this step's counts (see the class)."""
+    def choose_product(self, counts, n):
+        """The next step's product from a step's counts over `n` rows (see the class):
+        this runner's, or with ``choose_locally = False`` those of every process's
+        runners added, so that all take the same product."""
         if self.product == "split":
             if counts["rechecked"] > CHECKED_MAX_FRACTION * n:
                 self.product = "float32"

@@ -220,6 +220,7 @@ extern "C" __global__ void knn_tile_topk(const float* __restrict__ G, long long 
 #endif
 #define SELECT_GROUPS 8  // group minima per lane: 256 strided groups a row
 #define SELECT_SAMPLE 4  // the threshold pass reads one round of 32 columns in 4
+#define SELECT_UNROLL 8  // rounds whose loads are issued together
 
 // Order-preserving map of a float32 onto uint32 (NaN never reaches it).
 __device__ __forceinline__ unsigned int float_order(float v) {
@@ -264,17 +265,27 @@ extern "C" __global__ void knn_tile_select(const float* __restrict__ G, long lon
     float gmin[SELECT_GROUPS];
 #pragma unroll
     for (int q = 0; q < SELECT_GROUPS; ++q) gmin[q] = inf;
-    if (live) {
-        for (long long t = 0; t < rounds; t += SELECT_SAMPLE) {
-            long long j = lane + (t << 5);
-            if (j >= n || j == row) continue;
-            if (valid != nullptr && !valid[j]) continue;
-            float key = sq != nullptr ? (sqi + sq[j]) - 2.0f * g[j] : -g[j];
-            if (!(key < inf)) continue;
-            int q = (int)((t / SELECT_SAMPLE) & (SELECT_GROUPS - 1));
+    if (live) {  // SELECT_UNROLL sampled rounds' loads in flight at once
+        for (long long t0 = 0; t0 < rounds; t0 += SELECT_SAMPLE * SELECT_UNROLL) {
+            float v[SELECT_UNROLL];
 #pragma unroll
-            for (int p = 0; p < SELECT_GROUPS; ++p)
-                if (p == q) gmin[p] = fminf(gmin[p], key);
+            for (int u = 0; u < SELECT_UNROLL; ++u) {
+                long long j = lane + ((t0 + u * SELECT_SAMPLE) << 5);
+                v[u] = j < n ? g[j] : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < SELECT_UNROLL; ++u) {
+                long long t = t0 + u * SELECT_SAMPLE;
+                long long j = lane + (t << 5);
+                if (j >= n || j == row) continue;
+                if (valid != nullptr && !valid[j]) continue;
+                float key = sq != nullptr ? (sqi + sq[j]) - 2.0f * v[u] : -v[u];
+                if (!(key < inf)) continue;
+                int q = (int)((t / SELECT_SAMPLE) & (SELECT_GROUPS - 1));
+#pragma unroll
+                for (int p = 0; p < SELECT_GROUPS; ++p)
+                    if (p == q) gmin[p] = fminf(gmin[p], key);
+            }
         }
     }
     // The C-th least of the 32 * SELECT_GROUPS minima, bit by bit from the top.
@@ -301,25 +312,34 @@ extern "C" __global__ void knn_tile_select(const float* __restrict__ G, long lon
     // 2. the buffer of every eligible column with key <= tau
     int cnt = 0;
     bool wild = false;
-    for (long long t = 0; t < rounds; ++t) {
-        long long j = lane + (t << 5);
-        bool take = false;
-        float key = inf;
-        if (j < n) {
-            key = sq != nullptr ? (sqi + sq[j]) - 2.0f * g[j] : -g[j];
-            wild |= live && !(key < inf);
-            take = live && key <= tau && key < inf && j != row &&
-                   (valid == nullptr || valid[j]);
+    for (long long t0 = 0; t0 < rounds; t0 += SELECT_UNROLL) {
+        float v[SELECT_UNROLL];
+#pragma unroll
+        for (int u = 0; u < SELECT_UNROLL; ++u) {
+            long long j = lane + ((t0 + u) << 5);
+            v[u] = j < n ? g[j] : 0.0f;
         }
-        unsigned int ballot = __ballot_sync(full, take);
-        if (take) {
-            int pos = cnt + __popc(ballot & ((1u << lane) - 1u));
-            if (pos < SELECT_CAP) {
-                bkey[pos] = key;
-                bidx[pos] = (int)j;
+#pragma unroll
+        for (int u = 0; u < SELECT_UNROLL; ++u) {
+            long long j = lane + ((t0 + u) << 5);
+            bool take = false;
+            float key = inf;
+            if (j < n) {
+                key = sq != nullptr ? (sqi + sq[j]) - 2.0f * v[u] : -v[u];
+                wild |= live && !(key < inf);
+                take = live && key <= tau && key < inf && j != row &&
+                       (valid == nullptr || valid[j]);
             }
+            unsigned int ballot = __ballot_sync(full, take);
+            if (take) {
+                int pos = cnt + __popc(ballot & ((1u << lane) - 1u));
+                if (pos < SELECT_CAP) {
+                    bkey[pos] = key;
+                    bidx[pos] = (int)j;
+                }
+            }
+            cnt += __popc(ballot);
         }
-        cnt += __popc(ballot);
     }
     wild = __any_sync(full, wild);
     if (cnt > SELECT_CAP) {  // too many at the bound (ties): the lists kernel decides

@@ -29,10 +29,10 @@ true k nearest:
   row is settled when its k-th value lies below the least, over every r up to the
   largest norm, of the larger of the two lower bounds on a left-out column's distance
   (``knn_settle_bound``), so a few rows of huge norm (standardised rare features) do
-  not leave every other row to the float64 re-decision. The other rows (ties or near-ties at the cut:
-  duplicates, lattices) are decided again from float64 products against every point:
-  every column within twice the float64 bound of the row's k-th value is evaluated
-  exactly. So the lists equal the reference's, ties by the lower index included.
+  not leave every other row to the float64 re-decision. The other rows (ties or
+  near-ties at the cut: duplicates, lattices) are decided again from float64 products
+  against every point: every column within twice the float64 bound of the row's k-th
+  value is evaluated exactly. So the lists equal the reference's, ties by the lower index included.
 
 This module knows CuPy only; the graph layer (``explorer.graph._knn_gpu``) validates
 input and holds the defaults. CuPy is imported when a launcher runs.
@@ -72,8 +72,25 @@ SELECT_MAX_C = 64
 #: Columns a row's filter buffer holds (``knn.cu``'s SELECT_CAP).
 SELECT_CAP = 512
 
-#: Bytes of one float32 similarity tile of the GEMM path, at most.
+#: Bytes of one float32 similarity tile of the GEMM path, at least (memory allowing).
 TILE_BYTES = 1 << 30
+
+#: Rows of a tile aimed at: one warp a row, enough warps to fill a large GPU while a
+#: row of 10⁵ columns takes one warp thousands of steps.
+TILE_ROWS = 8192
+
+#: Share of the free device memory a tile may take.
+TILE_FREE_SHARE = 0.25
+
+
+def tile_bytes_for(n: int) -> int:
+    """Bytes of the GEMM path's float32 tile for n points: :data:`TILE_ROWS` rows (at
+    least :data:`TILE_BYTES`), within :data:`TILE_FREE_SHARE` of the free device memory.
+    """
+    from ._launch import free_device_bytes
+
+    want = max(TILE_BYTES, 4 * n * min(n, TILE_ROWS))
+    return int(min(want, max(4 * n * 32, TILE_FREE_SHARE * free_device_bytes())))
 
 _BLOCK = 128
 
@@ -250,7 +267,7 @@ def slack_coefficients(d: int, cosine: bool, product: str) -> tuple[float, float
     return a, b
 
 
-def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
+def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int | None = None,
              select: str = "auto", timer: StageTimer | None = None):
     """The k nearest other points of each row of `X` via TF32 tiles (see the module).
 
@@ -261,9 +278,10 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
     cosine : bool
         Nearest by cosine (largest first; zero rows get no neighbours and are nobody's)
         instead of squared distance.
-    tile_bytes : int
+    tile_bytes : int, optional
         Bytes of one float32 tile (rows × n): the row block is ``tile_bytes // (4 n)``
         rows, at least 32; the float64 re-decision takes blocks of half as many rows.
+        Default :func:`tile_bytes_for`.
     select : {"auto", "bound", "lists"}
         How each tile row's C best are found: ``"bound"`` (the bound and filter, then
         lists for the rows it leaves), ``"lists"`` (lists only), ``"auto"`` the bound
@@ -323,6 +341,8 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int = TILE_BYTES,
     bound = module.get_function("knn_tile_select") if bounded else None
     pair_keys = module.get_function("knn_pair_keys")
     refine = module.get_function("knn_refine")
+    if tile_bytes is None:
+        tile_bytes = tile_bytes_for(n)
     block_rows = int(max(32, min(n, tile_bytes // (4 * n))))
     idx = cupy.empty((n, k), dtype=cupy.int64)
     val = cupy.empty((n, k), dtype=cupy.float64)

@@ -154,19 +154,19 @@ def test_device_starts_chooses_its_product():
     n = 1_000_000
     runner = object.__new__(DeviceStarts)
     runner.product, runner._split_rows = "split", True
-    runner._choose_product({"rechecked": 10, "within_tf32": int(0.5 * SPLIT_MIN_FRACTION * n)}, n)
+    runner.choose_product({"rechecked": 10, "within_tf32": int(0.5 * SPLIT_MIN_FRACTION * n)}, n)
     assert runner.product == "tf32"
-    runner._choose_product({"rechecked": int(1.5 * SPLIT_MIN_FRACTION * n)}, n)
+    runner.choose_product({"rechecked": int(1.5 * SPLIT_MIN_FRACTION * n)}, n)
     assert runner.product == "tf32"  # hysteresis: not yet back
-    runner._choose_product({"rechecked": int(2.5 * SPLIT_MIN_FRACTION * n)}, n)
+    runner.choose_product({"rechecked": int(2.5 * SPLIT_MIN_FRACTION * n)}, n)
     assert runner.product == "split"
-    runner._choose_product({"rechecked": 10, "within_tf32": int(3 * SPLIT_MIN_FRACTION * n)}, n)
+    runner.choose_product({"rechecked": 10, "within_tf32": int(3 * SPLIT_MIN_FRACTION * n)}, n)
     assert runner.product == "split"
     # What counts is the rows the split product saves from the re-check.
-    runner._choose_product({"rechecked": int(2 * SPLIT_MIN_FRACTION * n),
+    runner.choose_product({"rechecked": int(2 * SPLIT_MIN_FRACTION * n),
                             "within_tf32": int(2.5 * SPLIT_MIN_FRACTION * n)}, n)
     assert runner.product == "tf32"
     runner.product = "split"
-    runner._choose_product({"rechecked": int(2 * CHECKED_MAX_FRACTION * n),
+    runner.choose_product({"rechecked": int(2 * CHECKED_MAX_FRACTION * n),
                             "within_tf32": n}, n)
     assert runner.product == "float32" and runner._split_rows is None

@@ -223,6 +223,10 @@ def kmeans_fit(X, n_clusters, *, init="auto", n_init=10, max_iter=300, tol=1e-4,
         centers, labels, inertia, n_iter, stats = run_resident(
             blocks, prepared, workers, kind, [c for c, _ in seeded], max_iter, tol_abs)
         t_lloyd = time.perf_counter() - t3
+        products = stats.pop("lloyd_products")[0]
+        if products:
+            loop_why += ("; the checked assignment's products, steps each: "
+                         + ", ".join(f"{p} {c}" for p, c in products.items()))
     else:
         def restart(r):
             t2 = time.perf_counter()

@@ -223,35 +223,54 @@ def resident_lloyd(prepared, offsets, starts, max_iter, tol_abs, session=None):
     dict
         ``labels`` (one int32 array per block, of the best restart), ``centers``,
         ``inertia``, ``n_iter`` of the best restart (the first of least inertia),
-        and this worker's seconds of ``compute`` and ``allreduce`` and its
-        ``iterations`` over all restarts.
+        this worker's seconds of ``compute`` and ``allreduce``, its ``iterations``
+        over all restarts and ``products``: steps per product of the GPU's checked
+        assignment (the same on every worker).
     """
     comm = session if hasattr(session, "allreduce_sum") else _communicator(session)
     xp = array_module(prepared[0][0])
     best = None
     t_compute = t_comm = 0.0
     iterations = 0
+    products = []  # the checked assignment's product of each step (GPU)
     for start in starts:
         k, d = start.shape
         runners = [_km.starts_runner(Xc, x_sq, np.asarray(start)[None], xp)
                    for Xc, x_sq in prepared]
+        # The GPU's checked assignment picks its product from the re-check counts of a
+        # step: those of every block of every worker, added with the sums, so that all
+        # workers take the same product (as one process would on all the rows).
+        checked = [r for r in runners if getattr(r, "product", None) is not None]
+        for runner in checked:
+            runner.choose_locally = False
+        m = k * (d + 1)
         n_iter, consistent = 0, False
         while n_iter < max_iter:
             n_iter += 1
             t0 = time.perf_counter()
-            total = xp.zeros(k * (d + 1) + 1, dtype=xp.float64)
+            total = xp.zeros(m + 4, dtype=xp.float64)
             for runner in runners:
                 runner.assign_sums([0])
-                total[:-1] += runner.sums[0].ravel()
-                total[-1:] += runner.changed[0:1]
+                total[:m] += runner.sums[0].ravel()
+                total[m : m + 1] += runner.changed[0:1]
+            if checked:
+                products.append(checked[0].product)
+                total[m + 1 :] += xp.asarray([sum(r.step_counts[key] for r in checked)
+                                              for key in ("rechecked", "within_tf32",
+                                                          "rows")], dtype=xp.float64)
             _sync(xp)
             t1 = time.perf_counter()
             total = comm.allreduce_sum(total)
             _sync(xp)
             t2 = time.perf_counter()
+            if checked:
+                rechecked, within, rows = (int(v) for v in to_numpy(total[m + 1 :]))
+                for runner in checked:
+                    runner.choose_product({"rechecked": rechecked, "within_tf32": within},
+                                          rows)
             for runner in runners:  # every block updates from the same sums
-                runner.sums[0] = total[:-1].reshape(k, d + 1)
-                runner.changed[0:1] = total[-1:].astype(runner.changed.dtype)
+                runner.sums[0] = total[:m].reshape(k, d + 1)
+                runner.changed[0:1] = total[m : m + 1].astype(runner.changed.dtype)
                 status = runner.update([0])
             changed, n_empty, shift = (int(status[0][0]), int(status[1][0]),
                                        float(status[2][0]))
@@ -280,7 +299,8 @@ def resident_lloyd(prepared, offsets, starts, max_iter, tol_abs, session=None):
                     "centers": to_numpy(results[0][0]), "inertia": inertia,
                     "n_iter": n_iter}
         runners = None
-    return {**best, "compute": t_compute, "allreduce": t_comm, "iterations": iterations}
+    return {**best, "compute": t_compute, "allreduce": t_comm, "iterations": iterations,
+            "products": {p: products.count(p) for p in dict.fromkeys(products)}}
 
 
 def block_labels(result, i):
@@ -403,5 +423,6 @@ def run_resident(blocks, prepared, workers, kind, starts, max_iter, tol_abs):
     first = summaries[0]
     stats = {"lloyd_compute": max(s["compute"] for s in summaries),
              "lloyd_allreduce": max(s["allreduce"] for s in summaries),
-             "lloyd_iterations": first["iterations"]}
+             "lloyd_iterations": first["iterations"],
+             "lloyd_products": [s["products"] for s in summaries]}
     return first["centers"], labels, first["inertia"], first["n_iter"], stats
