@@ -153,6 +153,25 @@ def test_row_block_graph_is_the_single_process_graph(client, rng, d, rule_args, 
     assert g.stats.nnz == ref.nnz
 
 
+def test_row_blocks_stay_on_their_data_workers(client, rng):
+    """Each graph block is built and held where its data block is, though the gathered
+    points (every block's other input) are larger and on one worker."""
+    from explorer import EdgeRule
+    from explorer.distributed import build_row_blocks
+
+    X = rng.random((4000, 2)).astype(np.float32)
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    futures = [client.scatter(X[a : a + 1000], workers=[workers[i % 2]], hash=False)
+               for i, a in enumerate(range(0, 4000, 1000))]
+    Xd = da.concatenate([da.from_delayed(f, shape=(1000, 2), dtype=X.dtype)
+                         for f in futures])
+    g = build_row_blocks(Xd, EdgeRule.from_args("uniform", threshold_sqdist=0.001),
+                         client=client)
+    data = client.who_has(futures)
+    built = client.who_has(g.blocks.futures)
+    assert [built[f.key] for f in g.blocks.futures] == [data[f.key] for f in futures]
+
+
 def test_gpu_row_block_method_choice_and_checks(client, rng):
     """``method="auto"`` for CuPy chunks (no CuPy needed to decide): grid for distance
     rules with d <= 8, gemm for d >= 32, the host's CPU builder between, with the

@@ -209,6 +209,8 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
     that would not fit in free GPU memory (ValueError); a GPU block that runs out of
     memory all the same raises MemoryError.
     """
+    from distributed import wait
+
     t0 = time.perf_counter()
     client = get_client(client)
     if method not in METHODS:
@@ -234,9 +236,15 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
         reason = f"row blocks on the workers, each a {reason}"
     else:
         reason = f"method={method!r} as asked, per row block on the workers"
+    # Each block on the worker of its data block (a loose restriction): left to the
+    # scheduler, every block went where the gathered points are (its larger input),
+    # and a 10⁷-point graph of two workers' data was built and held by one.
+    wait(blocks.futures)
+    holders = client.who_has(blocks.futures)
     futures = [
         client.submit(build_block, blk, points, int(r0), rule, method, check_memory,
-                      pure=False)
+                      workers=sorted(holders.get(blk.key, ())) or None,
+                      allow_other_workers=True, pure=False)
         for blk, r0 in zip(blocks.futures, blocks.offsets[:-1], strict=True)
     ]
     graph_blocks = RowBlocks(client, futures, blocks.offsets)
