@@ -32,8 +32,9 @@ So ``|g̃ − x·c| <= (2⁻²² + 2⁻²⁰ (1 + 2⁻¹¹) + 2 (3d + 2) u (1 + 
 4.7·10⁻⁵ against 1.97·10⁻³ for the plain TF32 product, 42 times less; the float32
 accumulation, not the TF32 operands, is now most of it (a sum of 3d terms). As for
 :func:`dot_error`, underflow is left out (the input stage keeps the data's scale near
-1, :mod:`explorer.inputs`; the device may flush a subnormal ``lo`` to zero); a value within 2⁻¹² of the largest float is truncated,
-not rounded, but its row's squared norm overflows and no bound settles it.
+1, :mod:`explorer.inputs`; the device may flush a subnormal ``lo`` to zero); a value
+within 2⁻¹² of the largest float is truncated, not rounded, but its row's squared norm
+overflows and no bound settles it.
 """
 
 from __future__ import annotations
