@@ -84,7 +84,7 @@ EXACT_MAX_N_LOW_D = 100_000
 #: rule given (nothing to suggest, the graph known): exact while the exact graph's
 #: estimated nonzeros stay within this many per point (and the GPU's memory). Syn1M's
 #: given rule makes 22.8 per point, and its exact fit took half the representatives'
-#: time at the same ARI (benchmarks/README.md, gpu-e2e); the bound leaves about three
+#: time at the same ARI (benchmarks/README.md); the bound leaves about three
 #: times that.
 EXACT_MAX_MEAN_DEGREE_GPU = 64
 

@@ -642,15 +642,10 @@ CHECKED_MAX_FRACTION = 0.05
 #: split step estimates (``nearest_checked``'s ``within_tf32``) that the plain product
 #: would re-check at most this share of the rows more than the split one did, and goes
 #: back to the split product once a plain step re-checks more than twice this share.
-#: (The split bound is 42 times smaller at d = 128 but only 7 times at d = 784: the
-#: float32 sum of 3d terms is most of it, so the rows saved are what counts.) Why: the split product
-#: costs about two TF32 GEMMs more (4 k d flops a row), the float64 re-check about
-#: 2 k d float64 flops a row re-checked plus its gathers. Measured at n = 6·10⁶, d = 128,
-#: k = 1024 (H200, gpu-e2e ``kmeans.6m_128d_k1024``): a plain TF32 product 8.1 ms, the
-#: re-check about 20 ns a row (23 ms for 1,185,212 rows); the two TF32 GEMMs more are
-#: estimated at 6 ms, about 1 ns a row: even at 5 % of the rows re-checked the split
-#: product is worth it. 2 % leaves margin for the estimate, and a re-check that
-#: differs from GPU to GPU is what kept the 2-GPU speed-up low.
+#: Why: the split product costs about two TF32 GEMMs more (4 k d flops a row), the
+#: float64 re-check about 2 k d float64 flops a row re-checked plus its gathers, so
+#: the split product pays while it saves more than a few per cent of the rows from the
+#: re-check (the figures: benchmarks/README.md, the split k-means product).
 SPLIT_MIN_FRACTION = 0.02
 
 

@@ -124,6 +124,18 @@ def browser():
         b.close()
 
 
+@pytest.fixture(scope="module")
+def one_worker():
+    """A client of a one-worker, one-thread LocalCluster in this process (the Dask tests
+    that need a single worker: the worker-resident loops run there with LocalComm)."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                       dashboard_address=":0")
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
 def pytest_configure(config):
     # A mark of scikit-learn's test_spectral.py (tests/test_sklearn_suite.py runs it).
     config.addinivalue_line("markers", "no_check_spmatrix: scikit-learn's mark, unused here")

@@ -32,15 +32,6 @@ from explorer.distributed._exact import (  # noqa: E402
 from explorer.embedding import chebyshev  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def one_worker():
-    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                       dashboard_address=":0")
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
-
-
 def _random_normalised(rng, m, density, bands=False):
     """A random symmetric non-negative m × m CSR scaled to D^-1/2 S D^-1/2 (float64);
     `bands`: entries near the diagonal only (small halos)."""

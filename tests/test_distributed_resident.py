@@ -20,15 +20,6 @@ from explorer import KMeans  # noqa: E402
 from explorer.distributed import kmeans_fit  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def one_worker():
-    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                       dashboard_address=":0")
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
-
-
 def _blobs(rng, n_per=200, d=3, centres=4, spread=0.4):
     X = np.concatenate([rng.normal(3.0 * c, spread, size=(n_per, d)) for c in range(centres)])
     return X[rng.permutation(X.shape[0])]

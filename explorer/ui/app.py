@@ -131,19 +131,8 @@ class ExplorerApp(pn.viewable.Viewer):
             self.state.run_state.error = str(exc)
 
     def pin(self):
-        """Pin the last run as run A (:meth:`ExplorerState.pin`): the Compare A/B tab
-        then sets every later run (B) beside it.
-
-        Returns
-        -------
-        RunResult
-            The run pinned.
-
-        Raises
-        ------
-        ValueError
-            Before any run.
-        """
+        """:meth:`ExplorerState.pin` (the last run becomes run A; its return value and
+        error), then the Compare A/B tab is shown, where every later run is set beside it."""
         run = self.state.pin()
         self.tabs.active = self._tab("Compare A/B")
         return run
