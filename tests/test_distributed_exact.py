@@ -195,7 +195,11 @@ def test_spatial_order_on_one_worker(one_worker, rng):
     spatial, _ = distributed_embedding(g, 3, solver="chebyshev", random_state=1,
                                        resident=plan, order="spatial", points=points)
     np.testing.assert_allclose(spatial.eigenvalues, given.eigenvalues, rtol=0, atol=1e-9)
-    assert np.nanmax(np.abs(np.abs(spatial.embedding) - np.abs(given.embedding))) < 1e-6
+    # The same embedding up to a rotation within eigenvalues that tie to rounding
+    # (two blobs barely joined give 0 and 1e-11): the columns span the same space.
+    qa = np.linalg.qr(np.nan_to_num(given.embedding))[0]
+    qb = np.linalg.qr(np.nan_to_num(spatial.embedding))[0]
+    assert np.linalg.svd(qa.T @ qb, compute_uv=False).min() > 1 - 1e-9
     np.testing.assert_array_equal(spatial.isolated, given.isolated)
 
 
