@@ -126,9 +126,14 @@ def _nan_weights():
     return sp.csr_matrix(np.array([[0, np.nan], [np.nan, 0]], dtype=np.float32))
 
 
+#: The cases' files live here; removed when the interpreter exits (the finaliser of
+#: TemporaryDirectory), so neither the tests nor the table leave folders behind.
+_FILES = tempfile.TemporaryDirectory(prefix="robustness-")
+
+
 def _csv() -> Path:
     """A well-formed CSV (so that only the argument under test is wrong)."""
-    path = Path(tempfile.mkdtemp(prefix="robustness-")) / "good.csv"
+    path = Path(tempfile.mkdtemp(dir=_FILES.name)) / "good.csv"
     path.write_text("a,b\n1,2\n3,4\n5,6\n")
     return path
 
@@ -139,7 +144,7 @@ def _pg(csr=None, **kw):
 
 def _special(kind: str) -> Path:
     """A directory or a FIFO named like a data file."""
-    folder = Path(tempfile.mkdtemp(prefix="robustness-"))
+    folder = Path(tempfile.mkdtemp(dir=_FILES.name))
     path = folder / ("folder.csv" if kind == "dir" else "pipe.csv")
     if kind == "dir":
         path.mkdir()
@@ -897,6 +902,6 @@ def test_the_memory_preflight_of_an_allocation(monkeypatch):
 if __name__ == "__main__":  # the table of docs/robustness.md, from the code itself
     for c in CASES:
         text = " ".join(message(c).split()).replace("|", "\\|")
-        text = re.sub(r"/tmp/robustness-\w+/", "DIR/", text)
+        text = re.sub(r"/tmp/robustness-\w+/tmp\w+/", "DIR/", text)
         print(f"| library | `{c.entry}` | {c.bad} | {text} |")
     print(f"<!-- {len(CASES)} library rows, explorer {explorer.__version__} -->")
