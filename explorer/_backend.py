@@ -148,6 +148,64 @@ def column_sums(M, xp=None):
     return total
 
 
+def column_extremes(X):
+    """float64 minimum and maximum of every column of a 2-D array, on its device.
+
+    NaN in a column makes both of its values NaN (as ``numpy.min`` and ``max`` do), so
+    X is finite iff every value returned is. On the GPU one read of X
+    (:func:`explorer.kernels.columns.column_stats`): CuPy's ``min(axis=0)`` over a
+    row-major array reads each column with a stride of d values, in a few thread blocks
+    when d is small.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d), n >= 1
+        NumPy or CuPy, any real dtype.
+
+    Returns
+    -------
+    lo, hi : float64 ndarray of shape (d,), same module as X
+    """
+    xp = array_module(X)
+    if xp is not np:
+        from .kernels import columns
+
+        if columns.supports(X):
+            lo, hi, _, _ = columns.column_stats(X)
+            return lo, hi
+    with np.errstate(invalid="ignore"):
+        return X.min(axis=0).astype(xp.float64), X.max(axis=0).astype(xp.float64)
+
+
+def column_centred_sums(X, centre=None):
+    """float64 sums of ``x − c`` and of ``(x − c)²`` over every column of a 2-D array,
+    on its device (c: `centre`, float64 of shape (d,), or 0).
+
+    On the GPU one read of X (:func:`explorer.kernels.columns.column_stats`); on the CPU
+    blocks of rows widened to float64 one at a time (:func:`chunk_rows`).
+
+    Returns
+    -------
+    s1, s2 : float64 ndarray of shape (d,), same module as X
+    """
+    xp = array_module(X)
+    n, d = X.shape
+    c = xp.zeros(d, dtype=xp.float64) if centre is None else xp.asarray(centre, xp.float64)
+    if xp is not np:
+        from .kernels import columns
+
+        if columns.supports(X):
+            _, _, s1, s2 = columns.column_stats(X, c)
+            return s1, s2
+    s1 = xp.zeros(d, dtype=xp.float64)
+    s2 = xp.zeros(d, dtype=xp.float64)
+    for start in range(0, n, chunk_rows(xp, d)):
+        block = X[start : start + chunk_rows(xp, d)].astype(xp.float64) - c
+        s1 += block.sum(axis=0)
+        s2 += (block * block).sum(axis=0)
+    return s1, s2
+
+
 def column_norms(M, xp=None):
     """Euclidean norms of the columns of an n×m array, as float64 (see :func:`column_sums`)."""
     xp = array_module(M) if xp is None else xp

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._backend import array_module
+from ._backend import array_module, column_extremes
 from ._validation import check_data, column_offsets, real_matrix
 
 __all__ = ["UNIT_HIGH", "UNIT_LOW", "InputData", "prepare_input", "source_kind"]
@@ -196,8 +196,7 @@ def _unit(A, shift, xp) -> float:
     if A.size == 0 or A.dtype.kind in "biu" and A.dtype.itemsize < 8:
         return 1.0
     with np.errstate(invalid="ignore", over="ignore"):
-        lo = A.min(axis=0).astype(xp.float64)
-        hi = A.max(axis=0).astype(xp.float64)
+        lo, hi = column_extremes(A)
         if shift is not None:
             lo, hi = lo - xp.asarray(shift), hi - xp.asarray(shift)
         top = float(xp.maximum(xp.abs(lo), xp.abs(hi)).max())

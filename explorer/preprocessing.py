@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._backend import array_module, chunk_rows, to_numpy
+from ._backend import array_module, chunk_rows, column_centred_sums, column_extremes, to_numpy
 from ._validation import check_choice
 
 __all__ = [
@@ -165,8 +165,8 @@ def fit_scaler(X, method: str, *, name: str = "X") -> FeatureScaler:
     if method == "standard":
         offset, scale = _mean_std(X, xp)
     else:
-        offset = to_numpy(X.min(axis=0)).astype(np.float64)
-        scale = to_numpy(X.max(axis=0)).astype(np.float64) - offset
+        lo, hi = (to_numpy(v) for v in column_extremes(X))
+        offset, scale = lo, hi - lo
     constant = ~(scale > 0)
     if constant.any():
         idx = np.flatnonzero(constant)
@@ -215,8 +215,8 @@ def feature_spreads(X):
 
 def feature_ranges(X):
     """float64 range (max − min) of each feature (NumPy array of shape (d,))."""
-    lo = to_numpy(X.min(axis=0)).astype(np.float64)
-    return to_numpy(X.max(axis=0)).astype(np.float64) - lo
+    lo, hi = (to_numpy(v) for v in column_extremes(X))
+    return hi - lo
 
 
 def _range_ratio(X):
@@ -298,16 +298,9 @@ def check_feature_scales(X, *, name: str = "X") -> float:
 
 def _mean_std(X, xp):
     """float64 mean and population standard deviation of each column (NumPy arrays),
-    by two passes over blocks of rows (the second sums squared deviations, which
-    keeps the variance of offset data exact to float64)."""
-    n, d = X.shape
-    step = chunk_rows(xp, d)
-    total = xp.zeros(d, dtype=xp.float64)
-    for start in range(0, n, step):
-        total += X[start : start + step].astype(xp.float64).sum(axis=0)
-    mean = total / n
-    sq = xp.zeros(d, dtype=xp.float64)
-    for start in range(0, n, step):
-        block = X[start : start + step].astype(xp.float64) - mean
-        sq += (block * block).sum(axis=0)
-    return to_numpy(mean), np.sqrt(to_numpy(sq) / n)
+    by two passes (:func:`explorer._backend.column_centred_sums`: the second sums
+    squared deviations from the mean, which keeps the variance of offset data exact to
+    float64)."""
+    n = X.shape[0]
+    mean = column_centred_sums(X)[0] / n
+    return to_numpy(mean), np.sqrt(to_numpy(column_centred_sums(X, mean)[1]) / n)
