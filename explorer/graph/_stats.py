@@ -2,8 +2,10 @@
 
 Everything here starts from ``counts`` (nonzeros per row, diagonal excluded), so the
 same code serves a built graph (``diff(indptr)``), a counting pass without the matrix,
-and a sample of rows. Counts may be NumPy or CuPy; they are brought to the host
-(n integers: a few ms even for millions of rows) and the results are host values.
+and a sample of rows. Counts may be NumPy or CuPy; every figure is read off their
+table (:func:`count_table`: how many rows hold each number of nonzeros), made on the
+counts' device, so only the table (max + 1 integers) reaches the host, not n counts
+(whose host copy, quantile and histogram took 13 ms of a 60 ms fit of 10⁶ rows).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import math
 
 import numpy as np
 
-from .._backend import to_numpy
+from .._backend import array_module, to_numpy
 from ._reference import index_dtype
 from ._types import GraphStats
 
@@ -61,11 +63,29 @@ def suggest_hypo(counts) -> int:
     passes 24 KB (width ~2943, Fig. 6), so heavy tails are better left to
     ``supPass``. Multiples of 16 keep the ELLPACK rows aligned.
     """
-    counts = np.asarray(to_numpy(counts)).ravel()
+    return _suggest_from_table(count_table(counts))
+
+
+def count_table(counts):
+    """How many rows hold each number of nonzeros: ``table[v]`` rows hold v (a NumPy
+    int64 array of length max + 1; empty for no rows), counted on the device of
+    `counts`."""
+    xp = array_module(counts)
+    counts = xp.asarray(counts).ravel()
     if counts.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.asarray(to_numpy(xp.bincount(counts.astype(xp.int64, copy=False))),
+                      dtype=np.int64)
+
+
+def _suggest_from_table(table) -> int:
+    if table.size == 0:
         return 1
-    top = int(counts.max())
-    q = int(np.quantile(counts, 1.0 - HYPO_OVERFLOW_FRACTION, method="inverted_cdf"))
+    top = table.size - 1
+    # numpy.quantile(counts, 1 - f, method="inverted_cdf"): the ⌈m (1 - f)⌉-th least.
+    m = int(table.sum())
+    rank = max(1, math.ceil(m * (1.0 - HYPO_OVERFLOW_FRACTION)))
+    q = int(np.searchsorted(np.cumsum(table), rank))
     rounded = HYPO_MULTIPLE * math.ceil(q / HYPO_MULTIPLE)
     return max(1, min(rounded, top, HYPO_CAP))
 
@@ -83,11 +103,16 @@ def nnz_histogram(counts):
     edges : ndarray of int64
         ``len(counts) + 1`` integer edges starting at 0.
     """
-    counts = np.asarray(to_numpy(counts)).ravel().astype(np.int64, copy=False)
-    top = int(counts.max()) if counts.size else 0
+    return _histogram_from_table(count_table(counts))
+
+
+def _histogram_from_table(table):
+    top = max(0, table.size - 1)
     width = max(1, math.ceil((top + 1) / MAX_HIST_BINS))
     nbins = top // width + 1
-    hist = np.bincount(counts // width, minlength=nbins).astype(np.int64)
+    padded = np.zeros(nbins * width, dtype=np.int64)
+    padded[: table.size] = table
+    hist = padded.reshape(nbins, width).sum(axis=1)
     edges = np.arange(nbins + 1, dtype=np.int64) * width
     return hist, edges
 
@@ -138,39 +163,44 @@ def stats_from_counts(
     -------
     GraphStats
     """
-    counts = np.asarray(to_numpy(counts)).ravel().astype(np.int64, copy=False)
+    table = count_table(counts)
     n = int(n)
-    m = counts.size
+    m = int(table.sum())
+    values = np.arange(table.size, dtype=np.int64)
     scale = n / m if estimated else 1.0
 
     def extrapolate(x) -> int:
         return int(round(x * scale)) if estimated else int(x)
 
-    suggested = suggest_hypo(counts)
+    suggested = _suggest_from_table(table)
     hypo = suggested if hypo_max_nnz_row is None else int(hypo_max_nnz_row)
-    nnz = extrapolate(counts.sum())
-    hist, edges = nnz_histogram(counts)
+    total = int(table @ values)
+    nnz = extrapolate(total)
+    hist, edges = _histogram_from_table(table)
     if estimated:
         hist = np.rint(hist * scale).astype(np.int64)
     deg = dict(degree_min=None, degree_mean=None, degree_max=None)
     if degrees is not None:
-        d = np.asarray(to_numpy(degrees), dtype=np.float64).ravel()
+        xp = array_module(degrees)
+        d = xp.asarray(degrees).ravel()
         if d.size:
-            deg = dict(degree_min=float(d.min()), degree_mean=float(d.mean()),
-                       degree_max=float(d.max()))
+            lo, mean, hi = (float(v) for v in to_numpy(xp.stack(
+                [d.min(), d.mean(dtype=xp.float64), d.max()]).astype(xp.float64)))
+            deg = dict(degree_min=lo, degree_mean=mean, degree_max=hi)
+    present = np.flatnonzero(table)
     return GraphStats(
         n=n,
         nnz=nnz,
-        nnz_row_min=int(counts.min()),
-        nnz_row_mean=float(counts.mean()),
-        nnz_row_max=int(counts.max()),
+        nnz_row_min=int(present[0]) if m else 0,
+        nnz_row_mean=total / m if m else float("nan"),
+        nnz_row_max=int(present[-1]) if m else 0,
         nnz_row_hist=(hist, edges),
         sparsity=100.0 * (1.0 - nnz / (float(n) * n)),
-        n_isolated=extrapolate(np.count_nonzero(counts == 0)),
+        n_isolated=extrapolate(table[0] if m else 0),
         n_components=None if n_components is None else int(n_components),
         hypo_max_nnz_row=hypo,
         suggested_hypo_max_nnz_row=suggested,
-        rows_over_hypo=extrapolate(np.count_nonzero(counts > hypo)),
+        rows_over_hypo=extrapolate(table[hypo + 1:].sum()),
         bytes_csr=csr_bytes(n, nnz),
         bytes_dense=4 * n * n,
         bytes_ellpack=n * hypo * (4 + 4),
