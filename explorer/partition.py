@@ -318,9 +318,11 @@ def partition_graph(
         if row_counts is not None:  # every copy's row: k-means weighs rows by copies
             copies = xp.asarray(row_counts, dtype=xp.int64)[keep]
             rows = xp.repeat(keep, copies)
-        km = number_by_first_point(KMeans(k, n_init=n_init, tol=kmeans_tol,
-                                          max_iter=kmeans_max_iter,
-                                          random_state=rng).fit(used.embedding[rows]))
+        X_used = used.embedding[rows]
+        init = _component_rows(X_used, k, xp) if emb.solver == "components" else None
+        km = number_by_first_point(KMeans(
+            k, init="auto" if init is None else init, n_init=n_init if init is None else 1,
+            tol=kmeans_tol, max_iter=kmeans_max_iter, random_state=rng).fit(X_used))
         kept = km.labels_
         if row_counts is not None:  # the copies of a vertex share its row and label
             kept = kept[xp.cumsum(copies) - copies]
@@ -342,6 +344,29 @@ def partition_graph(
         timings=timings, reorder=order,
         n_stray=strays.vertices, stray_pieces=strays.pieces, stray_size=strays.size,
     )
+
+
+def _component_rows(E, k, xp):
+    """The k distinct rows of a components embedding's unit rows, in the order of their
+    first row, as k-means' starts; None when `E` is not such an embedding.
+
+    The unit rows of the indicators D^1/2 1_c (U = D^-1/2 V) are ±e_c, one per
+    component, so k-means of them has one optimum, those k points at inertia 0, and
+    every restart of greedy k-means++ reaches it (each draw lands in a component not yet
+    drawn: the others are at distance 0). Started there, one step confirms it: the
+    labels and centres of ``n_init`` restarts at the cost of one assignment (n_init
+    restarts of the same answer took 21 ms of a 65 ms fit of 10⁶ rows). Checked, not
+    assumed: every row must hold exactly one nonzero and the k columns must all occur.
+    """
+    if E.ndim != 2 or E.shape[1] != k or E.shape[0] < k:
+        return None
+    nonzero = E != 0
+    if not bool((xp.count_nonzero(nonzero, axis=1) == 1).all()):
+        return None
+    first = first_rows(xp.argmax(nonzero, axis=1), k)
+    if (first >= E.shape[0]).any():
+        return None
+    return E[xp.asarray(np.sort(first))]
 
 
 def _check_reorder(reorder, points):

@@ -11,8 +11,10 @@ from sklearn.base import clone
 from sklearn.cluster import spectral_clustering
 from sklearn.datasets import load_digits, make_blobs, make_circles, make_moons
 
-from explorer import SpectralClustering, build_graph, partition_graph
+from explorer import KMeans, SpectralClustering, build_graph, partition_graph
+from explorer.kmeans import number_by_first_point
 from explorer.metrics import adjusted_rand_score
+from explorer.partition import _component_rows
 
 CENTRES = [[-6, -6], [6, 6], [-6, 6], [6, -6]]
 
@@ -65,6 +67,33 @@ def test_exactly_k_components_are_the_clusters_without_iterations(name, rng):
     assert wider.embedding.solver in ("dense", "chebyshev")
     assert wider.embedding.eigenvalues[k] > 1e-4
     assert adjusted_rand_score(wider.labels, sc.labels_) == 1.0
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_components_kmeans_starts_at_its_one_optimum(name, rng):
+    # The components embedding's unit rows are k distinct points: k-means started at
+    # them (one step) gives what n_init restarts of k-means++ give.
+    X, y, params, k = shape(name, rng)
+    graph = build_graph(X, **params, backend="cpu")
+    part = partition_graph(graph.csr, k, random_state=0)
+    assert part.embedding.solver == "components"
+    kept = part.labels >= 0
+    E = part.clustered.embedding[kept]
+    restarts = number_by_first_point(KMeans(k, n_init=10, random_state=int(
+        rng.integers(2**31))).fit(E))
+    np.testing.assert_array_equal(part.labels[kept], restarts.labels_)
+    np.testing.assert_allclose(part.kmeans.cluster_centers_, restarts.cluster_centers_,
+                               atol=1e-6)
+    assert part.kmeans.n_iter_ == 1 and part.kmeans.inertia_ <= 1e-6
+
+
+def test_component_rows_refuse_what_is_not_one_hot(rng):
+    E = np.eye(3)[rng.integers(3, size=50)]
+    assert _component_rows(E, 3, np).shape == (3, 3)
+    assert _component_rows(E, 4, np) is None  # k != columns
+    E[7, (np.argmax(E[7]) + 1) % 3] = 0.5  # a row with two nonzeros
+    assert _component_rows(E, 3, np) is None
+    assert _component_rows(np.eye(3)[np.zeros(50, dtype=int)], 3, np) is None  # one only
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
