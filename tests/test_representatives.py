@@ -269,6 +269,19 @@ def test_distinct_representatives_map_every_row_to_its_copy(rng):
     assert distinct_representatives(rng.normal(size=(300, 2)).astype(np.float32)) is None
 
 
+def test_row_hashes_are_equal_exactly_for_equal_rows(rng):
+    from explorer.representatives import _row_hashes
+
+    levels = rng.integers(0, 3, size=(6000, 5)).astype(np.float32) - 1.0  # many copies
+    levels[rng.random(levels.shape) < 0.1] *= -0.0  # signed zeros among them
+    levels[::7] += rng.normal(size=(len(levels[::7]), 5)).astype(np.float32)
+    _, row_id = np.unique(levels + np.float32(0.0), axis=0, return_inverse=True)
+    _, hash_id = np.unique(_row_hashes(levels, np), return_inverse=True)
+    # The same partition of the rows: equal rows hash alike, distinct rows apart.
+    pairs = np.unique(np.c_[row_id.ravel(), hash_id.ravel()], axis=0)
+    assert len(pairs) == row_id.max() + 1 == hash_id.max() + 1
+
+
 @pytest.mark.parametrize("questions, levels", [(2, 4), (2, 5), (3, 5)])
 def test_distinct_rows_cluster_as_the_graph_of_every_row(rng, questions, levels):
     """Survey-like answers (most rows copies): the distinct rows' graph weighted by
