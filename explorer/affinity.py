@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._backend import to_numpy
+from ._backend import array_module, to_numpy
 
 __all__ = ["GAP_SAMPLE", "GAP_TIE", "STRAY_LEFT_OUT", "AffinityChoice", "choose_affinity"]
 
@@ -64,9 +64,10 @@ class AffinityChoice:
     eigengaps : dict or None
         ``{"epsilon": g, "knn": g}``, the relative eigengaps compared (rule 4 only).
     graph : explorer.graph.Graph or None
-        The CPU graph of the chosen kind when the sample was every row (at most
-        :data:`GAP_SAMPLE`, in order): the graph the fit would build, if its edge rule
-        (:attr:`explorer.graph.Graph.rule`) is the fit's, so the fit can take it.
+        The graph of the chosen kind when the sample was every row (at most
+        :data:`GAP_SAMPLE`, in order), on the backend asked for: the graph the fit would
+        build, if its edge rule (:attr:`explorer.graph.Graph.rule`) is the fit's, so
+        the fit can take it.
     """
 
     affinity: str
@@ -83,7 +84,7 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
     ----------
     X : ndarray of shape (n, d)
         The data as the graph will be built from it (float32, validated, scaled if
-        asked; NumPy or CuPy: the samples are taken to the host).
+        asked; NumPy or CuPy).
     n_clusters : int or "auto"
     n_neighbors : int
         k of the kNN graph, and the neighbour count the ε threshold is measured in.
@@ -93,7 +94,10 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
         Seeds the row samples (fixed by the estimator: the same data gets the same
         choice).
     backend : {"auto", "gpu", "cpu"}
-        The backend that will build the graph (its memory bounds the ε search).
+        The backend that will build the graph (its memory bounds the ε search). The
+        sample graphs are built there ("auto": where X is), so that the graph of a
+        sample that is every row is the fit's own graph, ready for it
+        (:attr:`AffinityChoice.graph`).
 
     Returns
     -------
@@ -106,19 +110,23 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
         return AffinityChoice("knn", f"n_features={d} > {data_suggest.LOW_D}: a kNN graph with "
                               "self-tuning σ (the ε rule of high-dimensional data, a cosine "
                               "threshold, has no test of a clean graph)")
-    host = np.ascontiguousarray(to_numpy(X), dtype=np.float32)
+    xp = array_module(X)
+    build_on = backend if backend in ("cpu", "gpu") else "cpu" if xp is np else "gpu"
     fixed_k = not isinstance(n_clusters, str)
     n_classes = int(n_clusters) if fixed_k else None
     rows = np.random.default_rng(random_state).permutation(n)[:GAP_SAMPLE] if n > GAP_SAMPLE \
         else np.arange(n)
-    sample = host[np.sort(rows)]
+    sample = xp.ascontiguousarray(X[xp.asarray(np.sort(rows))], dtype=xp.float32)
+    if build_on == "cpu":
+        sample = to_numpy(sample)
 
     def ready(graph):  # the graph the fit would build, when the sample is every row
         return graph if n <= GAP_SAMPLE else None
 
     knn_graph = None
     if fixed_k and sample.shape[0] > int(n_clusters) + 1:
-        knn_graph = _sample_graph(sample, int(n_clusters), "knn", n_neighbors, local_neighbor)
+        knn_graph = _sample_graph(sample, int(n_clusters), "knn", n_neighbors, local_neighbor,
+                                  build_on)
     if knn_graph is not None and _has_exactly_k_components(knn_graph.csr, int(n_clusters),
                                                             random_state):
         # The largest relative eigengap there is (1: λ_k = 0 < λ_{k+1}): rules 2-4 would
@@ -129,6 +137,7 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
             f"k={n_clusters} components (stray pieces aside): relative eigengap 1, the "
             "largest there is, so no ε-graph can separate the clusters better (the rule "
             "would pick kNN whatever the ε search found)", {"knn": 1.0}, ready(knn_graph))
+    host = np.ascontiguousarray(to_numpy(X), dtype=np.float32)
     search = data_suggest.sqdist_search(host, n_classes=n_classes, n_neighbors=n_neighbors,
                                         random_state=random_state, backend=backend)
     if not search.clean:
@@ -144,7 +153,7 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
     if sample.shape[0] <= k + 1:
         return AffinityChoice("epsilon", "an ε threshold gives a clean graph (too few rows "
                               "for an eigengap comparison)")
-    eps_graph = _sample_graph(sample, k, "epsilon", n_neighbors, local_neighbor)
+    eps_graph = _sample_graph(sample, k, "epsilon", n_neighbors, local_neighbor, build_on)
     gaps = {
         "epsilon": _relative_eigengap(eps_graph.csr, k, random_state),
         "knn": _relative_eigengap(knn_graph.csr, k, random_state),
@@ -163,16 +172,16 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
                           ready(knn_graph))
 
 
-def _sample_graph(X, k, graph, n_neighbors, local_neighbor):
-    """The CPU :class:`~explorer.graph.Graph` of kind `graph` that the suggested edge rule
-    builds on `X`."""
+def _sample_graph(X, k, graph, n_neighbors, local_neighbor, backend):
+    """The :class:`~explorer.graph.Graph` of kind `graph` that the suggested edge rule
+    builds on `X`, on `backend`."""
     from .graph import EdgeRule, build_graph
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # components left out: the fit will say so
         rule = EdgeRule.suggest(X, n_clusters=k, n_neighbors=n_neighbors, graph=graph,
                                 local_neighbor=local_neighbor)
-        return build_graph(X, rule, backend="cpu")
+        return build_graph(X, rule, backend=backend)
 
 
 def _has_exactly_k_components(csr, k, random_state=0) -> bool:
@@ -186,8 +195,9 @@ def _has_exactly_k_components(csr, k, random_state=0) -> bool:
     from .components import component_labels
     from .partition import partition_graph
 
+    xp = array_module(csr)
     labels = component_labels(csr)
-    pieces = np.unique(labels[np.diff(csr.indptr) > 0]).size  # besides the isolated
+    pieces = int(xp.unique(labels[xp.diff(csr.indptr) > 0]).size)  # besides the isolated
     if pieces < k:
         return False
     with warnings.catch_warnings():

@@ -70,3 +70,23 @@ def test_auto_mode_weighs_the_exact_graph_of_a_given_rule(rng):
     sc = SpectralClustering(4, metric="gaussian", sigma=0.1, threshold_sqdist=0.5,
                             backend="gpu", random_state=0).fit(X)
     assert sc.plan_.mode == "representatives" and "exceeds" in sc.plan_.mode_why
+
+
+@pytest.mark.parametrize("n", [1000, 4000])
+def test_default_fit_takes_the_graph_its_affinity_choice_built_on_the_gpu(n, rng):
+    # The affinity choice builds its sample graphs where the fit builds its graph;
+    # when the sample is every row the fit takes that graph instead of a second build,
+    # and the labels are those of a fit on the graph built afresh.
+    from explorer import SpectralClustering, build_graph, datasets, partition_graph
+
+    ds = datasets.load("moons", n_samples=n, random_state=int(rng.integers(2**31)))
+    X = cupy.asarray(ds.X, dtype=cupy.float32)
+    sc = SpectralClustering(2, random_state=0).fit(X)
+    plan = sc.plan_
+    assert plan.graph is not None and plan.graph.backend == "gpu"
+    assert "graph" not in sc.timings_ or sc.timings_["graph"] < sc.timings_["suggest"]
+    fresh = build_graph(plan.points, plan.rule, backend="gpu").csr
+    taken = plan.graph.csr
+    assert (abs(fresh - taken)).max() == 0 and fresh.nnz == taken.nnz
+    part = partition_graph(fresh, 2, random_state=0)
+    assert adjusted_rand_score(cupy.asnumpy(part.labels), cupy.asnumpy(sc.labels_)) == 1.0

@@ -285,3 +285,14 @@ def test_components_of_copies_are_not_taken_for_clusters():
         sc = SpectralClustering(2, mode="exact", random_state=0, backend="cpu").fit(X)
     assert "splits into exactly" not in sc.affinity_why_
     assert adjusted_rand_score(y, sc.labels_) > 0.9  # 0.605 when it was
+
+
+def test_default_fit_takes_the_graph_its_affinity_choice_built(rng):
+    from explorer import SpectralClustering, build_graph, datasets
+
+    ds = datasets.load("moons", n_samples=1500, random_state=int(rng.integers(2**31)))
+    sc = SpectralClustering(2, random_state=0, backend="cpu").fit(ds.X)
+    plan = sc.plan_
+    assert plan.graph is not None and plan.graph.backend == "cpu"
+    fresh = build_graph(plan.points, plan.rule, backend="cpu").csr
+    assert abs(fresh - plan.graph.csr).max() == 0 and fresh.nnz == plan.graph.csr.nnz

@@ -527,7 +527,7 @@ def plan_graph_of(where: Points, X, params) -> FitPlan:
     mode, mode_why = where.mode, where.mode_why
     t0 = time.perf_counter()
     rule_params = _working_rule_params(params, data.unit)
-    affinity, affinity_why, built = _choose_affinity(points, params, rule_params)
+    affinity, affinity_why, built = _choose_affinity(points, params, rule_params, backend)
     rule = EdgeRule.suggest(points, rule_params["metric"], rule_params["sigma"],
                             rule_params["threshold_sqdist"], rule_params["threshold_sim"],
                             n_clusters=params["n_clusters"], n_neighbors=params["n_neighbors"],
@@ -543,7 +543,7 @@ def plan_graph_of(where: Points, X, params) -> FitPlan:
         timings["suggest"] = time.perf_counter() - t0
     graph = None
     if (built is not None and built.rule == rule and params["method"] == "auto"
-            and not backend.is_gpu):
+            and built.backend == backend.name):
         # The affinity rule built this graph on every row with this rule (its build
         # counts in "suggest"): the same canonical CSR.
         graph = replace(built, rule=rule)
@@ -571,7 +571,7 @@ def _working_rule_params(params, unit: float) -> dict:
     return out
 
 
-def _choose_affinity(points, params, rule_params):
+def _choose_affinity(points, params, rule_params, backend):
     """The graph kind, why, and the graph the choice built on every row (or None)."""
     if params["affinity"] != "auto":
         return AFFINITY_GRAPH[params["affinity"]], "given", None
@@ -583,7 +583,7 @@ def _choose_affinity(points, params, rule_params):
         return "epsilon", f"{' and '.join(given)} given: the ε-graph they define", None
     choice = choose_affinity(points, params["n_clusters"], n_neighbors=params["n_neighbors"],
                              local_neighbor=params["local_neighbor"],
-                             backend=params["backend"])
+                             backend=backend.name)
     return choice.affinity, choice.why, choice.graph
 
 
