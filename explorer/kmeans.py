@@ -947,7 +947,8 @@ def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp, record=None):
     consistent = np.zeros(S, dtype=bool)
     active = list(range(S))
     steps = 0
-    if getattr(runner, "fused", False):  # the same rule, decided on the device
+    if getattr(runner, "fused", False) or getattr(runner, "tiled", False):
+        # The same rule, decided on the device (no wait for the host each step).
         n_iter, consistent, steps = runner.run(max_iter, tol_abs)
         active = []
     while active:

@@ -124,16 +124,17 @@ def tiled_step(X, x_sq, centers, *, want_sums: bool):
     return labels, mind, cluster_sums(X, labels, k) if want_sums else None
 
 
-def _nearest_tiled(X, x_sq, neg2c, c_sq, labels, mind, changed):
+def _nearest_tiled(X, x_sq, neg2c, c_sq, labels, mind, changed, state=None):
     """Launch ``nearest_tiled`` (contiguous float32 X, x_sq, neg2c (k x d), c_sq; int32
     labels and float32 mind written; rows whose label changes counted into the int32
-    ``changed[0]`` unless `changed` is None)."""
+    ``changed[0]`` unless `changed` is None; nothing done while the int32 ``state[0]``,
+    when given, is not 0)."""
     n, d = X.shape
     if n:
         grid = _blocks(n, TILED_BLOCK * TILED_ROWS, TILED_BLOCKS_PER_SM)
         launch("kmeans_tiled", "nearest_tiled", (f"-DKM_DIM={d}",), (grid,), (TILED_BLOCK,),
                (X, x_sq, neg2c, c_sq, np.int64(n), np.int32(neg2c.shape[0]), labels, mind,
-                _pointer(changed)))
+                _pointer(changed), _pointer(state)))
 
 
 def _pointer(array):
@@ -747,7 +748,7 @@ class DeviceStarts:
             changed = self.changed[s : s + 1] if want_sums else None
             if self.tiled:
                 _nearest_tiled(self.X, self.x_sq, self.neg2c[s], self.c_sq[s], self.labels[s],
-                               self.mind[s], changed)
+                               self.mind[s], changed, None if state is None else state[s : s + 1])
             elif self.product in ("split", "tf32"):
                 counts = {}
                 nearest_checked(self.X, self.x_sq, self.neg2c[s], self.c_sq[s],
@@ -826,7 +827,9 @@ class DeviceStarts:
         device (``lloyd_update`` with a state per restart): the host launches
         `check_every` steps, then reads the states once, re-seeds the restarts paused
         on an empty cluster and drops the stopped ones from the launches. The fused
-        path only (where launches, not rows, set the pace).
+        and tiled paths (where launches, not rows, set the pace). The tiled path's
+        sums kernel does not read the states: the sums it added for a restart after it
+        stopped or paused are dropped when the states are read.
 
         Returns
         -------
@@ -838,8 +841,9 @@ class DeviceStarts:
         """
         import cupy
 
-        if not self.fused:
-            raise ValueError("DeviceStarts.run serves the fused step only; use step()")
+        if not (self.fused or self.tiled):
+            raise ValueError("DeviceStarts.run serves the fused and tiled steps only; use "
+                             "step()")
         S = self.centers.shape[0]
         every = RUN_CHECK_EVERY if check_every is None else check_every
         state = cupy.zeros(S, dtype=cupy.int32)
@@ -853,6 +857,9 @@ class DeviceStarts:
                 self._update(running, state, n_iter, consistent, tol_abs, max_iter)
                 steps += 1
             now = state.get()
+            idle = np.flatnonzero(now != 0)
+            if self.tiled and idle.size:
+                self.sums[cupy.asarray(idle)] = 0.0
             paused = np.flatnonzero(now == 2)
             if paused.size:
                 status = self.status.get().reshape(S, 3)

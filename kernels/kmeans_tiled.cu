@@ -12,7 +12,10 @@
 // ties; the squared distance is max(that + ||x||^2, 0).
 //
 // With `changed`, the rows whose label differs from the one held before are counted
-// into *changed (one atomic per block).
+// into *changed (one atomic per block). With `state` (one restart's, as lloyd_update
+// keeps it), a restart that is not running (stopped, or paused for re-seeding) leaves
+// its labels and distances as they are: the steps the host launched before it read
+// the states (DeviceStarts.run) return at once.
 //
 // Compile with -DKM_DIM=d (1 <= d <= 32). Launch: 1-D grid, blockDim.x == TILE,
 // grid-stride over groups of TILE * ROWS rows.
@@ -31,7 +34,9 @@ extern "C" __global__ void nearest_tiled(const float* __restrict__ X,      // n 
                                          long long n, int k,
                                          int* __restrict__ labels,         // n (out)
                                          float* __restrict__ mind,         // n (out)
-                                         int* __restrict__ changed) {      // 1, or null
+                                         int* __restrict__ changed,        // 1, or null
+                                         const int* __restrict__ state) {  // 1, or null
+    if (state != nullptr && state[0] != 0) return;  // the whole grid alike
     __shared__ float tile_c[TILE * KM_DIM];
     __shared__ float tile_sq[TILE];
     __shared__ int block_changed;

@@ -475,22 +475,26 @@ def test_kmeans_plusplus_kernels_draw_as_the_cpu(n, d, k, S, rng, poisoned):
 
 
 @pytest.mark.parametrize("every", [1, 4])
-def test_device_run_stops_each_restart_as_the_host_loop(every, rng, poisoned):
+@pytest.mark.parametrize(("k", "d"), [(6, 4), (40, 8)])  # fused, tiled
+def test_device_run_stops_each_restart_as_the_host_loop(every, k, d, rng, poisoned):
     # DeviceStarts.run decides the stopping rule on the device and looks every
     # `every` steps; restart by restart it must stop where the host's loop stops, and
-    # a restart with an empty cluster must pause, be re-seeded and go on.
+    # a restart with an empty cluster must pause, be re-seeded and go on (the tiled
+    # step's sums kernel runs on for a paused restart until the host looks: what it
+    # added must not reach the update after the re-seeding).
     import cupy
     from explorer.kernels.kmeans import DeviceStarts
 
     from explorer import kmeans as km
 
-    X, x_sq, centers = blob_starts(rng, 4_001, 4, 6, 4)
-    centers[2] = X[rng.choice(len(X), 6, replace=False)]  # a start that must iterate
+    X, x_sq, centers = blob_starts(rng, 4_001, d, k, 4)
+    centers[2] = X[rng.choice(len(X), k, replace=False)]  # a start that must iterate
     tol_abs = km.variance_tolerance(1e-4, float(x_sq.sum()), X.sum(0, dtype=np.float64),
                                     *X.shape)
     host, dev = {}, {}
     want = km._lloyd_starts(X, x_sq, centers, 300, tol_abs, np, record=host)
     runner = DeviceStarts(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(centers))
+    assert (runner.fused, runner.tiled) == ((True, False) if k == 6 else (False, True))
     n_iter, consistent, steps = runner.run(300, tol_abs, check_every=every)
     assert n_iter.tolist() == host["n_iter"]
     # A restart paused on an empty cluster waits for the next look to go on.
