@@ -127,8 +127,7 @@ def choose_affinity(X, n_clusters, *, n_neighbors=10, local_neighbor=7, random_s
     if fixed_k and sample.shape[0] > int(n_clusters) + 1:
         knn_graph = _sample_graph(sample, int(n_clusters), "knn", n_neighbors, local_neighbor,
                                   build_on)
-    if knn_graph is not None and _has_exactly_k_components(knn_graph.csr, int(n_clusters),
-                                                            random_state):
+    if knn_graph is not None and _has_exactly_k_components(knn_graph.csr, int(n_clusters)):
         # The largest relative eigengap there is (1: λ_k = 0 < λ_{k+1}): rules 2-4 would
         # all end in kNN (no clean ε: kNN; clean: the ε-graph's gap cannot exceed 1 +
         # GAP_TIE), so neither the ε search nor an eigensolver needs to run.
@@ -184,32 +183,29 @@ def _sample_graph(X, k, graph, n_neighbors, local_neighbor, backend):
         return build_graph(X, rule, backend=backend)
 
 
-def _has_exactly_k_components(csr, k, random_state=0) -> bool:
+def _has_exactly_k_components(csr, k) -> bool:
     """Whether :func:`explorer.partition_graph`'s components rule (stray pieces out,
     then the k largest components) leaves exactly k components of `csr`: its
     normalised Laplacian then has λ_1..λ_k = 0 < λ_{k+1}, a relative eigengap of 1.
 
     The count comes first (fewer than k components cannot become k); the rule itself is
-    partition_graph's, run with ``eigen_solver="components"``, which refuses any other
-    number of components."""
+    partition_graph's (:func:`explorer.partition.components_rule`), without the
+    embedding and k-means that a partition would add."""
     from .components import component_labels
-    from .partition import partition_graph
+    from .embedding import isolated_vertices
+    from .partition import components_rule
 
     xp = array_module(csr)
     labels = component_labels(csr)
     pieces = int(xp.unique(labels[xp.diff(csr.indptr) > 0]).size)  # besides the isolated
     if pieces < k:
         return False
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # components left out: the fit will say so
-        try:
-            part = partition_graph(csr, k, eigen_solver="components", n_init=1,
-                                   random_state=random_state)
-        except ValueError:  # the stray rule left fewer than k components
-            return False
+    rule = components_rule(csr, k, isolated_vertices(csr))
+    if rule.n_left < k:  # the stray rule left fewer than k components
+        return False
     # Stray pieces are few points; when they hold more (a kNN graph of many identical
     # rows: components of copies), the k left are not the data's clusters.
-    return part.n_dropped <= STRAY_LEFT_OUT * csr.shape[0]
+    return rule.n_dropped <= STRAY_LEFT_OUT * csr.shape[0]
 
 
 def _relative_eigengap(csr, k, random_state) -> float:
@@ -218,7 +214,7 @@ def _relative_eigengap(csr, k, random_state) -> float:
     graph has no k + 1 eigenvalues to compare."""
     from .partition import partition_graph
 
-    if _has_exactly_k_components(csr, k, random_state):
+    if _has_exactly_k_components(csr, k):
         return 1.0  # λ_1..λ_k = 0 < λ_{k+1}: no eigensolver needed
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # components left out: the fit will say so

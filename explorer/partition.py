@@ -248,19 +248,10 @@ def partition_graph(
     n_left = n_components
     component_ids = None  # the components' labels, once labelled
     if not auto:
-        # Stray pieces (a few points cut off in a sparse tail) out first, then, with
-        # more components than k, the k largest are the clusters (see
-        # explorer.components); the others' vertices get label -1.
-        csr, isolated_left, strays = _drop_stray_components(csr, n_clusters, isolated,
-                                                            n_components)
-        n_left = None if strays.n_components is None else strays.n_components - strays.pieces
-        # Zeroed weights keep the pattern, which is what connects (component_labels),
-        # so the labels of the stray search are the left graph's: labelled once.
-        split = largest_components(csr, n_clusters, isolated=isolated_left,
-                                   n_components=n_left, labels=strays.labels)
-        n_left, n_dropped = split.n_components, split.n_dropped + strays.vertices
-        n_components = n_left + strays.pieces
-        component_ids = strays.labels if split.labels is None else split.labels
+        rule = components_rule(csr, n_clusters, isolated, n_components)
+        csr, split, strays = rule.csr, rule.split, rule.strays
+        n_left, n_dropped, n_components = rule.n_left, rule.n_dropped, rule.n_components
+        component_ids = rule.labels
     n_kept -= n_dropped
     if auto:
         m = auto_k_max(n_kept)
@@ -415,6 +406,57 @@ class _Strays:
     size: int | None = None
     #: The graph's component labels when the search labelled them (None otherwise).
     labels: object = None
+
+
+@dataclass
+class ComponentsRule:
+    """What the components rule of :func:`partition_graph` leaves of a graph.
+
+    Attributes
+    ----------
+    csr : sparse matrix
+        The graph with its stray pieces' weights set to 0.
+    split : explorer.components.ComponentSplit
+        The k largest components left (``kept``: their vertices; None: all).
+    strays : _Strays
+    n_left : int
+        Components left besides the stray pieces (at least k, or fewer when the graph
+        has fewer).
+    n_dropped : int
+        Vertices left out: of stray pieces and of components past the k largest.
+    n_components : int
+        Components outside the isolated vertices, stray pieces included.
+    labels : int array or None
+        Every vertex's component, when the rule labelled them.
+    """
+
+    csr: object
+    split: object
+    strays: object
+    n_left: int
+    n_dropped: int
+    n_components: int
+    labels: object
+
+
+def components_rule(csr, k, isolated, n_components=None) -> ComponentsRule:
+    """The components rule of :func:`partition_graph` for a fixed k: stray pieces (a few
+    points cut off in a sparse tail) out first, then, with more components than k, the
+    k largest are the clusters (:func:`explorer.components.largest_components`); the
+    others' vertices get label −1. One implementation for the fit and for
+    :mod:`explorer.affinity`'s test of a graph that splits into exactly k components
+    (which needs no eigensolver)."""
+    csr, isolated_left, strays = _drop_stray_components(csr, k, isolated, n_components)
+    n_left = None if strays.n_components is None else strays.n_components - strays.pieces
+    # Zeroed weights keep the pattern, which is what connects (component_labels), so
+    # the labels of the stray search are the left graph's: labelled once.
+    split = largest_components(csr, k, isolated=isolated_left, n_components=n_left,
+                               labels=strays.labels)
+    return ComponentsRule(
+        csr=csr, split=split, strays=strays, n_left=split.n_components,
+        n_dropped=split.n_dropped + strays.vertices,
+        n_components=split.n_components + strays.pieces,
+        labels=strays.labels if split.labels is None else split.labels)
 
 
 def _drop_stray_components(csr, k, isolated, n_components):
