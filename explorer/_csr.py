@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._backend import array_module, sparse_module, to_numpy
+from ._backend import array_module, sparse_module
 
 #: Stored entries per block of the passes that need each entry's row (forming
 #: A = D^-1/2 S D^-1/2, dropping isolated vertices): a block's scratch (int64 row ids,
@@ -84,22 +84,25 @@ def cast_values(A, dtype):
 def row_blocks(indptr, max_entries=None):
     """Consecutive row ranges ``(r0, r1, e0, e1)`` holding at most `max_entries`
     (default :data:`ENTRY_BLOCK`) stored entries each (a longer row is a range of its
-    own); ``e0:e1`` are their entries. When there is more than one block the row
-    offsets are read on the host (n + 1 integers)."""
+    own); ``e0:e1`` are their entries. Each block's end is found by a binary search on
+    the offsets' own device: a few numbers per block reach the host, not the n + 1
+    offsets (a 5·10⁶-row graph's took 8 ms to copy, on every pass)."""
     max_entries = ENTRY_BLOCK if max_entries is None else max_entries
     n = indptr.shape[0] - 1
     first, last = int(indptr[0]), int(indptr[-1])
-    if last - first <= max_entries:  # one block: two numbers read, not n + 1
+    if last - first <= max_entries:  # one block: two numbers read
         if n > 0:
             yield 0, n, first, last
         return
-    ptr = np.asarray(to_numpy(indptr), dtype=np.int64)
-    r0 = 0
+    xp = array_module(indptr)
+    r0, e0 = 0, first
     while r0 < n:
-        r1 = int(np.searchsorted(ptr, ptr[r0] + max_entries, side="right")) - 1
+        r1 = int(xp.searchsorted(indptr, indptr.dtype.type(min(e0 + max_entries, last)),
+                                 side="right")) - 1
         r1 = min(max(r1, r0 + 1), n)
-        yield r0, r1, int(ptr[r0]), int(ptr[r1])
-        r0 = r1
+        e1 = int(indptr[r1])
+        yield r0, r1, e0, e1
+        r0, e0 = r1, e1
 
 
 def entry_rows(indptr, xp=None, *, first=0, span=None, dtype=np.int64):

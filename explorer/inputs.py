@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._backend import array_module, column_extremes
+from ._backend import array_module, column_centred_sums, column_extremes
 from ._validation import check_data, column_offsets, real_matrix
 
 __all__ = ["UNIT_HIGH", "UNIT_LOW", "InputData", "prepare_input", "source_kind"]
@@ -165,7 +165,7 @@ def prepare_input(X, *, name: str = "X", center: bool | str = True, min_samples:
         shift, unit = like.shift, like.unit
     else:
         if center == "mean":
-            shift = _host(A.mean(axis=0, dtype=xp.float64)) if wide else None
+            shift = _host(column_centred_sums(A)[0] / A.shape[0]) if wide else None
         else:
             shift = column_offsets(A) if center else None
         unit = _unit(A, shift, xp)

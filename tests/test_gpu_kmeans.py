@@ -499,12 +499,32 @@ def test_device_run_stops_each_restart_as_the_host_loop(every, k, d, rng, poison
     assert n_iter.tolist() == host["n_iter"]
     # A restart paused on an empty cluster waits for the next look to go on.
     assert max(n_iter) <= steps <= max(n_iter) + 2 * every
+    # Against the host-decided loop on the same kernels (DeviceStarts.step): the same
+    # centres and labels bit for bit, every restart.
+    stepped = DeviceStarts(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(centers))
+    active, stepped_iter = list(range(4)), np.zeros(4, dtype=np.int64)
+    while active:
+        changed, n_empty, shift = stepped.step(active)
+        still = []
+        for i, s in enumerate(active):
+            stepped_iter[s] += 1
+            if n_empty[i]:
+                stepped.reseed_empty(s, int(n_empty[i]))
+            if not km.lloyd_stops(changed[i], n_empty[i], shift[i], tol_abs):
+                still.append(s)
+        active = still
+    assert stepped_iter.tolist() == n_iter.tolist()
+    np.testing.assert_array_equal(stepped.centers.get(), runner.centers.get())
+    np.testing.assert_array_equal(stepped.labels.get(), runner.labels.get())
     got = km._lloyd_starts(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(centers), 300,
                            tol_abs, cupy, record=dev)
     assert dev["n_iter"] == host["n_iter"]
     np.testing.assert_array_equal(cupy.asnumpy(got[1]), want[1])
     assert got[2] == pytest.approx(want[2], rel=1e-9)
-    np.testing.assert_allclose(dev["inertia"], host["inertia"], rtol=1e-9)
+    # The restart from random rows ends among rows nearly tied between two centres,
+    # which float32 distances summed in another order (the tiled kernel's against
+    # NumPy's) may give to the other one: its inertia to float32's precision.
+    np.testing.assert_allclose(dev["inertia"], host["inertia"], rtol=1e-9 if k == 6 else 1e-6)
 
 
 # ---------------------------------------------------------------- the split (3xTF32) product
