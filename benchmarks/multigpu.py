@@ -12,9 +12,13 @@ one GPU in the same run (variants ``single-gpu``, ``dask-1``, ``dask-2``, ``dask
   **Per iteration** is the marginal cost: (t(I₂) − t(I₁)) / (n_iter₂ − n_iter₁), the
   medians of whole fits run for I₁ and I₂ iterations, so the per-fit costs (placing
   the blocks, centring, NCCL set-up, the final inertia) cancel; each fit's own
-  figures are kept too. The **communication share** is read on the workers: the
-  seconds inside the all-reduce (after a device sync, so waiting for the slower
-  worker counts as communication) over the Lloyd loop's seconds
+  figures are kept too. Those fixed costs vary from fit to fit on a cluster (NCCL's
+  set-up, the tasks' start), so the loop's own figure is kept beside it:
+  ``step_median``, the median seconds of one iteration on the workers (the slowest
+  worker's each time; the workers first wait for each other, ``start_wait``) and
+  ``speedup_in_loop`` against the one-process marginal. The **communication share**
+  is read on the workers: the seconds inside the all-reduce (after a device sync, so
+  waiting for the slower worker counts as communication) over the Lloyd loop's seconds
   (``allreduce_share``); ``communication_share`` is issue 20's figure,
   1 − (one-process time per iteration on the n/w rows a worker holds) / (time per
   iteration). **Memory per GPU**: device memory in use on each worker after the fit
@@ -216,6 +220,10 @@ def kmeans_scaling(shape, workers_list, iterations, repeats):
                 "median": fits[lengths[1]]["median"], "n_iter": fits[lengths[1]]["n_iter"],
                 "loop_per_iteration": tm["lloyd"] / max(1, tm.get("lloyd_iterations",
                                                                    last.n_iter)),
+                "step_median": tm.get("lloyd_step_median"),
+                "start_wait": tm.get("lloyd_start_wait"),
+                "speedup_in_loop": (base[1]["per_iteration"] / tm["lloyd_step_median"]
+                                    if tm.get("lloyd_step_median") else None),
                 "allreduce_share": tm.get("lloyd_allreduce", 0.0) / loop if loop else None,
                 "allreduce_per_iteration": tm.get("lloyd_allreduce", 0.0)
                 / max(1, tm.get("lloyd_iterations", last.n_iter)),
@@ -225,9 +233,12 @@ def kmeans_scaling(shape, workers_list, iterations, repeats):
                 "memory_gb": dict(sorted(memory.items())),
             }
             v = out["variants"][f"dask-{w}"]
+            step = v["step_median"] or float("nan")
             print(f"k-means {n}x{d} k={k}: {w} GPU(s) {per_iter * 1e3:.1f} ms/iteration "
                   f"(x{v['speedup_vs_single_gpu']:.2f} vs one process; all-reduce "
-                  f"{v['allreduce_share']:.1%} of the loop) [{last.lloyd}]", flush=True)
+                  f"{v['allreduce_share']:.1%} of the loop); in the loop {step * 1e3:.1f} "
+                  f"ms/iteration (x{v['speedup_in_loop'] or float('nan'):.2f}), start wait "
+                  f"{(v['start_wait'] or 0) * 1e3:.0f} ms [{last.lloyd}]", flush=True)
             del Xd, futures
         finally:
             client.close()

@@ -48,7 +48,10 @@ class DistributedKMeansResult:
     timings : dict of str to float
         Seconds: ``"prepare"``, ``"seed"``, ``"lloyd"``, ``"total"``; with the
         worker-resident loop also the slowest worker's ``"lloyd_compute"`` and
-        ``"lloyd_allreduce"`` seconds and ``"lloyd_iterations"`` (all restarts).
+        ``"lloyd_allreduce"`` seconds, ``"lloyd_iterations"`` (all restarts),
+        ``"lloyd_step_median"`` (the median seconds of an iteration, the slowest
+        worker's each time) and ``"lloyd_start_wait"`` (seconds the first worker to
+        start waited for the last).
     """
 
     cluster_centers: np.ndarray

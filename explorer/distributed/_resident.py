@@ -224,8 +224,12 @@ def resident_lloyd(prepared, offsets, starts, max_iter, tol_abs, session=None):
         ``labels`` (one int32 array per block, of the best restart), ``centers``,
         ``inertia``, ``n_iter`` of the best restart (the first of least inertia),
         this worker's seconds of ``compute`` and ``allreduce``, its ``iterations``
-        over all restarts and ``products``: steps per product of the GPU's checked
-        assignment (the same on every worker).
+        over all restarts, ``steps``: the seconds of each iteration (from its
+        assignment to its update, the all-reduce included), ``start_wait``: the seconds
+        spent waiting for the other workers to start (a first all-reduce, before the
+        loop, so that the tasks' start times do not land in an iteration), and
+        ``products``: steps per product of the GPU's checked assignment (the same on
+        every worker).
     """
     comm = session if hasattr(session, "allreduce_sum") else _communicator(session)
     xp = array_module(prepared[0][0])
@@ -233,6 +237,11 @@ def resident_lloyd(prepared, offsets, starts, max_iter, tol_abs, session=None):
     t_compute = t_comm = 0.0
     iterations = 0
     products = []  # the checked assignment's product of each step (GPU)
+    steps = []
+    t0 = time.perf_counter()
+    comm.allreduce_sum(xp.zeros(1, dtype=xp.float64))  # every worker has started
+    _sync(xp)
+    start_wait = time.perf_counter() - t0
     for start in starts:
         k, d = start.shape
         runners = [_km.starts_runner(Xc, x_sq, np.asarray(start)[None], xp)
@@ -278,8 +287,10 @@ def resident_lloyd(prepared, offsets, starts, max_iter, tol_abs, session=None):
                 far = _farthest_rows(comm, runners, offsets, n_empty, xp)
                 for runner in runners:
                     runner.place_empty(0, xp.asarray(far))
-            t_compute += (t1 - t0) + (time.perf_counter() - t2)
+            t3 = time.perf_counter()
+            t_compute += (t1 - t0) + (t3 - t2)
             t_comm += t2 - t1
+            steps.append(t3 - t0)
             consistent = changed == 0 and n_empty == 0
             if _km.lloyd_stops(changed, n_empty, shift, tol_abs):
                 break
@@ -300,6 +311,7 @@ def resident_lloyd(prepared, offsets, starts, max_iter, tol_abs, session=None):
                     "n_iter": n_iter}
         runners = None
     return {**best, "compute": t_compute, "allreduce": t_comm, "iterations": iterations,
+            "steps": steps, "start_wait": start_wait,
             "products": {p: products.count(p) for p in dict.fromkeys(products)}}
 
 
@@ -421,8 +433,13 @@ def run_resident(blocks, prepared, workers, kind, starts, max_iter, tol_abs):
         for i, b in enumerate(idx):
             labels[b] = client.submit(block_labels, tasks[w], i, workers=[w], pure=False)
     first = summaries[0]
+    # An iteration ends with the all-reduce, so every worker's i-th step lasts about
+    # as long; the slowest worker's is the loop's.
+    step = [max(s["steps"][i] for s in summaries) for i in range(len(first["steps"]))]
     stats = {"lloyd_compute": max(s["compute"] for s in summaries),
              "lloyd_allreduce": max(s["allreduce"] for s in summaries),
              "lloyd_iterations": first["iterations"],
+             "lloyd_step_median": float(np.median(step)) if step else None,
+             "lloyd_start_wait": max(s["start_wait"] for s in summaries),
              "lloyd_products": [s["products"] for s in summaries]}
     return first["centers"], labels, first["inertia"], first["n_iter"], stats
