@@ -123,12 +123,24 @@ class RowBlocks:
 
         `blocks` (futures, one per block) replaces the data blocks as first argument;
         an argument that is a list of one future per block is given block by block.
+
+        Each task is held to the worker of its block (the blocks are waited for, then
+        located): left to the scheduler, a task whose other inputs are larger (the
+        gathered points of a graph block) or a worker busier than another moved blocks
+        between workers, and a loop meant to run on four GPUs found its blocks on two
+        (work stealing takes tasks with loose restrictions too; these are strict).
         """
+        from distributed import wait
+
         blocks = self.futures if blocks is None else blocks
+        wait(blocks)
+        holders = self.client.who_has(blocks)
         out = []
         for b, blk in enumerate(blocks):
             per = [a[b] if isinstance(a, _PerBlock) else a for a in args]
-            out.append(self.client.submit(fn, blk, *per, pure=False, **kwargs))
+            where = sorted(holders.get(blk.key, ()))[:1] or None
+            out.append(self.client.submit(fn, blk, *per, pure=False, workers=where,
+                                          allow_other_workers=where is None, **kwargs))
         return out
 
     def gather_parts(self, futures, i) -> list:

@@ -22,7 +22,7 @@ from ..graph import build_rows, choose_cpu_method, count_rows_cpu, stats_from_co
 from ..graph.reference import index_dtype
 from ..graph.rule import EdgeRule
 from ..metrics import cut_sums
-from ._blocks import RowBlocks, get_client
+from ._blocks import RowBlocks, get_client, per_block
 
 __all__ = ["METHODS", "RowBlockGraph", "build_row_blocks"]
 
@@ -209,7 +209,6 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
     that would not fit in free GPU memory (ValueError); a GPU block that runs out of
     memory all the same raises MemoryError.
     """
-    from distributed import wait
 
     t0 = time.perf_counter()
     client = get_client(client)
@@ -236,17 +235,11 @@ def build_row_blocks(X, rule: EdgeRule, *, method="auto", client=None, check_mem
         reason = f"row blocks on the workers, each a {reason}"
     else:
         reason = f"method={method!r} as asked, per row block on the workers"
-    # Each block on the worker of its data block (a loose restriction): left to the
+    # Each block on the worker of its data block (RowBlocks.map): left to the
     # scheduler, every block went where the gathered points are (its larger input),
     # and a 10⁷-point graph of two workers' data was built and held by one.
-    wait(blocks.futures)
-    holders = client.who_has(blocks.futures)
-    futures = [
-        client.submit(build_block, blk, points, int(r0), rule, method, check_memory,
-                      workers=sorted(holders.get(blk.key, ())) or None,
-                      allow_other_workers=True, pure=False)
-        for blk, r0 in zip(blocks.futures, blocks.offsets[:-1], strict=True)
-    ]
+    futures = blocks.map(build_block, points, per_block(blocks.offsets[:-1].tolist()), rule,
+                         method, check_memory)
     graph_blocks = RowBlocks(client, futures, blocks.offsets)
     t1 = time.perf_counter()
     summary_futures = [client.submit(block_summary, f) for f in futures]
