@@ -97,8 +97,7 @@ def row_blocks(indptr, max_entries=None):
     xp = array_module(indptr)
     r0, e0 = 0, first
     while r0 < n:
-        r1 = int(xp.searchsorted(indptr, indptr.dtype.type(min(e0 + max_entries, last)),
-                                 side="right")) - 1
+        r1 = int(xp.searchsorted(indptr, min(e0 + max_entries, last), side="right")) - 1
         r1 = min(max(r1, r0 + 1), n)
         e1 = int(indptr[r1])
         yield r0, r1, e0, e1
