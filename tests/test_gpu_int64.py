@@ -51,6 +51,21 @@ def unit_row_gram(emb):
     return E @ E.T
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_row_blocks_of_device_offsets_equal_the_hosts(dtype, rng):
+    # The blocks' ends are searched on the device (a few numbers read back): the same
+    # blocks as on the host, rows longer than a block on their own, offsets not from 0.
+    from explorer._csr import row_blocks
+
+    counts = rng.integers(0, 40, size=5000)
+    counts[rng.integers(5000, size=5)] = 300
+    ptr = (np.r_[0, np.cumsum(counts)] + 7).astype(dtype)
+    for block in (1, 50, 299, 4096, int(ptr[-1])):
+        want = list(row_blocks(ptr, block))
+        assert list(row_blocks(cupy.asarray(ptr), block)) == want
+        assert len(want) > 1 or block == int(ptr[-1])
+
+
 # --------------------------------------------------------------------- components
 
 
