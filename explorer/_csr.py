@@ -86,7 +86,7 @@ def row_blocks(indptr, max_entries=None):
     (default :data:`ENTRY_BLOCK`) stored entries each (a longer row is a range of its
     own); ``e0:e1`` are their entries. Each block's end is found by a binary search on
     the offsets' own device: a few numbers per block reach the host, not the n + 1
-    offsets (a 5·10⁶-row graph's took 8 ms to copy, on every pass)."""
+    offsets (a copy on every pass over a large graph)."""
     max_entries = ENTRY_BLOCK if max_entries is None else max_entries
     n = indptr.shape[0] - 1
     first, last = int(indptr[0]), int(indptr[-1])
