@@ -177,32 +177,39 @@ def column_extremes(X):
         return X.min(axis=0).astype(xp.float64), X.max(axis=0).astype(xp.float64)
 
 
-def column_centred_sums(X, centre=None):
+def column_centred_sums(X, centre=None, *, squares=True):
     """float64 sums of ``x − c`` and of ``(x − c)²`` over every column of a 2-D array,
     on its device (c: `centre`, float64 of shape (d,), or 0).
 
     On the GPU one read of X (:func:`explorer.kernels.columns.column_stats`); on the CPU
-    blocks of rows widened to float64 one at a time (:func:`chunk_rows`).
+    blocks of rows widened to float64 one at a time (:func:`chunk_rows`), the squares
+    only when asked for (`squares`; on the GPU they come with the read).
 
     Returns
     -------
-    s1, s2 : float64 ndarray of shape (d,), same module as X
+    s1, s2 : float64 ndarray of shape (d,), same module as X (s2 None on the CPU
+        without `squares`)
     """
     xp = array_module(X)
     n, d = X.shape
-    c = xp.zeros(d, dtype=xp.float64) if centre is None else xp.asarray(centre, xp.float64)
     if xp is not np:
         from .kernels import columns
 
         if columns.supports(X):
+            c = None if centre is None else xp.asarray(centre, xp.float64)
             _, _, s1, s2 = columns.column_stats(X, c)
             return s1, s2
+    c = None if centre is None else xp.asarray(centre, xp.float64)
     s1 = xp.zeros(d, dtype=xp.float64)
-    s2 = xp.zeros(d, dtype=xp.float64)
-    for start in range(0, n, chunk_rows(xp, d)):
-        block = X[start : start + chunk_rows(xp, d)].astype(xp.float64) - c
+    s2 = xp.zeros(d, dtype=xp.float64) if squares else None
+    step = chunk_rows(xp, d)
+    for start in range(0, n, step):
+        block = X[start : start + step].astype(xp.float64)
+        if c is not None:
+            block -= c
         s1 += block.sum(axis=0)
-        s2 += (block * block).sum(axis=0)
+        if squares:
+            s2 += xp.einsum("ij,ij->j", block, block)
     return s1, s2
 
 

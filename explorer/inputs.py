@@ -165,7 +165,7 @@ def prepare_input(X, *, name: str = "X", center: bool | str = True, min_samples:
         shift, unit = like.shift, like.unit
     else:
         if center == "mean":
-            shift = _host(column_centred_sums(A)[0] / A.shape[0]) if wide else None
+            shift = _host(column_centred_sums(A, squares=False)[0] / A.shape[0]) if wide else None
         else:
             shift = column_offsets(A) if center else None
         unit = _unit(A, shift, xp)

@@ -302,5 +302,5 @@ def _mean_std(X, xp):
     squared deviations from the mean, which keeps the variance of offset data exact to
     float64)."""
     n = X.shape[0]
-    mean = column_centred_sums(X)[0] / n
+    mean = column_centred_sums(X, squares=False)[0] / n
     return to_numpy(mean), np.sqrt(to_numpy(column_centred_sums(X, mean)[1]) / n)
