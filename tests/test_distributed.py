@@ -172,6 +172,28 @@ def test_row_blocks_stay_on_their_data_workers(client, rng):
     assert [built[f.key] for f in g.blocks.futures] == [data[f.key] for f in futures]
 
 
+def _where(block, *, dask_worker=None):
+    from distributed import get_worker
+
+    return get_worker().address
+
+
+def test_block_tasks_run_on_their_blocks_workers(client, rng):
+    """RowBlocks.map holds each task to its block's worker, even where the scheduler
+    would rather balance: all the blocks' other input sits on one worker and the
+    blocks come in a skewed order (three on one worker, one on the other)."""
+    from explorer.distributed._blocks import RowBlocks
+
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    where = [0, 0, 0, 1]
+    futures = [client.scatter(rng.random((500, 3)), workers=[workers[w]], hash=False)
+               for w in where]
+    big = client.scatter(rng.random((200_000, 3)), workers=[workers[1]], hash=False)
+    blocks = RowBlocks(client, futures, np.arange(0, 2001, 500, dtype=np.int64))
+    ran = client.gather(blocks.map(lambda blk, other: _where(blk), big))
+    assert ran == [workers[w] for w in where]
+
+
 def test_gpu_row_block_method_choice_and_checks(client, rng):
     """``method="auto"`` for CuPy chunks (no CuPy needed to decide): grid for distance
     rules with d <= 8, gemm for d >= 32, the host's CPU builder between, with the
