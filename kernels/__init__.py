@@ -7,8 +7,8 @@ defaults before it calls them. It is importable without CuPy: the launcher modul
 import CuPy when a launcher is first called.
 
 Public launchers: :mod:`.csr` (the paper's CSR-1/2/3), :mod:`.count` (the counting
-pass), :mod:`.grid` and :mod:`.gemm` (the builders beyond the paper), :mod:`.kmeans`
-and :mod:`.components`. One device header, ``edge_rule.cuh``, defines the edge test
+pass), :mod:`.grid` and :mod:`.gemm` (the builders beyond the paper), :mod:`.kmeans`,
+:mod:`.components` and :mod:`.columns` (per-column statistics of the input stage). One device header, ``edge_rule.cuh``, defines the edge test
 and the weight for all of them.
 """
 

@@ -172,7 +172,8 @@ def test_row_blocks_stay_on_their_data_workers(client, rng):
     assert [built[f.key] for f in g.blocks.futures] == [data[f.key] for f in futures]
 
 
-def _where(block, *, dask_worker=None):
+def _where(block):
+    """The address of the worker running this task."""
     from distributed import get_worker
 
     return get_worker().address
