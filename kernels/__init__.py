@@ -8,8 +8,9 @@ import CuPy when a launcher is first called.
 
 Public launchers: :mod:`.csr` (the paper's CSR-1/2/3), :mod:`.count` (the counting
 pass), :mod:`.grid` and :mod:`.gemm` (the builders beyond the paper), :mod:`.kmeans`,
-:mod:`.components` and :mod:`.columns` (per-column statistics of the input stage). One device header, ``edge_rule.cuh``, defines the edge test
-and the weight for all of them.
+:mod:`.components` and :mod:`.columns` (per-column statistics of the input stage).
+One device header, ``edge_rule.cuh``, defines the edge test and the weight for all of
+them.
 """
 
 from ._launch import Rule, StageTimer, free_device_bytes, launch, scan
