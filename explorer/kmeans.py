@@ -943,14 +943,31 @@ def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp, record=None):
     """
     S = centers.shape[0]
     runner = starts_runner(X, x_sq, centers, xp)
+    if getattr(runner, "fused", False) or getattr(runner, "tiled", False):
+        # The same rule, decided on the device (no wait for the host each step).
+        n_iter, consistent, steps = runner.run(max_iter, tol_abs)
+    else:
+        n_iter, consistent, steps = host_loop(runner, S, max_iter, tol_abs)
+    relabel = [s for s in range(S) if not consistent[s]]
+    if relabel:
+        runner.assign(relabel)
+    inertias = runner.inertia()
+    best = best_restart(inertias)
+    if record is not None:
+        record.update(n_iter=n_iter.tolist(), steps=steps, inertia=list(map(float, inertias)))
+    centers, labels = runner.result(best)
+    return centers, labels, float(inertias[best]), int(n_iter[best])
+
+
+def host_loop(runner, S, max_iter, tol_abs):
+    """Lloyd's iterations of the `S` restarts of `runner` to their stops, the rule
+    decided on the host after every step (:func:`lloyd_stops`; empty clusters
+    re-seeded at once). ``(n_iter, consistent, steps)`` as ``DeviceStarts.run`` gives
+    them, which decides the same rule on the device."""
     n_iter = np.zeros(S, dtype=np.int64)
     consistent = np.zeros(S, dtype=bool)
     active = list(range(S))
     steps = 0
-    if getattr(runner, "fused", False) or getattr(runner, "tiled", False):
-        # The same rule, decided on the device (no wait for the host each step).
-        n_iter, consistent, steps = runner.run(max_iter, tol_abs)
-        active = []
     while active:
         steps += 1
         changed, n_empty, shift = runner.step(active)
@@ -965,15 +982,7 @@ def _lloyd_starts(X, x_sq, centers, max_iter, tol_abs, xp, record=None):
             if not stop and n_iter[s] < max_iter:
                 still.append(s)
         active = still
-    relabel = [s for s in range(S) if not consistent[s]]
-    if relabel:
-        runner.assign(relabel)
-    inertias = runner.inertia()
-    best = best_restart(inertias)
-    if record is not None:
-        record.update(n_iter=n_iter.tolist(), steps=steps, inertia=list(map(float, inertias)))
-    centers, labels = runner.result(best)
-    return centers, labels, float(inertias[best]), int(n_iter[best])
+    return n_iter, consistent, steps
 
 
 #: Restarts whose inertias differ by less than this relative amount are equal to

@@ -502,17 +502,7 @@ def test_device_run_stops_each_restart_as_the_host_loop(every, k, d, rng, poison
     # Against the host-decided loop on the same kernels (DeviceStarts.step): the same
     # centres and labels bit for bit, every restart.
     stepped = DeviceStarts(cupy.asarray(X), cupy.asarray(x_sq), cupy.asarray(centers))
-    active, stepped_iter = list(range(4)), np.zeros(4, dtype=np.int64)
-    while active:
-        changed, n_empty, shift = stepped.step(active)
-        still = []
-        for i, s in enumerate(active):
-            stepped_iter[s] += 1
-            if n_empty[i]:
-                stepped.reseed_empty(s, int(n_empty[i]))
-            if not km.lloyd_stops(changed[i], n_empty[i], shift[i], tol_abs):
-                still.append(s)
-        active = still
+    stepped_iter, _, _ = km.host_loop(stepped, 4, 300, tol_abs)
     assert stepped_iter.tolist() == n_iter.tolist()
     np.testing.assert_array_equal(stepped.centers.get(), runner.centers.get())
     np.testing.assert_array_equal(stepped.labels.get(), runner.labels.get())
