@@ -339,9 +339,13 @@ def spectral(stages, repeats):
 def timed_fits(fit, repeats):
     """:func:`_common.time_gpu` of `fit`, and the estimator of its last timed call (so
     that the stage timings recorded are a warm fit's, not the compiling one's)."""
-    last = []
-    times = time_gpu(lambda: last.append(fit()), repeats=repeats)
-    return times, last[-1]
+    last = [None]  # only the latest estimator held: each keeps its graph on the device
+
+    def run():
+        last[0] = fit()
+
+    times = time_gpu(run, repeats=repeats)
+    return times, last[0]
 
 
 def fit_record(sc) -> dict:

@@ -192,14 +192,13 @@ def column_centred_sums(X, centre=None, *, squares=True):
     """
     xp = array_module(X)
     n, d = X.shape
+    c = None if centre is None else xp.asarray(centre, xp.float64)
     if xp is not np:
         from .kernels import columns
 
         if columns.supports(X):
-            c = None if centre is None else xp.asarray(centre, xp.float64)
             _, _, s1, s2 = columns.column_stats(X, c)
             return s1, s2
-    c = None if centre is None else xp.asarray(centre, xp.float64)
     s1 = xp.zeros(d, dtype=xp.float64)
     s2 = xp.zeros(d, dtype=xp.float64) if squares else None
     step = chunk_rows(xp, d)

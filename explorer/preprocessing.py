@@ -161,9 +161,8 @@ def fit_scaler(X, method: str, *, name: str = "X") -> FeatureScaler:
         When some feature is constant (its indices are named).
     """
     method = check_choice(method, "scale", SCALINGS)
-    xp = array_module(X)
     if method == "standard":
-        offset, scale = _mean_std(X, xp)
+        offset, scale = _mean_std(X)
     else:
         lo, hi = (to_numpy(v) for v in column_extremes(X))
         offset, scale = lo, hi - lo
@@ -210,7 +209,7 @@ def scale_features(X, scale, *, name: str = "X"):
 
 def feature_spreads(X):
     """float64 standard deviation of each feature (NumPy array of shape (d,))."""
-    return _mean_std(X, array_module(X))[1]
+    return _mean_std(X)[1]
 
 
 def feature_ranges(X):
@@ -296,7 +295,7 @@ def check_feature_scales(X, *, name: str = "X") -> float:
     return ratio
 
 
-def _mean_std(X, xp):
+def _mean_std(X):
     """float64 mean and population standard deviation of each column (NumPy arrays),
     by two passes (:func:`explorer._backend.column_centred_sums`: the second sums
     squared deviations from the mean, which keeps the variance of offset data exact to
