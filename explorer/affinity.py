@@ -200,7 +200,7 @@ def _has_exactly_k_components(csr, k) -> bool:
     pieces = int(xp.unique(labels[xp.diff(csr.indptr) > 0]).size)  # besides the isolated
     if pieces < k:
         return False
-    rule = components_rule(csr, k, isolated_vertices(csr))
+    rule = components_rule(csr, k, isolated_vertices(csr), labels=labels)
     if rule.n_left < k:  # the stray rule left fewer than k components
         return False
     # Stray pieces are few points; when they hold more (a kNN graph of many identical

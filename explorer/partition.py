@@ -439,14 +439,16 @@ class ComponentsRule:
     labels: object
 
 
-def components_rule(csr, k, isolated, n_components=None) -> ComponentsRule:
+def components_rule(csr, k, isolated, n_components=None, labels=None) -> ComponentsRule:
     """The components rule of :func:`partition_graph` for a fixed k: stray pieces (a few
     points cut off in a sparse tail) out first, then, with more components than k, the
     k largest are the clusters (:func:`explorer.components.largest_components`); the
     others' vertices get label −1. One implementation for the fit and for
     :mod:`explorer.affinity`'s test of a graph that splits into exactly k components
-    (which needs no eigensolver)."""
-    csr, isolated_left, strays = _drop_stray_components(csr, k, isolated, n_components)
+    (which needs no eigensolver). `labels`: the graph's component labels
+    (:func:`explorer.components.component_labels`), when the caller has them."""
+    csr, isolated_left, strays = _drop_stray_components(csr, k, isolated, n_components,
+                                                        labels)
     n_left = None if strays.n_components is None else strays.n_components - strays.pieces
     # Zeroed weights keep the pattern, which is what connects (component_labels), so
     # the labels of the stray search are the left graph's: labelled once.
@@ -459,14 +461,14 @@ def components_rule(csr, k, isolated, n_components=None) -> ComponentsRule:
         labels=strays.labels if split.labels is None else split.labels)
 
 
-def _drop_stray_components(csr, k, isolated, n_components):
+def _drop_stray_components(csr, k, isolated, n_components, labels=None):
     """``(graph, isolated, _Strays)``: the graph with the edges of its stray pieces
     (components of fewer than ``max(2, ceil(STRAY_SHARE · n_kept / k))`` vertices)
     set to 0, when it has more than one component and at least one is not a stray."""
     if n_components is not None and n_components <= 1:
         return csr, isolated, _Strays(n_components)
     xp = array_module(csr)
-    labels = component_labels(csr)
+    labels = component_labels(csr) if labels is None else labels
     in_graph = ~isolated
     found, counts = xp.unique(labels[in_graph], return_counts=True)
     n_components = int(found.shape[0])
