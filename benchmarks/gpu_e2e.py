@@ -43,7 +43,9 @@ Stages (a flat table, ``stages[name]``):
 - ``knn.digits60k`` / ``knn.digits240k``: the kNN graph (k = 10, ``build_graph(...,
   graph="knn")``) of 60,000 / 240,000 infinite digits (784-D), uniform weights and
   (``.local``) self-tuning σ, with the build's timings and the rows its search decided
-  again, beside ``peer_fp32`` / ``peer_tf32``: PyTorch ``X[i:i+8192] @ X.T`` then
+  again; the search alone on each tensor-core tile (``.search_fp16``,
+  ``.search_tf32``: ``kernels.knn.knn_gemm(..., product=...)``, with its stages);
+  beside them ``peer_fp32`` / ``peer_tf32``: PyTorch ``X[i:i+8192] @ X.T`` then
   ``topk`` (lists only, no graph), TF32 off and on.
 - ``firstfit.digits100k``: the default ``SpectralClustering(10)`` of 10⁵ × 784 digits as
   the first fit of a fresh process: ``.cold`` on an empty kernel cache (a new
@@ -394,6 +396,16 @@ def knn(stages, repeats, n, k=10, block=8192):
             "method": getattr(g, "method", None), "k": k, "n": n, "d": X.shape[1],
             "timings": dict(getattr(g, "timings", {}) or {}),
             "info": dict(getattr(g, "info", {}) or {})}
+    from explorer.kernels import StageTimer
+    from explorer.kernels.knn import knn_gemm
+
+    for product in ("fp16", "tf32"):  # the search alone, on each tile
+        timer = StageTimer()
+        info = knn_gemm(X, k, False, product=product, timer=timer)[2]
+        stages[f"{name}.search_{product}"] = {
+            **summary(time_gpu(lambda p=product: knn_gemm(X, k, False, product=p),
+                               repeats=repeats)),
+            "info": {**info, "stages": timer.seconds()}}
     torch = _torch()
     if torch is None:
         return

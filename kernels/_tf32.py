@@ -90,18 +90,20 @@ def split_tf32(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return hi, lo
 
 
-def tf32_product(handle, cublas, N, Xb, out):
+def tf32_product(handle, cublas, N, Xb, out, ldc=None):
     """``out[r, j] = Xb[r] · N[j]`` (float32, C-contiguous; TF32 tensor cores).
 
     `handle` is the device's cuBLAS handle in host pointer mode
     (:data:`POINTER_MODE_HOST`), `cublas` the ``cupy_backends.cuda.libs.cublas`` module;
-    `out` has shape ``(len(Xb), len(N))``. The inner dimension is N's second: with the
-    split operands (n × 3d and k × 3d) this is the split product.
+    `out` has shape ``(len(Xb), len(N))``, or ``(len(Xb), ldc)`` with rows of `ldc`
+    values of which the first ``len(N)`` are written. The inner dimension is N's
+    second: with the split operands (n × 3d and k × 3d) this is the split product.
     """
     k, d = N.shape
+    ldc = k if ldc is None else int(ldc)
     rows = Xb.shape[0]
     one = np.ones(1, dtype=np.float32)
     zero = np.zeros(1, dtype=np.float32)
     cublas.gemmEx(handle, _OP_T, _OP_N, k, rows, d, one.ctypes.data, N.data.ptr, _R_32F, d,
-                  Xb.data.ptr, _R_32F, d, zero.ctypes.data, out.data.ptr, _R_32F, k,
+                  Xb.data.ptr, _R_32F, d, zero.ctypes.data, out.data.ptr, _R_32F, ldc,
                   _COMPUTE_32F_FAST_TF32, _GEMM_DEFAULT)

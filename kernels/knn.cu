@@ -8,10 +8,24 @@
 // multiply-add), ties broken by the lower index. Lists are kept sorted ascending by
 // (key, index) in per-thread arrays of KMAX entries (a compile-time bound on k).
 //
-// Defines: KMAX (list capacity, >= k), DC (grid kernel: cell dimensions, 1..3).
+// Defines: KMAX (list capacity, >= k), DC (grid kernel: cell dimensions, 1..3),
+// TILE_HALF (the tile kernels read fp16 tiles instead of float32 ones).
 
 #ifndef KMAX
 #define KMAX 16
+#endif
+
+// One similarity of a cuBLAS tile, as float32 (an fp16 value converts exactly).
+#ifdef TILE_HALF
+typedef unsigned short tile_t;
+__device__ __forceinline__ float tile_value(tile_t h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+#else
+typedef float tile_t;
+__device__ __forceinline__ float tile_value(tile_t v) { return v; }
 #endif
 
 #define KNN_INF __longlong_as_double(0x7ff0000000000000LL)
@@ -130,9 +144,10 @@ extern "C" __global__ void knn_grid(const float* __restrict__ Xs,
 }
 #endif
 
-// One warp per row of a similarity tile G (rows × ldg, float32, from cuBLAS): the C
-// best columns by the float32 key (squared distance sq_i + sq_j - 2 g_ij, or -g_ij for
-// cosines of unit rows), ties by the lower column. Each lane keeps its own sorted list
+// One warp per row of a similarity tile G (rows × ldg, float32 or fp16 (TILE_HALF), from
+// cuBLAS): the C best columns by the float32 key (squared distance sq_i + sq_j - 2 g_ij,
+// or -g_ij for cosines of unit rows; g_ij the tile's value times `scale`, a power of two
+// that undoes the scaling of fp16 operands, so exact), ties by the lower column. Each lane keeps its own sorted list
 // of its KMAX best among the columns lane, lane + 32, ... in registers (columns come
 // ascending, so a later column never wins a tie against a listed one); C rounds of a
 // warp-wide minimum merge the 32 lists. Rows and columns with
@@ -140,9 +155,9 @@ extern "C" __global__ void knn_grid(const float* __restrict__ Xs,
 // diagonal never enter. Out: rows × C columns, -1 padded, and each row's cut: the key of
 // its C-th candidate (+inf where that place is padding), so that every column left out
 // has a key >= the cut (NaN where a left-out key overflowed or is NaN).
-extern "C" __global__ void knn_tile_topk(const float* __restrict__ G, long long ldg, int rows,
+extern "C" __global__ void knn_tile_topk(const tile_t* __restrict__ G, long long ldg, int rows,
                                          long long n, long long r0,
-                                         const float* __restrict__ sq,
+                                         const float* __restrict__ sq, float scale,
                                          const unsigned char* __restrict__ valid, int C,
                                          long long* __restrict__ out,
                                          float* __restrict__ cut,
@@ -152,7 +167,7 @@ extern "C" __global__ void knn_tile_topk(const float* __restrict__ G, long long 
     if (warp >= rows) return;  // whole warps leave together
     if (only != nullptr && only[warp] == 0) return;  // rows knn_tile_select settled
     long long row = r0 + warp;
-    const float* g = G + warp * ldg;
+    const tile_t* g = G + warp * ldg;
     const float inf = __int_as_float(0x7f800000);
     // The lane's KMAX best, ascending, in registers: every index below is static.
     float kv[KMAX];
@@ -166,7 +181,8 @@ extern "C" __global__ void knn_tile_topk(const float* __restrict__ G, long long 
     if (valid == nullptr || valid[row]) {
         float sqi = sq != nullptr ? sq[row] : 0.0f;
         for (long long j = lane; j < n; j += 32) {
-            float key = sq != nullptr ? (sqi + sq[j]) - 2.0f * g[j] : -g[j];
+            float gj = tile_value(g[j]) * scale;
+            float key = sq != nullptr ? (sqi + sq[j]) - 2.0f * gj : -gj;
             if (!(key < kv[KMAX - 1])) {
                 wild |= !(key < inf);  // overflow or NaN: a column the cut cannot bound
                 continue;
@@ -219,8 +235,9 @@ extern "C" __global__ void knn_tile_topk(const float* __restrict__ G, long long 
 #define SELECT_CAP 512
 #endif
 #define SELECT_GROUPS 8  // group minima per lane: 256 strided groups a row
-#define SELECT_SAMPLE 4  // the threshold pass reads one round of 32 columns in 4
-#define SELECT_UNROLL 8  // rounds whose loads are issued together
+#define SELECT_SAMPLE 4  // the threshold pass reads one round in 4 (long rows)
+#define SELECT_UNROLL 2  // rounds whose loads are issued together
+#define VEC (16 / (int)sizeof(tile_t))  // columns a lane reads at once: one 16-byte load
 
 // Order-preserving map of a float32 onto uint32 (NaN never reaches it).
 __device__ __forceinline__ unsigned int float_order(float v) {
@@ -228,21 +245,59 @@ __device__ __forceinline__ unsigned int float_order(float v) {
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
+// The VEC tile values at p (16-byte aligned) as float32, times scale (exact).
+__device__ __forceinline__ void tile_load(const tile_t* p, float scale, float* v) {
+    uint4 w = __ldg(reinterpret_cast<const uint4*>(p));
+    unsigned int ws[4] = {w.x, w.y, w.z, w.w};
+#ifdef TILE_HALF
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+        v[2 * m] = tile_value((unsigned short)(ws[m] & 0xffffu)) * scale;
+        v[2 * m + 1] = tile_value((unsigned short)(ws[m] >> 16)) * scale;
+    }
+#else
+#pragma unroll
+    for (int m = 0; m < 4; ++m) v[m] = __uint_as_float(ws[m]) * scale;
+#endif
+}
+
+// The keys of the VEC columns j0 .. j0 + VEC - 1 (sq padded to a multiple of VEC).
+__device__ __forceinline__ void tile_keys(const tile_t* g, const float* __restrict__ sq,
+                                          float sqi, float scale, long long j0, float* key) {
+    tile_load(g + j0, scale, key);
+    if (sq != nullptr) {
+#pragma unroll
+        for (int m = 0; m < VEC; m += 4) {
+            float4 s4 = __ldg(reinterpret_cast<const float4*>(sq + j0 + m));
+            key[m] = (sqi + s4.x) - 2.0f * key[m];
+            key[m + 1] = (sqi + s4.y) - 2.0f * key[m + 1];
+            key[m + 2] = (sqi + s4.z) - 2.0f * key[m + 2];
+            key[m + 3] = (sqi + s4.w) - 2.0f * key[m + 3];
+        }
+    } else {
+#pragma unroll
+        for (int m = 0; m < VEC; ++m) key[m] = -key[m];
+    }
+}
+
 // The C best columns of each tile row by (float32 key, index), as knn_tile_topk lists
-// them, in three steps over one warp per row (C <= 64 <= 256 groups):
-// 1. a bound: the columns of one round in SELECT_SAMPLE (32 consecutive columns a
-//    round) fall into 256 strided groups (lane, round); tau is the C-th least of the
-//    groups' least keys. Those C minima are C distinct eligible columns with keys
-//    <= tau, so at least C columns of the row have a key <= tau;
+// them, in three steps over one warp per row (C <= 64 <= 256 groups). A round is
+// 32 × VEC consecutive columns, VEC of them a lane's (one 16-byte load; the tile's
+// rows and sq are padded to a multiple of VEC: ldg % VEC == 0).
+// 1. a bound: the columns of the sampled rounds (one in SELECT_SAMPLE, or every round
+//    of a row too short to give 256 groups so) fall into 256 groups (lane, sampled
+//    round mod SELECT_GROUPS); tau is the C-th least of the groups' least keys. Those C
+//    minima are C distinct eligible columns with keys <= tau, so at least C columns of
+//    the row have a key <= tau;
 // 2. every eligible column with key <= tau goes to the warp's buffer in shared memory
 //    (SELECT_CAP entries; more sets only[warp] = 1 and knn_tile_topk lists the row);
 // 3. each buffered column's rank by (key, index) among the buffer places it: the C
 //    least are the row's C best, the C-th key its cut.
 // Eligible: not the row itself, valid (cosine), key finite; a non-finite key makes
 // the cut NaN (the row is not settled by its cut), as in knn_tile_topk.
-extern "C" __global__ void knn_tile_select(const float* __restrict__ G, long long ldg,
+extern "C" __global__ void knn_tile_select(const tile_t* __restrict__ G, long long ldg,
                                            int rows, long long n, long long r0,
-                                           const float* __restrict__ sq,
+                                           const float* __restrict__ sq, float scale,
                                            const unsigned char* __restrict__ valid, int C,
                                            long long* __restrict__ out,
                                            float* __restrict__ cut,
@@ -255,37 +310,36 @@ extern "C" __global__ void knn_tile_select(const float* __restrict__ G, long lon
     int lane = threadIdx.x & 31;
     if (warp >= rows) return;  // whole warps leave together
     long long row = r0 + warp;
-    const float* g = G + warp * ldg;
+    const tile_t* g = G + warp * ldg;
     const float inf = __int_as_float(0x7f800000);
     const unsigned int full = 0xffffffffu;
-    long long rounds = (n + 31) >> 5;
+    const long long span = 32LL * VEC;  // columns a round
+    long long rounds = (n + span - 1) / span;
     bool live = valid == nullptr || valid[row];
     float sqi = (sq != nullptr && live) ? sq[row] : 0.0f;
     // 1. the bound tau
     float gmin[SELECT_GROUPS];
 #pragma unroll
     for (int q = 0; q < SELECT_GROUPS; ++q) gmin[q] = inf;
-    if (live) {  // SELECT_UNROLL sampled rounds' loads in flight at once
-        for (long long t0 = 0; t0 < rounds; t0 += SELECT_SAMPLE * SELECT_UNROLL) {
-            float v[SELECT_UNROLL];
+    long long step = rounds >= (long long)SELECT_SAMPLE * SELECT_GROUPS ? SELECT_SAMPLE : 1;
+    if (live) {
+        for (long long t = 0; t < rounds; t += step) {
+            long long j0 = t * span + (long long)lane * VEC;
+            if (j0 >= n) continue;
+            float key[VEC];
+            tile_keys(g, sq, sqi, scale, j0, key);
+            float m = inf;
 #pragma unroll
-            for (int u = 0; u < SELECT_UNROLL; ++u) {
-                long long j = lane + ((t0 + u * SELECT_SAMPLE) << 5);
-                v[u] = j < n ? g[j] : 0.0f;
+            for (int v = 0; v < VEC; ++v) {
+                long long j = j0 + v;
+                bool ok = j < n && j != row && key[v] < inf &&
+                          (valid == nullptr || valid[j]);
+                if (ok) m = fminf(m, key[v]);
             }
+            int q = (int)((t / step) & (SELECT_GROUPS - 1));
 #pragma unroll
-            for (int u = 0; u < SELECT_UNROLL; ++u) {
-                long long t = t0 + u * SELECT_SAMPLE;
-                long long j = lane + (t << 5);
-                if (j >= n || j == row) continue;
-                if (valid != nullptr && !valid[j]) continue;
-                float key = sq != nullptr ? (sqi + sq[j]) - 2.0f * v[u] : -v[u];
-                if (!(key < inf)) continue;
-                int q = (int)((t / SELECT_SAMPLE) & (SELECT_GROUPS - 1));
-#pragma unroll
-                for (int p = 0; p < SELECT_GROUPS; ++p)
-                    if (p == q) gmin[p] = fminf(gmin[p], key);
-            }
+            for (int p = 0; p < SELECT_GROUPS; ++p)
+                if (p == q) gmin[p] = fminf(gmin[p], m);
         }
     }
     // The C-th least of the 32 * SELECT_GROUPS minima, bit by bit from the top.
@@ -313,32 +367,43 @@ extern "C" __global__ void knn_tile_select(const float* __restrict__ G, long lon
     int cnt = 0;
     bool wild = false;
     for (long long t0 = 0; t0 < rounds; t0 += SELECT_UNROLL) {
-        float v[SELECT_UNROLL];
+        float key[SELECT_UNROLL][VEC];
 #pragma unroll
         for (int u = 0; u < SELECT_UNROLL; ++u) {
-            long long j = lane + ((t0 + u) << 5);
-            v[u] = j < n ? g[j] : 0.0f;
+            long long j0 = (t0 + u) * span + (long long)lane * VEC;
+            if (j0 < n) {
+                tile_keys(g, sq, sqi, scale, j0, key[u]);
+            } else {
+#pragma unroll
+                for (int v = 0; v < VEC; ++v) key[u][v] = inf;
+            }
         }
 #pragma unroll
         for (int u = 0; u < SELECT_UNROLL; ++u) {
-            long long j = lane + ((t0 + u) << 5);
-            bool take = false;
-            float key = inf;
-            if (j < n) {
-                key = sq != nullptr ? (sqi + sq[j]) - 2.0f * v[u] : -v[u];
-                wild |= live && !(key < inf);
-                take = live && key <= tau && key < inf && j != row &&
-                       (valid == nullptr || valid[j]);
+            long long j0 = (t0 + u) * span + (long long)lane * VEC;
+            unsigned int low = 0u;  // the lane's columns at or below tau
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) {
+                bool in = j0 + v < n;
+                wild |= live && in && !(key[u][v] < inf);
+                low |= (in && key[u][v] <= tau) ? (1u << v) : 0u;
             }
-            unsigned int ballot = __ballot_sync(full, take);
-            if (take) {
-                int pos = cnt + __popc(ballot & ((1u << lane) - 1u));
-                if (pos < SELECT_CAP) {
-                    bkey[pos] = key;
-                    bidx[pos] = (int)j;
+            if (!live || !__any_sync(full, low != 0u)) continue;
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) {
+                long long j = j0 + v;
+                bool take = ((low >> v) & 1u) && key[u][v] < inf && j != row &&
+                            (valid == nullptr || valid[j]);
+                unsigned int ballot = __ballot_sync(full, take);
+                if (take) {
+                    int pos = cnt + __popc(ballot & ((1u << lane) - 1u));
+                    if (pos < SELECT_CAP) {
+                        bkey[pos] = key[u][v];
+                        bidx[pos] = (int)j;
+                    }
                 }
+                cnt += __popc(ballot);
             }
-            cnt += __popc(ballot);
         }
     }
     wild = __any_sync(full, wild);
@@ -412,8 +477,9 @@ __device__ __forceinline__ void write_row(long long i, const double* kv, const l
 // out (float32 key >= cut) is then strictly farther than the K-th. Unsettled rows are
 // appended to `pending` (count in n_pending[0]). Out rows are global rows.
 // The least float64 squared distance a column left out of row i's candidates can
-// have (its TF32 key >= cut), over every column norm r <= M:
-//   h1(r) = cut - safety (ca a r + cb (a + r)^2)   (key_slack with M = r: rises in r)
+// have (its tile key >= cut), over every column norm r <= M:
+//   h1(r) = cut - safety (ca a r + cb (a + r)^2 + cl (a + r) + cc)   (key_slack with
+//           M = r; cl and cc the absolute terms of fp16 tiles: falls in r)
 //   h2(r) = ((r - a) - 2^-22 (a + r))^2 (1 - 2 (d + 4) 2^-53) for r >= a: the reverse
 //           triangle inequality on the centred rows (norms a = ||zi||, r; each within
 //           2^-24 of itself and the float64 norm's rounding), less the reference's own
@@ -422,10 +488,12 @@ __device__ __forceinline__ void write_row(long long i, const double* kv, const l
 // larger of h1 (falling) and h2 (rising) is at least min(h1(hi), h2(lo)) for any
 // lo <= hi bracketing their crossing, which bisection narrows.
 __device__ double knn_settle_bound(double cut, double a, double M, double ca, double cb,
-                                   double safety, int d) {
+                                   double cl, double cc, double safety, int d) {
     const double gamma = 1.0 - 2.0 * (d + 4) * 1.1102230246251565e-16;
     const double delta = 2.384185791015625e-07;  // 2^-22
-    auto h1 = [&](double r) { return cut - safety * (ca * a * r + cb * (a + r) * (a + r)); };
+    auto h1 = [&](double r) {
+        return cut - safety * (ca * a * r + cb * (a + r) * (a + r) + cl * (a + r) + cc);
+    };
     auto h2 = [&](double r) {
         double g = fmax(0.0, (r - a) - delta * (a + r));
         return g * g * gamma * (1.0 - 1e-12);
@@ -447,7 +515,8 @@ extern "C" __global__ void knn_refine(long long r0, int rows,
                                       int cosine, const float* __restrict__ cut,
                                       const double* __restrict__ slack,
                                       const double* __restrict__ zn, double M, double ca,
-                                      double cb, double safety, int d, int complete,
+                                      double cb, double cl, double cc, double safety, int d,
+                                      int complete,
                                       long long* __restrict__ out_idx,
                                       double* __restrict__ out_val,
                                       long long* __restrict__ pending,
@@ -469,7 +538,7 @@ extern "C" __global__ void knn_refine(long long r0, int rows,
     bool settled = complete != 0 && c32 == c32;  // NaN: some column was never listed
     if (cosine && c32 == KNN_INF) settled = true;
     if (cnt == K && c32 < KNN_INF) {
-        double bound = zn != nullptr ? knn_settle_bound(c32, zn[i], M, ca, cb, safety, d)
+        double bound = zn != nullptr ? knn_settle_bound(c32, zn[i], M, ca, cb, cl, cc, safety, d)
                                      : c32 - slack[i];
         if (kv[K - 1] < bound) settled = true;
     }

@@ -12,7 +12,10 @@ true k nearest:
   least distance any unvisited cell allows. Exact: it decides every pair it keeps on
   float64 values and stops only when no unvisited point can be nearer or tie.
 - :func:`knn_gemm` (squared distances or cosines): row blocks against all points by
-  one cuBLAS product each on TF32 tensor cores (centred data, or unit rows for cosine);
+  one cuBLAS product each on tensor cores (centred data, or unit rows for cosine):
+  fp16 operands (scaled by a power of two into [-1, 1]) with fp32 accumulation into an
+  fp16 tile, or float32 operands on TF32 into a float32 tile where fp16 cannot carry
+  the data (:func:`fp16_scale`);
   one warp per row keeps its best ``C = min(n - 1, 2k + GEMM_EXTRA)`` columns by the
   float32 key and the key of the C-th (the cut): for C <= :data:`SELECT_MAX_C` by a
   bound and a filter (``knn_tile_select``: the C-th least of 256 strided groups'
@@ -24,8 +27,9 @@ true k nearest:
   float64 value lies below the cut by more than :func:`key_slack`, the bound on the
   difference between a tile's key and the reference's (TF32 products: ``|Δ(x·y)| <=
   (2·2⁻¹⁰ + 2⁻²⁰ + 2(d + 2)·2⁻²⁴) ||x|| ||y||``, :mod:`._tf32`): every column left out
-  is then strictly farther than the k-th. For squared distances the bound grows with
-  the column's norm r, but so does the column's least distance, ``(r - ||zi||)²``: the
+  is then strictly farther than the k-th (fp16 tiles: :func:`.gemm.gemm_error_bound`
+  in the data's units, :func:`slack_coefficients`). For squared distances the bound
+  grows with the column's norm r, but so does its least distance, ``(r - ||zi||)²``: the
   row is settled when its k-th value lies below the least, over every r up to the
   largest norm, of the larger of the two lower bounds on a left-out column's distance
   (``knn_settle_bound``), so a few rows of huge norm (standardised rare features) do
@@ -47,6 +51,7 @@ import numpy as np
 from ._launch import StageTimer
 from ._loader import get_module
 from ._tf32 import POINTER_MODE_HOST, U32, dot_error, tf32_product
+from .gemm import TileGemm, gemm_error_bound
 
 #: Largest k the kernels' per-thread lists hold (the graph layer's MAX_NEIGHBORS).
 MAX_K = 256
@@ -82,6 +87,13 @@ TILE_ROWS = 8192
 #: Share of the free device memory a tile may take.
 TILE_FREE_SHARE = 0.25
 
+#: Most features the fp16 tile takes: products of entries in [-1, 1] sum to at most d,
+#: far inside fp16's range (65504).
+FP16_MAX_D = 16384
+
+#: Largest |log2| of the fp16 operand's scale (s² and 1/s² stay normal float32).
+FP16_MAX_EXPONENT = 60
+
 
 def tile_bytes_for(n: int) -> int:
     """Bytes of the GEMM path's float32 tile for n points: :data:`TILE_ROWS` rows (at
@@ -100,10 +112,12 @@ def _kmax(k: int) -> int:
     return max(8, 1 << (int(k) - 1).bit_length())
 
 
-def _module(k: int, dc: int | None = None):
+def _module(k: int, dc: int | None = None, half: bool = False):
     defines = [f"-DKMAX={_kmax(k)}"]
     if dc is not None:
         defines.append(f"-DDC={dc}")
+    if half:
+        defines.append("-DTILE_HALF")
     return get_module("knn", tuple(defines))
 
 
@@ -216,25 +230,27 @@ def reference_norms(X):
     return cupy.sqrt(acc)
 
 
-def key_slack(zn, M: float, d: int, cosine: bool, product: str):
+def key_slack(zn, M: float, d: int, cosine: bool, product: str, inv_scale: float = 1.0):
     """Per-row bound on ``|key - reference key|`` for the keys of :func:`knn_gemm`.
 
     A key is formed from ``Z``, the float32 data centred (or unit rows for cosine),
     by a product ``G = Z_rows Zᵀ``: the squared distance ``(‖zi‖² + ‖zj‖²) - 2 gij``
-    (float32 squared norms for TF32 tiles; float64 and without ``‖zi‖²`` for the
-    float64 products, a shift the same for every column of the row) or ``-gij``. Its
-    distance to the reference's key of the pair (the float64 squared distance of the
-    rows of X, or minus their cosine) is at most
+    (float32 squared norms for the tensor-core tiles; float64 and without ``‖zi‖²``
+    for the float64 products, a shift the same for every column of the row) or
+    ``-gij``. Its distance to the reference's key of the pair (the float64 squared
+    distance of the rows of X, or minus their cosine) is at most
 
-        ``SLACK_SAFETY · (a ‖zi‖ M + b (‖zi‖ + M)²)``,
+        ``SLACK_SAFETY · (a ‖zi‖ M + b (‖zi‖ + M)² + l (‖zi‖ + M) + c)``,
 
     ``M`` the largest ``‖zj‖``: ``a = 2ε`` (cosine ``ε``) for the product, ``ε`` the
-    TF32 :func:`~._tf32.dot_error` or ``2 (d + 2) 2⁻⁵³`` for float64; ``b`` sums the
-    squared norms' and the additions' rounding (``(d + 5) 2⁻²⁴`` in float32, ``(d + 4)
-    2⁻⁵³`` in float64; none for cosine) and ``8·2⁻²⁴ + 2 (d + 4) 2⁻⁵³`` for Z against X
-    (each coordinate of ``Z`` within 2⁻²⁴ of its own size, after centring or
-    normalising) and the reference's own float64 rounding. Unit rows have norms near 1,
-    so ``(‖zi‖ + M)² ≈ 4`` covers cosine's constant terms.
+    TF32 :func:`~._tf32.dot_error`, the fp16 tile's relative coefficient or
+    ``2 (d + 2) 2⁻⁵³`` for float64; ``b`` sums the squared norms' and the additions'
+    rounding (``(d + 5) 2⁻²⁴`` in float32, ``(d + 4) 2⁻⁵³`` in float64; none for
+    cosine) and ``8·2⁻²⁴ + 2 (d + 4) 2⁻⁵³`` for Z against X (each coordinate of ``Z``
+    within 2⁻²⁴ of its own size, after centring or normalising) and the reference's
+    own float64 rounding; ``l`` and ``c``, fp16 tiles only, their absolute error
+    (subnormals), see :func:`slack_coefficients`. Unit rows have norms near 1, so
+    ``(‖zi‖ + M)² ≈ 4`` covers cosine's constant terms.
 
     Parameters
     ----------
@@ -244,32 +260,68 @@ def key_slack(zn, M: float, d: int, cosine: bool, product: str):
         The largest row norm.
     d : int
     cosine : bool
-    product : {"tf32", "float64"}
+    product : {"fp16", "tf32", "float64"}
+    inv_scale : float
+        ``1/s`` of the fp16 operand (:func:`fp16_scale`); unused by the others.
 
     Returns
     -------
     array of float64, like `zn`
     """
-    a, b = slack_coefficients(d, cosine, product)
-    return SLACK_SAFETY * (a * zn * M + b * (zn + M) ** 2)
+    a, b, l, c = slack_coefficients(d, cosine, product, inv_scale)
+    return SLACK_SAFETY * (a * zn * M + b * (zn + M) ** 2 + l * (zn + M) + c)
 
 
-def slack_coefficients(d: int, cosine: bool, product: str) -> tuple[float, float]:
-    """``(a, b)`` of :func:`key_slack`'s bound ``SLACK_SAFETY · (a ‖zi‖ M + b (‖zi‖ +
-    M)²)``, which holds with ``M`` any bound on the column's norm ``‖zj‖``."""
+def slack_coefficients(d: int, cosine: bool, product: str,
+                       inv_scale: float = 1.0) -> tuple[float, float, float, float]:
+    """``(a, b, l, c)`` of :func:`key_slack`'s bound ``SLACK_SAFETY · (a ‖zi‖ M + b (‖zi‖
+    + M)² + l (‖zi‖ + M) + c)``, which holds with ``M`` any bound on the column's norm
+    ``‖zj‖``.
+
+    The fp16 tile (rows ``y = s z`` with every entry in [-1, 1], ``T = 1/s`` =
+    `inv_scale`) has ``|ŝ − y_i·y_j| <= A r_i r_j + B (r_i + r_j) + C``
+    (:func:`.gemm.gemm_error_bound`, ``r = ‖y‖``); its value times ``T²`` is then within
+    ``A ‖zi‖ ‖zj‖ + B T (‖zi‖ + ‖zj‖) + C T²`` of ``zi·zj``, doubled in a squared
+    distance's key. TF32 and float64 products have no absolute terms (``l = c = 0``).
+    """
+    l = c = 0.0
     if product == "tf32":
         eps, norms_rounding = dot_error(d), (d + 5) * U32
+    elif product == "fp16":
+        eps, coef_b, coef_c = gemm_error_bound(d, padded_width(d))
+        norms_rounding = (d + 5) * U32
+        l, c = coef_b * inv_scale, coef_c * inv_scale * inv_scale
     else:
         eps, norms_rounding = 2 * (d + 2) * _U64, (d + 4) * _U64
     data = 8 * U32 + 2 * (d + 4) * _U64
-    a = eps if cosine else 2 * eps
-    b = data if cosine else norms_rounding + data
-    return a, b
+    if cosine:
+        return eps, data, l, c
+    return 2 * eps, norms_rounding + data, 2 * l, 2 * c
+
+
+def padded_width(d: int) -> int:
+    """Columns of the fp16 operand: d rounded up to a multiple of 8 (zeros added), the
+    alignment cuBLAS's fp16 tensor-core kernels take."""
+    return -(-d // 8) * 8
+
+
+def fp16_scale(Z) -> float | None:
+    """The power of two s that brings every entry of `Z` into [-1, 1) (``s max|z|`` in
+    [1/2, 1)), when the fp16 tile may serve `Z`: its entries' products then sum to at
+    most d in magnitude (inside fp16's range for d <= :data:`FP16_MAX_D`) and s² and
+    1/s² are normal float32 values; None otherwise (all-zero `Z` included)."""
+    d = Z.shape[1]
+    top = float(abs(Z).max()) if Z.size else 0.0
+    if d > FP16_MAX_D or not math.isfinite(top) or top == 0.0:
+        return None
+    e = math.frexp(top)[1]
+    return 2.0**-e if abs(e) <= FP16_MAX_EXPONENT else None
 
 
 def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int | None = None,
-             select: str = "auto", timer: StageTimer | None = None):
-    """The k nearest other points of each row of `X` via TF32 tiles (see the module).
+             select: str = "auto", product: str = "auto", timer: StageTimer | None = None):
+    """The k nearest other points of each row of `X` via tensor-core tiles (see the
+    module).
 
     Parameters
     ----------
@@ -286,6 +338,13 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int | None = None,
         How each tile row's C best are found: ``"bound"`` (the bound and filter, then
         lists for the rows it leaves), ``"lists"`` (lists only), ``"auto"`` the bound
         when C <= :data:`SELECT_MAX_C`. The same columns either way.
+    product : {"auto", "fp16", "tf32"}
+        The tile: ``"fp16"`` (the rows scaled by a power of two into [-1, 1] and
+        rounded to fp16, fp32 accumulation, fp16 tile: twice the tensor-core rate of
+        TF32 and half the tile's bytes, with a wider bound), ``"tf32"`` (float32
+        operands on TF32 tensor cores, float32 tile); ``"auto"`` fp16 where
+        :func:`fp16_scale` allows it. The same lists either way (only the rows
+        decided again may differ).
     timer : StageTimer, optional
         Records ``"prepare"``, ``"gemm"``, ``"topk"``, ``"refine"`` and ``"recheck"``.
 
@@ -298,7 +357,7 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int | None = None,
         ``candidates`` per row, ``block_rows``, ``select`` (how the candidates were
         found), ``rows_listed`` (rows whose candidates came from the lists kernel: all
         with ``"lists"``, those the filter overflowed with ``"bound"``) and
-        ``rows_rechecked`` (rows decided again from float64 products).
+        ``rows_rechecked`` (rows decided again from float64 products), ``product``.
     """
     import cupy
     from cupy.cuda import device
@@ -310,6 +369,8 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int | None = None,
     C = min(n - 1, 2 * k + GEMM_EXTRA)
     if select not in ("auto", "bound", "lists"):
         raise ValueError(f"select={select!r}: expected 'auto', 'bound' or 'lists'")
+    if product not in ("auto", "fp16", "tf32"):
+        raise ValueError(f"product={product!r}: expected 'auto', 'fp16' or 'tf32'")
     bounded = select == "bound" or (select == "auto" and C <= SELECT_MAX_C)
     if bounded and (C > SELECT_MAX_C or n >= 2**31):
         raise ValueError(f"select='bound' needs C <= {SELECT_MAX_C} (C = {C}) and "
@@ -332,11 +393,21 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int | None = None,
         zn = cupy.sqrt(squares.sum(axis=1, dtype=cupy.float64))
         del squares
         M = float(zn.max())
-        slack = key_slack(zn, M, d, cosine, "tf32")
-        coef = slack_coefficients(d, cosine, "tf32")
+        scale = fp16_scale(Z) if product != "tf32" else None
+        if product == "fp16" and scale is None:
+            raise ValueError(f"product='fp16' needs d <= {FP16_MAX_D} and data whose "
+                             "scale fp16 can carry; use product='tf32' or 'auto'")
+        half = scale is not None
+        product = "fp16" if half else "tf32"
+        if half:  # exact scaling (a power of two), one rounding to fp16, zero padding
+            H = cupy.zeros((n, padded_width(d)), dtype=cupy.float16)
+            H[:, :d] = Z * np.float32(scale)
+        inv_scale = 1.0 / scale if half else 1.0
+        slack = key_slack(zn, M, d, cosine, product, inv_scale)
+        coef = slack_coefficients(d, cosine, product, inv_scale)
         if valid is not None:
             valid = valid.astype(cupy.uint8)
-    module = _module(C)
+    module = _module(C, half=half)
     topk = module.get_function("knn_tile_topk")
     bound = module.get_function("knn_tile_select") if bounded else None
     pair_keys = module.get_function("knn_pair_keys")
@@ -344,9 +415,14 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int | None = None,
     if tile_bytes is None:
         tile_bytes = tile_bytes_for(n)
     block_rows = int(max(32, min(n, tile_bytes // (4 * n))))
+    # Tile rows (and sq) padded to whole 16-byte loads of knn_tile_select.
+    ldg = -(-n // (8 if half else 4)) * (8 if half else 4)
+    if sq is not None:
+        sq = cupy.concatenate([sq, cupy.zeros(ldg - n, dtype=sq.dtype)])
     idx = cupy.empty((n, k), dtype=cupy.int64)
     val = cupy.empty((n, k), dtype=cupy.float64)
-    G = cupy.empty((block_rows, n), dtype=cupy.float32)
+    G = cupy.empty((block_rows, ldg), dtype=cupy.float16 if half else cupy.float32)
+    tile_scale = np.float32(1.0 / (scale * scale) if half else 1.0)  # exact: a power of two
     cand = cupy.empty((block_rows, C), dtype=cupy.int64)
     keys = cupy.empty((block_rows, C), dtype=cupy.float64)
     cut = cupy.empty(block_rows, dtype=cupy.float32)
@@ -358,17 +434,21 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int | None = None,
     handle = device.get_cublas_handle()
     mode = cublas.getPointerMode(handle)
     cublas.setPointerMode(handle, POINTER_MODE_HOST)
+    fp16 = TileGemm() if half else None
     try:
         for r0 in range(0, n, block_rows):
             rows = min(block_rows, n - r0)
             with timer("gemm"):
-                tf32_product(handle, cublas, Z, Z[r0 : r0 + rows], G[:rows])
+                if half:
+                    fp16.tile(H, H[r0 : r0 + rows], G[:rows], ldg)
+                else:
+                    tf32_product(handle, cublas, Z, Z[r0 : r0 + rows], G[:rows], ldg)
             with timer("topk"):
                 threads = rows * 32
                 grid = ((threads + _BLOCK - 1) // _BLOCK,)
-                args = (G, np.int64(n), np.int32(rows), np.int64(n), np.int64(r0),
-                        null if sq is None else sq, valid if cosine else null, np.int32(C),
-                        cand, cut)
+                args = (G, np.int64(ldg), np.int32(rows), np.int64(n), np.int64(r0),
+                        null if sq is None else sq, tile_scale, valid if cosine else null,
+                        np.int32(C), cand, cut)
                 if bound is not None:
                     bound(grid, (_BLOCK,), (*args, only),
                           shared_mem=(_BLOCK // 32) * SELECT_CAP * 8)
@@ -384,9 +464,12 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int | None = None,
                        (np.int64(r0), np.int32(rows), cand, keys, np.int32(C), np.int32(k),
                         np.int32(1 if cosine else 0), cut, slack,
                         null if cosine else zn, np.float64(M), np.float64(coef[0]),
-                        np.float64(coef[1]), np.float64(SLACK_SAFETY), np.int32(d),
+                        np.float64(coef[1]), np.float64(coef[2]), np.float64(coef[3]),
+                        np.float64(SLACK_SAFETY), np.int32(d),
                         np.int32(1 if C == n - 1 else 0), idx, val, pending, n_pending))
     finally:
+        if fp16 is not None:
+            fp16.close()
         cublas.setPointerMode(handle, mode)
     del G
     m = int(n_pending.get()[0])
@@ -396,7 +479,8 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int | None = None,
                          tile_bytes)
     return idx, val, {"candidates": C, "block_rows": block_rows,
                       "select": "bound" if bounded else "lists",
-                      "rows_listed": int(listed.get()[0]), "rows_rechecked": m}
+                      "rows_listed": int(listed.get()[0]), "rows_rechecked": m,
+                      "product": product}
 
 
 def _decide_rows(X, Z, rows, k, cosine, norms, zn, M, module, idx, val, tile_bytes):

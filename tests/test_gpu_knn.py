@@ -3,7 +3,7 @@
 Fresh random data each run (the seed is in the report), every output buffer poisoned
 with 0xFF bytes: an unwritten neighbour reads as padding and shows as a missing edge.
 The grid search decides on the reference's float64 values and stops only when no
-unvisited point can tie; the GEMM search re-checks its TF32 candidates in float64 and
+unvisited point can tie; the GEMM search re-checks its fp16 or TF32 candidates in float64 and
 decides the rows its rounding bound leaves open from float64 products: both lists
 equal the reference's exactly, ties included.
 """
@@ -47,19 +47,21 @@ def test_grid_lists_equal_the_reference_exactly(poisoned, rng, flavour, d):
     assert np.array_equal(val.view(np.uint64), ref_val.view(np.uint64))
 
 
+@pytest.mark.parametrize("product", ["fp16", "tf32"])
 @pytest.mark.parametrize("cosine", [False, True])
 @pytest.mark.parametrize("flavour", ["uniform", "blobs", "lattice", "duplicates", "offset",
                                      "zeros"])
 @pytest.mark.parametrize("d", [8, 40, 200, 784])
-def test_gemm_lists_equal_the_reference_exactly(poisoned, rng, cosine, flavour, d):
-    # Ties (lattice, duplicates) and cancellation (offset) included: rows the TF32
+def test_gemm_lists_equal_the_reference_exactly(poisoned, rng, cosine, flavour, d, product):
+    # Ties (lattice, duplicates) and cancellation (offset) included: rows the tile's
     # bound leaves open are decided again, so nothing is left to the rounding. Small
     # tiles now and then, so that several row blocks and re-decided blocks run.
     n = int(rng.integers(300, 2000 if d <= 200 else 700))  # the reference's time
     X = tricky_data(rng, n, d, flavour)
     k = int(rng.integers(1, 30))
     tile = int(rng.choice([1 << 30, 4 * n * int(rng.integers(32, 200))]))
-    idx, val, info = lists(X, k, "gemm", cosine, tile_bytes=tile)
+    idx, val, info = lists(X, k, "gemm", cosine, tile_bytes=tile, product=product)
+    assert info["product"] == product
     rule = EdgeRule.from_args("cosine" if cosine else "uniform", graph="knn")
     ref_idx, ref_val = reference_knn(X, rule, k)
     assert np.array_equal(idx, ref_idx)
@@ -67,15 +69,31 @@ def test_gemm_lists_equal_the_reference_exactly(poisoned, rng, cosine, flavour, 
     assert 0 <= info["rows_rechecked"] <= n
 
 
+def test_fp16_operands_round_to_nearest_even(rng):
+    # The fp16 tile's bound (kernels/gemm.py gemm_error_bound) takes each operand
+    # within 2⁻¹¹ of itself plus 2⁻²⁵ (subnormals): CuPy's float32 → float16 cast must
+    # round to nearest even, as NumPy's does, bit for bit (subnormals and ties included).
+    import cupy
+
+    v = np.concatenate([
+        rng.uniform(-1, 1, 100_000), rng.uniform(-2**-13, 2**-13, 100_000),
+        rng.uniform(-2**-24, 2**-24, 10_000),
+        (rng.integers(-2**11, 2**11, 10_000) + 0.5) * 2.0**-11,  # ties at 2^-12 steps
+    ]).astype(np.float32)
+    got = cupy.asarray(v).astype(cupy.float16).get()
+    assert np.array_equal(got.view(np.uint16), v.astype(np.float16).view(np.uint16))
+
+
+@pytest.mark.parametrize("product", ["fp16", "tf32"])
 @pytest.mark.parametrize("cosine", [False, True])
-def test_gemm_decides_tied_rows_again(poisoned, rng, cosine):
+def test_gemm_decides_tied_rows_again(poisoned, rng, cosine, product):
     # Groups of 60 identical points, k = 10: the cut (the 28th candidate) ties the
-    # 10th, so no row settles on the TF32 pass; every row goes through the float64
+    # 10th, so no row settles on the tile's pass; every row goes through the float64
     # products and the exact pass, whose lists are the reference's (lowest indices).
     groups = int(rng.integers(5, 15))
     centres = rng.standard_normal((groups, 64)).astype(np.float32)
     X = np.ascontiguousarray(centres[rng.permutation(np.repeat(np.arange(groups), 60))])
-    idx, val, info = lists(X, 10, "gemm", cosine)
+    idx, val, info = lists(X, 10, "gemm", cosine, product=product)
     assert info["rows_rechecked"] == X.shape[0]
     rule = EdgeRule.from_args("cosine" if cosine else "uniform", graph="knn")
     ref_idx, ref_val = reference_knn(X, rule, 10)
@@ -83,9 +101,10 @@ def test_gemm_decides_tied_rows_again(poisoned, rng, cosine):
     assert np.array_equal(val.view(np.uint64), ref_val.view(np.uint64))
 
 
+@pytest.mark.parametrize("product", ["fp16", "tf32"])
 @pytest.mark.parametrize("cosine", [False, True])
 @pytest.mark.parametrize("flavour", ["uniform", "blobs", "lattice", "offset", "zeros"])
-def test_bound_and_lists_list_the_same_columns(poisoned, rng, cosine, flavour):
+def test_bound_and_lists_list_the_same_columns(poisoned, rng, cosine, flavour, product):
     # The bound-and-filter selection against the per-lane lists on the same tiles:
     # the same candidates, so the same lists, values and rows re-decided; sizes where
     # the sampled quarter of the columns and several tiles both matter.
@@ -94,8 +113,8 @@ def test_bound_and_lists_list_the_same_columns(poisoned, rng, cosine, flavour):
     X = tricky_data(rng, n, d, flavour)
     k = int(rng.integers(1, 29))  # C = 2k + 8 <= 64
     tile = int(rng.choice([1 << 30, 4 * n * int(rng.integers(32, 300))]))
-    a = lists(X, k, "gemm", cosine, tile_bytes=tile, select="bound")
-    b = lists(X, k, "gemm", cosine, tile_bytes=tile, select="lists")
+    a = lists(X, k, "gemm", cosine, tile_bytes=tile, select="bound", product=product)
+    b = lists(X, k, "gemm", cosine, tile_bytes=tile, select="lists", product=product)
     assert a[2]["select"] == "bound" and b[2]["rows_listed"] == n
     assert np.array_equal(a[0], b[0])
     assert np.array_equal(a[1].view(np.uint64), b[1].view(np.uint64))
@@ -136,14 +155,16 @@ def test_gemm_settles_rows_beside_a_few_of_huge_norm(poisoned, rng):
     assert np.array_equal(val.view(np.uint64), ref_val.view(np.uint64))
 
 
-def test_gemm_settles_most_rows_of_digits_on_tf32(poisoned):
-    # The point of the TF32 pass: on 784-d digits almost every row is settled by its
-    # cut, and the lists are still the reference's.
+@pytest.mark.parametrize("product", ["fp16", "tf32"])
+def test_gemm_settles_most_rows_of_digits_on_the_tile(poisoned, product):
+    # The point of the tensor-core pass: on 784-d digits almost every row is settled
+    # by its cut, and the lists are still the reference's.
     from explorer.data import load
 
     X = np.ascontiguousarray(load("infinite-digits", n_samples=1500, random_state=1).X,
                              dtype=np.float32)
-    idx, val, info = lists(X, 10, "gemm")
+    idx, val, info = lists(X, 10, "gemm", product=product)
+    assert info["product"] == product
     assert info["rows_rechecked"] < 0.2 * X.shape[0]
     ref_idx, ref_val = reference_knn(X, EdgeRule.from_args("uniform", graph="knn"), 10)
     assert np.array_equal(idx, ref_idx)

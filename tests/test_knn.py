@@ -377,12 +377,13 @@ def _tf32(Z):
 
 
 @pytest.mark.parametrize("flavour", ["blobs", "lattice", "offset", "zeros"])
-def test_gpu_knn_key_slack_covers_tf32_and_float64_keys(rng, flavour):
+def test_gpu_knn_key_slack_covers_tensor_core_and_float64_keys(rng, flavour):
     # The bound the GPU's GEMM search settles rows by (kernels/knn.py key_slack),
     # checked against keys formed here as the device forms them: TF32-truncated
-    # operands with float32 sums (and float64 products for the re-decision), against
-    # the reference's squared distances and cosines of every pair.
-    from explorer.kernels.knn import key_slack
+    # operands with float32 sums, fp16 operands scaled into [-1, 1] with float32 sums
+    # rounded to an fp16 tile (and float64 products for the re-decision), against the
+    # reference's squared distances and cosines of every pair.
+    from explorer.kernels.knn import fp16_scale, key_slack, padded_width
 
     n, d = 300, int(rng.choice([3, 50, 300]))
     X = tricky_data(rng, n, d, flavour)
@@ -409,6 +410,15 @@ def test_gpu_knn_key_slack_covers_tf32_and_float64_keys(rng, flavour):
         slack = key_slack(zn, M, d, cosine, "tf32")[:, None]
         assert np.all(np.abs(key.astype(np.float64) - ref_key)[pairs]
                       <= np.broadcast_to(slack, key.shape)[pairs])
+        scale = fp16_scale(Z)
+        if scale is not None:
+            H = np.zeros((n, padded_width(d)), dtype=np.float32)
+            H[:, :d] = (Z * np.float32(scale)).astype(np.float16)
+            tile = (H @ H.T).astype(np.float16).astype(np.float32) * np.float32(scale**-2)
+            key = -tile if cosine else (sq[:, None] + sq[None, :]) - np.float32(2.0) * tile
+            slack = key_slack(zn, M, d, cosine, "fp16", 1.0 / scale)[:, None]
+            assert np.all(np.abs(key.astype(np.float64) - ref_key)[pairs]
+                          <= np.broadcast_to(slack, key.shape)[pairs])
         Z64 = Z.astype(np.float64)
         G64 = Z64 @ Z64.T
         key64 = -G64 if cosine else (Z64 * Z64).sum(axis=1)[None, :] - 2.0 * G64 + (

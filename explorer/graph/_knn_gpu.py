@@ -1,8 +1,8 @@
 """The GPU kNN search behind :mod:`explorer.graph.knn` (imported on a GPU run only).
 
 ``"grid"`` for distance rules up to :data:`GRID_KNN_MAX_D` features (cells over at
-most three of them), ``"gemm"`` otherwise (TF32 tensor-core tiles, float64 re-check of
-the candidates and of the rows their rounding leaves open); both exact, see
+most three of them), ``"gemm"`` otherwise (fp16 or TF32 tensor-core tiles, float64
+re-check of the candidates and of the rows their rounding leaves open); both exact, see
 :mod:`explorer.kernels.knn`.
 """
 
@@ -23,8 +23,8 @@ def choose_knn_method_gpu(n: int, d: int, rule: EdgeRule) -> tuple[str, str]:
                         f"ring by ring finds the k nearest without all n² pairs (taken for "
                         f"d <= {GRID_KNN_MAX_D})")
     why = "cosine" if rule.compares == "cosine" else f"d={d} > {GRID_KNN_MAX_D}"
-    return "gemm", (f"GPU backend, n={n}, d={d}, {why}: TF32 tensor-core distance tiles, "
-                    "per-row top-k, float64 re-check (exact)")
+    return "gemm", (f"GPU backend, n={n}, d={d}, {why}: fp16 (or TF32) tensor-core "
+                    "similarity tiles, per-row top-k, float64 re-check (exact)")
 
 
 def knn_search_gpu(X, rule: EdgeRule, k: int, method: str):
