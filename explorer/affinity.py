@@ -175,12 +175,14 @@ def _sample_graph(X, k, graph, n_neighbors, local_neighbor, backend):
     """The :class:`~explorer.graph.Graph` of kind `graph` that the suggested edge rule
     builds on `X`, on `backend`."""
     from .graph import EdgeRule, build_graph
+    from .inputs import Prepared
 
+    points = Prepared(X)  # validated (see choose_affinity): not read again
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # components left out: the fit will say so
-        rule = EdgeRule.suggest(X, n_clusters=k, n_neighbors=n_neighbors, graph=graph,
+        rule = EdgeRule.suggest(points, n_clusters=k, n_neighbors=n_neighbors, graph=graph,
                                 local_neighbor=local_neighbor)
-        return build_graph(X, rule, backend=backend)
+        return build_graph(points, rule, backend=backend)
 
 
 def _has_exactly_k_components(csr, k) -> bool:

@@ -32,7 +32,7 @@ import numpy as np
 from ._backend import array_module, column_centred_sums, column_extremes
 from ._validation import check_data, column_offsets, real_matrix
 
-__all__ = ["UNIT_HIGH", "UNIT_LOW", "InputData", "prepare_input", "source_kind"]
+__all__ = ["UNIT_HIGH", "UNIT_LOW", "InputData", "Prepared", "prepare_input", "source_kind"]
 
 #: The largest centred magnitude kept as it is: squared distances of float32 values
 #: must stay below float32's maximum (3.4·10³⁸) with room for sums over features.
@@ -115,6 +115,24 @@ class InputData:
         return text + ("; " + "; ".join(self.notes) if self.notes else "")
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """Points that have been through this stage already (:attr:`InputData.X`, or rows,
+    scaled rows or representatives of them): the entries a fit calls again
+    (:meth:`explorer.EdgeRule.suggest`, :func:`explorer.build_graph`,
+    :func:`explorer.graph_stats`) take them as they are instead of validating them a
+    second time, which would find nothing to do (no offset, no unit) and cost a read
+    of the points and host round trips each time.
+
+    Attributes
+    ----------
+    X : float32 array of shape (n, d)
+        NumPy or CuPy, C-contiguous, finite, in working units.
+    """
+
+    X: object
+
+
 def source_kind(X) -> str:
     """``"numpy"``, ``"cupy"``, ``"pandas"``, ``"dask"`` or ``"other"``: what kind of
     data `X` is, read from its type without importing its library."""
@@ -130,8 +148,9 @@ def prepare_input(X, *, name: str = "X", center: bool | str = True, min_samples:
 
     Parameters
     ----------
-    X : array-like of shape (n, d)
-        NumPy, CuPy, pandas, a list of rows, or a Dask array chunked by rows.
+    X : array-like of shape (n, d) or Prepared
+        NumPy, CuPy, pandas, a list of rows, or a Dask array chunked by rows; or
+        :class:`Prepared` points, returned as they are.
     name : str
         The argument's name in messages.
     center : bool or "mean"
@@ -155,12 +174,15 @@ def prepare_input(X, *, name: str = "X", center: bool | str = True, min_samples:
         Sparse, non-numeric, complex, not 2-D, too few rows or columns, NaN or inf;
         the message names `name`, the value and what is allowed.
     """
+    if isinstance(X, Prepared):
+        return InputData(X=X.X, shift=None, unit=1.0, source=source_kind(X.X))
     source = source_kind(X)
     if source == "dask":
         return _prepare_dask(X, name=name, center=center, min_samples=min_samples)
     A = real_matrix(X, name=name, min_samples=min_samples)
     xp = array_module(A)
     wide = A.dtype.itemsize > 4 or A.dtype.kind in "iu"
+    finite = None  # known from the extremes, when they were read
     if like is not None:  # the caller has checked the number of features
         shift, unit = like.shift, like.unit
     else:
@@ -168,7 +190,12 @@ def prepare_input(X, *, name: str = "X", center: bool | str = True, min_samples:
             shift = _host(column_centred_sums(A, squares=False)[0] / A.shape[0]) if wide else None
         else:
             shift = column_offsets(A) if center else None
-        unit = _unit(A, shift, xp)
+        unit, finite = _unit(A, shift)
+    if (finite and shift is None and unit == 1.0 and A.dtype == np.float32
+            and A.flags.c_contiguous):
+        # Already the float32 points, and finite (NaN and ±inf show in the extremes):
+        # check_data would read them again to find that out.
+        return InputData(X=A, shift=None, unit=1.0, source=source)
     notes = []
     if shift is not None and center != "mean":
         notes.append(_offset_note(shift))
@@ -190,19 +217,21 @@ def _host(a):
     return a.get() if hasattr(a, "get") else a
 
 
-def _unit(A, shift, xp) -> float:
+def _unit(A, shift) -> tuple[float, bool | None]:
     """The power of two that brings the largest centred magnitude of `A` near 1, when
-    it lies outside [:data:`UNIT_LOW`, :data:`UNIT_HIGH`]; else 1."""
+    it lies outside [:data:`UNIT_LOW`, :data:`UNIT_HIGH`] (else 1), and whether `A` is
+    finite (None where its extremes were not read: empty or narrow integer data)."""
     if A.size == 0 or A.dtype.kind in "biu" and A.dtype.itemsize < 8:
-        return 1.0
+        return 1.0, None
     with np.errstate(invalid="ignore", over="ignore"):
-        lo, hi = column_extremes(A)
+        lo, hi = np.asarray(_host(array_module(A).stack(column_extremes(A))))  # one copy
+        finite = bool(np.isfinite(lo).all() and np.isfinite(hi).all())
         if shift is not None:
-            lo, hi = lo - xp.asarray(shift), hi - xp.asarray(shift)
-        top = float(xp.maximum(xp.abs(lo), xp.abs(hi)).max())
+            lo, hi = lo - np.asarray(_host(shift)), hi - np.asarray(_host(shift))
+        top = float(np.maximum(np.abs(lo), np.abs(hi)).max())
     if not math.isfinite(top) or top == 0.0 or UNIT_LOW <= top <= UNIT_HIGH:
-        return 1.0
-    return 2.0 ** (-math.frexp(top)[1])
+        return 1.0, finite
+    return 2.0 ** (-math.frexp(top)[1]), finite
 
 
 def _offset_note(shift) -> str:

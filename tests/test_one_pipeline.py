@@ -144,3 +144,32 @@ def test_the_command_line_prints_the_librarys_plan_and_clusters_alike(blobs, tmp
     doc = json.loads(out.read_text())
     capsys.readouterr()
     assert "given" not in doc["mode"]["reason"]  # not passed: the library decided
+
+
+@pytest.mark.parametrize("kw", [{}, {"affinity": "nearest_neighbors"},
+                                {"metric": "gaussian", "sigma": 0.5,
+                                 "threshold_sqdist": 2.0}])
+def test_a_fit_reads_the_points_in_one_input_stage(monkeypatch, kw):
+    # The entries a fit calls again (the edge rule's suggestion, the affinity choice's
+    # sample graphs, the graph build) take the fit's points as prepared: one read of
+    # the n × d points for their extremes, not one per entry (k-means reads the
+    # embedding, n × k, which this count leaves out).
+    import explorer._validation as validation
+    import explorer.inputs as inputs
+
+    rng = np.random.default_rng(7)
+    X = np.concatenate([rng.normal(c, 0.3, size=(300, 3)) for c in (0.0, 4.0)])
+    X = X.astype(np.float32)
+    reads = []
+    for module in (inputs, validation):
+        real = module.column_extremes
+
+        def counted(A, real=real):
+            if A.shape == X.shape:
+                reads.append(A.shape)
+            return real(A)
+
+        monkeypatch.setattr(module, "column_extremes", counted)
+    sc = SpectralClustering(2, random_state=0, **kw).fit(X)
+    assert len(reads) == 1
+    assert np.unique(sc.labels_).size == 2

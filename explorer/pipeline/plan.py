@@ -28,7 +28,7 @@ from ..graph import BuildOptions, EdgeRule, Graph, csr_stats, graph_stats
 from ..graph.pairwise import kernel_affinity, rbf_edge_rule, sigma_from_gamma
 from ..graph.rule import SIGMA_MAX, SIGMA_MIN
 from ..graph.suggest import graph_nnz_budget
-from ..inputs import InputData, prepare_input
+from ..inputs import InputData, Prepared, prepare_input
 from ..memory import MemoryEstimateError
 from ..params import AFFINITY_GRAPH, EIGEN_SOLVER_ALIASES, KERNELS, is_number
 from ..preprocessing import check_feature_scales, choose_scaling, fit_scaler
@@ -502,10 +502,10 @@ def _exact_graph_estimate(points, params, unit: float) -> tuple[float, float]:
     counted on the GPU, and the budget (``EXACT_MAX_MEAN_DEGREE_GPU`` per point and the
     GPU's memory, :func:`explorer.graph.suggest.graph_nnz_budget`)."""
     rule_params = _working_rule_params(params, unit)
-    rule = EdgeRule.suggest(points, rule_params["metric"], rule_params["sigma"],
+    rule = EdgeRule.suggest(Prepared(points), rule_params["metric"], rule_params["sigma"],
                             rule_params["threshold_sqdist"], rule_params["threshold_sim"],
                             n_clusters=params["n_clusters"])
-    stats = graph_stats(points, rule, backend="gpu", sample_rows=EXACT_ESTIMATE_ROWS,
+    stats = graph_stats(Prepared(points), rule, backend="gpu", sample_rows=EXACT_ESTIMATE_ROWS,
                         components=False)
     n = points.shape[0]
     budget = min(EXACT_MAX_MEAN_DEGREE_GPU * float(n), graph_nnz_budget("gpu")[0])
@@ -528,7 +528,7 @@ def plan_graph_of(where: Points, X, params) -> FitPlan:
     t0 = time.perf_counter()
     rule_params = _working_rule_params(params, data.unit)
     affinity, affinity_why, built = _choose_affinity(points, params, rule_params, backend)
-    rule = EdgeRule.suggest(points, rule_params["metric"], rule_params["sigma"],
+    rule = EdgeRule.suggest(Prepared(points), rule_params["metric"], rule_params["sigma"],
                             rule_params["threshold_sqdist"], rule_params["threshold_sim"],
                             n_clusters=params["n_clusters"], n_neighbors=params["n_neighbors"],
                             graph=AFFINITY_GRAPH[affinity],

@@ -21,6 +21,7 @@ from ..embedding import isolated_vertices
 from ..engines import ENGINE_MODULES, engine_for
 from ..extension import exact_model, landmark_model
 from ..graph import build_graph
+from ..inputs import Prepared
 from ..landmarks import SVD_MAX_ITER, SVD_TOL, landmark_partition
 from ..params import KERNELS
 from ..partition import partition_graph, warn_components, zero_weights_message
@@ -116,7 +117,7 @@ def run_graph(plan: FitPlan) -> FitResult:
     t0 = time.perf_counter()
     graph = plan.graph
     if graph is None:
-        graph = build_graph(plan.points, plan.rule, method=params["method"],
+        graph = build_graph(Prepared(plan.points), plan.rule, method=params["method"],
                             options=plan.options, backend=params["backend"])
     csr = graph.csr
     copies = reps is not None and reps.kind == "distinct"
