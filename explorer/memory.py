@@ -322,14 +322,45 @@ def check_gpu_memory(n: int, count_rows, rule, method: str, hypo_max_nnz_row: in
     if estimate_gpu_bytes(n, float(n) * (n - 1), method, hypo, sp_max_nz_pct) <= budget:
         return
     nnz, m = _sampled_nnz(n, count_rows)
+    check_gpu_nnz(n, nnz, rule, method, hypo, sp_max_nz_pct, sampled_rows=m, free=free)
+
+
+def check_gpu_nnz(n: int, nnz: float, rule, method: str, hypo_max_nnz_row: int,
+                  sp_max_nz_pct: float | None = None, *, sampled_rows: int | None = None,
+                  free: int | None = None) -> None:
+    """Refuse a GPU graph of `nnz` nonzeros that would not fit in free device memory:
+    :func:`estimate_gpu_bytes` against `free` times :data:`GPU_MEMORY_FRACTION`.
+
+    :func:`check_gpu_memory` comes here with its estimate; a builder whose counting
+    pass gives the exact nnz before it allocates the nnz-sized arrays (the grid) comes
+    here with that, instead of a sampled estimate beforehand.
+
+    Parameters
+    ----------
+    n, rule, method, hypo_max_nnz_row, sp_max_nz_pct, free
+        As in :func:`check_gpu_memory`.
+    nnz : float
+        The nonzeros, counted or estimated.
+    sampled_rows : int, optional
+        The rows the estimate came from (None: counted, exact).
+
+    Raises
+    ------
+    MemoryEstimateError
+        With the nnz, the bytes, the free memory and what to change.
+    """
+    hypo = int(hypo_max_nnz_row)
+    free = free_device_bytes() if free is None else int(free)
     need = estimate_gpu_bytes(n, nnz, method, hypo, sp_max_nz_pct)
-    if need <= budget:
+    if need <= GPU_MEMORY_FRACTION * free:
         return
     extra = {"csr2": f", hypo_max_nnz_row={hypo} (ELLPACK {8 * n * hypo / 2**30:.2f} GiB)",
              "csr3": "" if sp_max_nz_pct is None else f", sp_max_nz_pct={sp_max_nz_pct:g}"}
+    source = ("counted" if sampled_rows is None else f"from {sampled_rows} sampled rows")
+    kind = "" if sampled_rows is None else "an estimated "
     raise MemoryEstimateError(
-        f"graph too large for the GPU: {rule.describe()} on n={n} gives an estimated "
-        f"nnz ≈ {nnz:.3g} ({nnz / n:.1f} per row, from {m} sampled rows); method={method!r}"
+        f"graph too large for the GPU: {rule.describe()} on n={n} gives {kind}"
+        f"nnz ≈ {nnz:.3g} ({nnz / n:.1f} per row, {source}); method={method!r}"
         f"{extra.get(method, '')} needs about {need / 2**30:.2f} GiB but {free / 2**30:.2f} "
         "GiB of GPU memory is free; lower the threshold, subsample the data"
         + (", lower hypo_max_nnz_row" if method == "csr2" else "")

@@ -479,7 +479,8 @@ def _count(b: _Binned, d: int, Q, qid, nq: int, by_id: bool, degrees: bool, out_
     return counts, (deg if degrees else None)
 
 
-def build_grid(X, rule: Rule, *, cell_dims=None, table_size=None, row_sort="auto"):
+def build_grid(X, rule: Rule, *, cell_dims=None, table_size=None, row_sort="auto",
+               check_nnz=None):
     """Build the graph of a distance rule through a uniform grid (``method="grid"``).
 
     Parameters
@@ -498,6 +499,10 @@ def build_grid(X, rule: Rule, *, cell_dims=None, table_size=None, row_sort="auto
         the grid onto a torus: less memory, more candidates.
     row_sort : {"auto", "rank", "global"}
         How rows get ascending columns (:func:`sort_rows`).
+    check_nnz : callable, optional
+        ``check_nnz(nnz)``, called with the exact nnz after the counting pass, before
+        the nnz-sized arrays are allocated: the caller's memory check (it raises to
+        refuse the build).
 
     Returns
     -------
@@ -533,6 +538,8 @@ def build_grid(X, rule: Rule, *, cell_dims=None, table_size=None, row_sort="auto
         wide = counts.astype(cupy.int64)
         nnz, max_row, sum_sq = (int(v) for v in
                                 cupy.stack([row_start[-1], wide.max(), (wide * wide).sum()]).get())
+    if check_nnz is not None:
+        check_nnz(nnz)
     with timer("fill"):
         cols = cupy.empty(nnz, dtype=cupy.int32)
         vals = cupy.empty(nnz, dtype=cupy.float32)

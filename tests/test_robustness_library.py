@@ -716,6 +716,22 @@ def test_cpu_preflight_gives_the_estimate_and_a_suggestion(monkeypatch):
                        sample_rows=100).estimated
 
 
+def test_gpu_nnz_check_names_a_counted_or_sampled_nnz():
+    # The grid's memory check runs on the nnz its counting pass found (no sampled
+    # estimate beforehand); the others' on the sampled estimate: the message says which.
+    from explorer import memory
+
+    rule = EdgeRule.from_args("uniform", threshold_sqdist=0.5)
+    memory.check_gpu_nnz(10**6, 3e7, rule, "grid", 32, free=64 * 2**30)  # fits: no error
+    with pytest.raises(memory.MemoryEstimateError, match=r"graph too large for the GPU: .* "
+                       r"on n=1000000 gives nnz ≈ 3e\+07 \(30.0 per row, counted\); "
+                       r"method='grid' needs about 0.23 GiB but 0.00 GiB"):
+        memory.check_gpu_nnz(10**6, 3e7, rule, "grid", 32, free=2**20)
+    with pytest.raises(memory.MemoryEstimateError, match=r"an estimated nnz ≈ 3e\+07 "
+                       r"\(30.0 per row, from 512 sampled rows\)"):
+        memory.check_gpu_nnz(10**6, 3e7, rule, "csr1", 32, sampled_rows=512, free=2**20)
+
+
 @pytest.mark.gpu
 def test_gpu_preflight_refuses_with_the_estimate(monkeypatch):
     import cupy

@@ -89,6 +89,11 @@ PAPER_METHODS = ("csr1", "csr2", "csr3")
 #: Method name -> builder ``(X, params, **options) -> (csr, timings, info)``.
 BUILDERS = {name: _paper_builder(name) for name in PAPER_METHODS}
 BUILDERS["grid"] = _beyond_paper_builder(kgrid.build_grid)
+
+
+def _build_grid(X, params: EdgeRule, *, check_nnz):
+    """The grid build, with the memory check on its counted nnz (``build_gpu``)."""
+    return kgrid.build_grid(X, kernel_rule(params), check_nnz=check_nnz)
 BUILDERS["gemm"] = _beyond_paper_builder(kgemm.build_gemm)
 
 #: The methods a GPU run accepts (besides "auto").
@@ -154,9 +159,13 @@ def build_gpu(X, params: EdgeRule, method: str, *, hypo_max_nnz_row=None, sp_max
         raise ValueError(f"method={method!r} is not a GPU method; use one of {GPU_METHODS}")
     n, d = X.shape
     hypo = default_hypo_max_nnz_row(d) if hypo_max_nnz_row is None else int(hypo_max_nnz_row)
-    memory.check_gpu_memory(n, partial(_row_counts, X, params), params, method, hypo,
-                            sp_max_nz_pct)
     try:
+        if method == "grid":  # its counting pass gives the exact nnz before the CSR arrays
+            return _build_grid(X, params, check_nnz=partial(
+                memory.check_gpu_nnz, n, rule=params, method=method, hypo_max_nnz_row=hypo,
+                sp_max_nz_pct=sp_max_nz_pct))
+        memory.check_gpu_memory(n, partial(_row_counts, X, params), params, method, hypo,
+                                sp_max_nz_pct)
         return BUILDERS[method](
             X, params, hypo_max_nnz_row=hypo, sp_max_nz_pct=sp_max_nz_pct,
             mem_use_rate=mem_use_rate, block_shapes=block_shapes,
