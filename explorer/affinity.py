@@ -193,13 +193,13 @@ def _has_exactly_k_components(csr, k) -> bool:
     The count comes first (fewer than k components cannot become k); the rule itself is
     partition_graph's (:func:`explorer.partition.components_rule`), without the
     embedding and k-means that a partition would add."""
-    from .components import component_labels
+    from .components import component_labels, label_counts
     from .embedding import isolated_vertices
     from .partition import components_rule
 
     xp = array_module(csr)
     labels = component_labels(csr)
-    pieces = int(xp.unique(labels[xp.diff(csr.indptr) > 0]).size)  # besides the isolated
+    pieces = int(label_counts(labels[xp.diff(csr.indptr) > 0])[0].size)  # besides the isolated
     if pieces < k:
         return False
     rule = components_rule(csr, k, isolated_vertices(csr), labels=labels)

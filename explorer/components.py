@@ -43,6 +43,7 @@ __all__ = [
     "components_besides_isolated",
     "count_components",
     "keep_largest_components",
+    "label_counts",
     "largest_components",
     "restrict_to",
 ]
@@ -80,6 +81,28 @@ def component_labels(csr):
     if xp is not np:
         return _device_roots(csr.shape[0], csr.indptr, csr.indices)
     return connected_components(_pattern(csr), directed=True, connection="strong")[1]
+
+
+def label_counts(labels):
+    """The distinct values of component `labels` and how many vertices carry each:
+    ``xp.unique(labels, return_counts=True)`` by one count per label (labels are below
+    n: vertex ids on the GPU, 0, 1, ... on the CPU), without unique's sort.
+
+    Parameters
+    ----------
+    labels : int ndarray of shape (m,)
+        NumPy or CuPy, non-negative (e.g. ``component_labels(csr)[mask]``).
+
+    Returns
+    -------
+    found : ndarray of the labels' dtype
+        Ascending.
+    counts : int64 ndarray, like `found`
+    """
+    xp = array_module(labels)
+    per = xp.bincount(labels) if labels.size else xp.zeros(0, dtype=xp.int64)
+    found = xp.flatnonzero(per)
+    return found.astype(labels.dtype, copy=False), per[found].astype(xp.int64, copy=False)
 
 
 def count_components(csr, *, block: int | None = None) -> int:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ._backend import array_module
+from ._backend import array_module, to_numpy
 from ._csr import block_rows, row_blocks, with_values
 from ._validation import (
     check_choice,
@@ -27,7 +27,7 @@ from ._validation import (
     is_sparse,
 )
 from .assign import cluster_qr, discretize
-from .components import component_labels, largest_components, restrict_to
+from .components import component_labels, label_counts, largest_components, restrict_to
 from .embedding import (
     EIGENGAP_TOL,
     Embedding,
@@ -470,16 +470,17 @@ def _drop_stray_components(csr, k, isolated, n_components, labels=None):
     xp = array_module(csr)
     labels = component_labels(csr) if labels is None else labels
     in_graph = ~isolated
-    found, counts = xp.unique(labels[in_graph], return_counts=True)
-    n_components = int(found.shape[0])
+    found, counts = label_counts(labels[in_graph])
+    counts = to_numpy(counts)  # one copy: the sizes decide on the host
+    n_components = int(counts.size)
     n_kept = int(counts.sum())
     size = max(2, math.ceil(STRAY_SHARE * n_kept / k))
     small = counts < size
-    pieces = int(xp.count_nonzero(small))
+    pieces = int(np.count_nonzero(small))
     vertices = int(counts[small].sum()) if pieces else 0
     if pieces == 0 or pieces == n_components or n_kept - vertices < k:
         return csr, isolated, _Strays(n_components, labels=labels)
-    drop = xp.isin(labels, found[small]) & in_graph
+    drop = xp.isin(labels, found[xp.asarray(small)]) & in_graph
     data = xp.empty(csr.data.shape, dtype=csr.dtype)
     for r0, r1, e0, e1 in row_blocks(csr.indptr):
         out = drop[block_rows(csr, r0, r1, e0, e1, xp)] | drop[csr.indices[e0:e1]]

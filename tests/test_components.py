@@ -7,6 +7,7 @@ from explorer.components import (
     component_labels,
     count_components,
     keep_largest_components,
+    label_counts,
     largest_components,
     restrict_to,
 )
@@ -61,3 +62,16 @@ def test_restrict_to_zeroes_the_dropped_components_on_the_same_pattern(rng):
     again, n_components, n_dropped = keep_largest_components(S, 2, isolated=comp == -1)
     np.testing.assert_array_equal(again.data, R.data)
     assert (n_components, n_dropped) == (3, 3)
+
+
+def test_label_counts_are_uniques_counts(rng):
+    # The stray rule and the exactly-k test count components by label_counts: the
+    # distinct labels and their sizes exactly as np.unique gives them, empty included.
+    for _ in range(300):
+        size = int(rng.integers(0, 400))
+        labels = rng.integers(0, int(rng.integers(1, 60)), size=size).astype(
+            rng.choice([np.int32, np.int64]))
+        found, counts = label_counts(labels)
+        want, want_counts = np.unique(labels, return_counts=True)
+        assert found.dtype == labels.dtype and counts.dtype == np.int64
+        assert np.array_equal(found, want) and np.array_equal(counts, want_counts)

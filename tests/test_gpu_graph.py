@@ -399,3 +399,17 @@ def test_auto_prefers_grid_and_gemm_where_they_apply():
     assert gpu.choose_method(1_000_000, 4, dist)[0] == "grid"
     assert gpu.choose_method(10_000, 16, dist)[0] == "csr2"   # between the two
     assert gpu.choose_method(10_000, 4, cos)[0] == "csr2"     # cosine in low d
+
+
+def test_label_counts_on_the_device_are_uniques_counts(rng):
+    # label_counts (a bincount) against CuPy's unique, on device labels: vertex ids.
+    from explorer.components import label_counts
+
+    for _ in range(100):
+        n = int(rng.integers(1, 5000))
+        labels = cupy.asarray(rng.integers(0, n, size=int(rng.integers(0, 2 * n))),
+                              dtype=cupy.int32)
+        found, counts = label_counts(labels)
+        want, want_counts = cupy.unique(labels, return_counts=True)
+        assert found.dtype == cupy.int32
+        assert cupy.array_equal(found, want) and cupy.array_equal(counts, want_counts)

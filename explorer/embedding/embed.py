@@ -28,7 +28,7 @@ from sklearn.exceptions import ConvergenceWarning
 from .._backend import array_module, column_norms, to_numpy
 from .._csr import matmul, row_sums, with_values
 from .._validation import check_choice, check_float, check_int, check_random_state
-from ..components import component_labels
+from ..components import component_labels, label_counts
 from ..graph.reorder import check_permutation
 from . import laplacian, solvers
 from .components import indicator_vectors
@@ -310,7 +310,7 @@ def spectral_embedding(
     A = laplacian.scale_symmetric(S, dinv, xp, inplace=True)
     t1 = _now(xp)
 
-    found = None if components is None else int(xp.unique(components[keep]).shape[0])
+    found = None if components is None else int(label_counts(components[keep])[0].shape[0])
     # The CPU's "auto" may try Lanczos first on a connected graph (fallback: the cost
     # model's choice; solvers.resolve_solver, Notes).
     used, fallback = solvers.plan_solver(solver, A, n_components, xp, points_dim=points_dim,
