@@ -74,9 +74,12 @@ def _paper_builder(method: str):
 
 
 def _beyond_paper_builder(build):
-    """Adapt grid/gemm builders: the paper's CSR-1/2/3 options do not apply to them."""
+    """Adapt grid/gemm builders: the paper's CSR-1/2/3 options do not apply to them;
+    ``check_nnz`` (the grid's memory check on its counted nnz) does."""
 
-    def run(X, params, **_paper_options):
+    def run(X, params, *, check_nnz=None, **_paper_options):
+        if check_nnz is not None:
+            return build(X, kernel_rule(params), check_nnz=check_nnz)
         return build(X, kernel_rule(params))
 
     run.__name__ = build.__name__
@@ -89,11 +92,6 @@ PAPER_METHODS = ("csr1", "csr2", "csr3")
 #: Method name -> builder ``(X, params, **options) -> (csr, timings, info)``.
 BUILDERS = {name: _paper_builder(name) for name in PAPER_METHODS}
 BUILDERS["grid"] = _beyond_paper_builder(kgrid.build_grid)
-
-
-def _build_grid(X, params: EdgeRule, *, check_nnz):
-    """The grid build, with the memory check on its counted nnz (``build_gpu``)."""
-    return kgrid.build_grid(X, kernel_rule(params), check_nnz=check_nnz)
 BUILDERS["gemm"] = _beyond_paper_builder(kgemm.build_gemm)
 
 #: The methods a GPU run accepts (besides "auto").
@@ -159,18 +157,18 @@ def build_gpu(X, params: EdgeRule, method: str, *, hypo_max_nnz_row=None, sp_max
         raise ValueError(f"method={method!r} is not a GPU method; use one of {GPU_METHODS}")
     n, d = X.shape
     hypo = default_hypo_max_nnz_row(d) if hypo_max_nnz_row is None else int(hypo_max_nnz_row)
+    options = {"hypo_max_nnz_row": hypo, "sp_max_nz_pct": sp_max_nz_pct,
+               "mem_use_rate": mem_use_rate, "block_shapes": block_shapes,
+               "_max_chunk_rows": _max_chunk_rows, "_max_grid_y": _max_grid_y}
     try:
         if method == "grid":  # its counting pass gives the exact nnz before the CSR arrays
-            return _build_grid(X, params, check_nnz=partial(
-                memory.check_gpu_nnz, n, rule=params, method=method, hypo_max_nnz_row=hypo,
-                sp_max_nz_pct=sp_max_nz_pct))
-        memory.check_gpu_memory(n, partial(_row_counts, X, params), params, method, hypo,
-                                sp_max_nz_pct)
-        return BUILDERS[method](
-            X, params, hypo_max_nnz_row=hypo, sp_max_nz_pct=sp_max_nz_pct,
-            mem_use_rate=mem_use_rate, block_shapes=block_shapes,
-            _max_chunk_rows=_max_chunk_rows, _max_grid_y=_max_grid_y,
-        )
+            options["check_nnz"] = partial(memory.check_gpu_nnz, n, rule=params,
+                                           method=method, hypo_max_nnz_row=hypo,
+                                           sp_max_nz_pct=sp_max_nz_pct)
+        else:
+            memory.check_gpu_memory(n, partial(_row_counts, X, params), params, method, hypo,
+                                    sp_max_nz_pct)
+        return BUILDERS[method](X, params, **options)
     except cupy.cuda.memory.OutOfMemoryError as exc:
         # The build's arrays are garbage once the exception leaves the builder; give
         # their blocks back to the device so that the next try (or other work) has them.
