@@ -34,10 +34,12 @@ from explorer.embedding import chebyshev  # noqa: E402
 
 def _random_normalised(rng, m, density, bands=False):
     """A random symmetric non-negative m × m CSR scaled to D^-1/2 S D^-1/2 (float64);
-    `bands`: entries near the diagonal only (small halos)."""
+    `bands`: entries near the diagonal only (small halos), and the first off-diagonal
+    (a path through every row), so that every split of the rows has a halo whatever
+    the draw."""
     S = sp.random(m, m, density=density, random_state=int(rng.integers(2**31)), format="csr")
     if bands:
-        S = sp.triu(sp.tril(S, 12), -12)
+        S = sp.triu(sp.tril(S, 12), -12) + sp.eye(m, k=1) * 0.5
     S = S + S.T + sp.eye(m) * 1e-3
     S = sp.csr_matrix(S)
     S.sum_duplicates()
@@ -151,9 +153,16 @@ def test_resident_solve_across_ranks(rng):
 
 
 def _blobs2d(rng, n, centres=3):
+    """n points of `centres` Gaussian blobs, 20 of them on a line from each centre to
+    the next (0.25 apart at most, inside the tests' ε radius 0.77): one connected graph
+    whatever the draw (the blobs' tails alone join them only now and then)."""
     C = np.array([[0.0, 0.0], [4.0, 0.5], [1.0, 4.0]])[:centres]
-    return (C[rng.integers(0, centres, n)]
-            + rng.normal(scale=0.6, size=(n, 2))).astype(np.float32)
+    t = np.linspace(0.0, 1.0, 20)[:, None]
+    bridges = [C[i] + t * (C[i + 1] - C[i]) for i in range(centres - 1)]
+    m = n - 20 * (centres - 1)
+    X = np.concatenate([C[rng.integers(0, centres, m)] + rng.normal(scale=0.6, size=(m, 2)),
+                        *bridges])
+    return X[rng.permutation(n)].astype(np.float32)
 
 
 @pytest.mark.parametrize(("n", "chunks", "solver"), [(2400, 500, "chebyshev"),
