@@ -89,6 +89,12 @@ _R_16F = 2
 _MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16
 
 
+def padded_width(d: int) -> int:
+    """Columns of an fp16 operand: d rounded up to a multiple of 8 (zeros added), the
+    alignment cuBLAS's fp16 tensor-core kernels take."""
+    return -(-d // 8) * 8
+
+
 def gemm_error_bound(d: int, d_pad: int):
     """Coefficients ``(A, B, C)`` of the bound ``|ŝ − yᵢ·yⱼ| <= A rᵢrⱼ + B (rᵢ + rⱼ) + C``.
 
@@ -197,7 +203,7 @@ def _prepare(X, rule: Rule):
     import cupy
 
     n, d = X.shape
-    d_pad = -(-d // 8) * 8
+    d_pad = padded_width(d)
     H = cupy.empty((n, d_pad), dtype=cupy.float16)
     nrm = cupy.empty(n, dtype=cupy.float32)
     if rule.is_cosine:

@@ -51,7 +51,7 @@ import numpy as np
 from ._launch import StageTimer
 from ._loader import get_module
 from ._tf32 import POINTER_MODE_HOST, U32, dot_error, tf32_product
-from .gemm import TileGemm, gemm_error_bound
+from .gemm import TileGemm, gemm_error_bound, padded_width
 
 #: Largest k the kernels' per-thread lists hold (the graph layer's MAX_NEIGHBORS).
 MAX_K = 256
@@ -299,12 +299,6 @@ def slack_coefficients(d: int, cosine: bool, product: str,
     return 2 * eps, norms_rounding + data, 2 * l, 2 * c
 
 
-def padded_width(d: int) -> int:
-    """Columns of the fp16 operand: d rounded up to a multiple of 8 (zeros added), the
-    alignment cuBLAS's fp16 tensor-core kernels take."""
-    return -(-d // 8) * 8
-
-
 def fp16_scale(Z) -> float | None:
     """The power of two s that brings every entry of `Z` into [-1, 1) (``s max|z|`` in
     [1/2, 1)), when the fp16 tile may serve `Z`: its entries' products then sum to at
@@ -397,7 +391,7 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int | None = None,
         if product == "fp16" and scale is None:
             raise ValueError(f"product='fp16' needs d <= {FP16_MAX_D} and data whose "
                              "scale fp16 can carry; use product='tf32' or 'auto'")
-        half = scale is not None
+        half = scale is not None  # the fp16 tile
         product = "fp16" if half else "tf32"
         if half:  # exact scaling (a power of two), one rounding to fp16, zero padding
             H = cupy.zeros((n, padded_width(d)), dtype=cupy.float16)
@@ -416,7 +410,8 @@ def knn_gemm(X, k: int, cosine: bool, *, tile_bytes: int | None = None,
         tile_bytes = tile_bytes_for(n)
     block_rows = int(max(32, min(n, tile_bytes // (4 * n))))
     # Tile rows (and sq) padded to whole 16-byte loads of knn_tile_select.
-    ldg = -(-n // (8 if half else 4)) * (8 if half else 4)
+    vec = 16 // (2 if half else 4)
+    ldg = -(-n // vec) * vec
     if sq is not None:
         sq = cupy.concatenate([sq, cupy.zeros(ldg - n, dtype=sq.dtype)])
     idx = cupy.empty((n, k), dtype=cupy.int64)

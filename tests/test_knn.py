@@ -383,7 +383,8 @@ def test_gpu_knn_key_slack_covers_tensor_core_and_float64_keys(rng, flavour):
     # operands with float32 sums, fp16 operands scaled into [-1, 1] with float32 sums
     # rounded to an fp16 tile (and float64 products for the re-decision), against the
     # reference's squared distances and cosines of every pair.
-    from explorer.kernels.knn import fp16_scale, key_slack, padded_width
+    from explorer.kernels.gemm import padded_width
+    from explorer.kernels.knn import fp16_scale, key_slack
 
     n, d = 300, int(rng.choice([3, 50, 300]))
     X = tricky_data(rng, n, d, flavour)
